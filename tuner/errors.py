@@ -1,0 +1,28 @@
+"""The error tree of tuner.
+
+Every error a user can cause derives from :class:`TunerError`; the CLI turns one into a
+single line and exit code 2. Messages name the thing, the value and the reason::
+
+    TunerError
+    ├── ProblemError      a problem file is malformed or inconsistent
+    │   └── TraceError    a request trace cannot be read
+    └── AssignmentError   a requested config assignment does not fit the problem
+"""
+
+from __future__ import annotations
+
+
+class TunerError(Exception):
+    """Root of every error tuner raises on purpose."""
+
+
+class ProblemError(TunerError):
+    """A problem file (or something it references) is malformed or inconsistent."""
+
+
+class TraceError(ProblemError):
+    """A request trace is missing, unreadable or malformed."""
+
+
+class AssignmentError(TunerError):
+    """An operator-to-config assignment names an unknown operator or config."""

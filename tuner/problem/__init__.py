@@ -1,0 +1,13 @@
+"""Problem files: loading, validation and the immutable model they become."""
+
+from .assign import resolve_assignment
+from .load import load_problem
+from .model import (
+    Config, Device, Family, KernelProfile, Memory, Neighbor, Operator, PiecewiseLinear,
+    Problem, Regime, Service, Slo,
+)
+
+__all__ = [
+    "Config", "Device", "Family", "KernelProfile", "Memory", "Neighbor", "Operator",
+    "PiecewiseLinear", "Problem", "Regime", "Service", "Slo", "load_problem", "resolve_assignment",
+]

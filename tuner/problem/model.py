@@ -1,0 +1,285 @@
+"""The validated, immutable model of a tuning problem.
+
+A :class:`Problem` is what the loader builds from a YAML file after every check has
+passed; the simulator and the search trust it and never re-validate.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+
+from ..expr import Expr
+from ..traffic import ArrivalProcess, Jitter, SizeDistribution, Workload, make_workload
+
+Batching = Literal["dynamic", "continuous"]
+ProfileSource = Literal["measured", "modeled", "declared"]
+
+#: Variables a continuous-batching iteration exposes to shape and cost expressions.
+CONTINUOUS_VARIABLES = frozenset(
+    {"batch", "tokens", "prefill_tokens", "decode_seqs", "context", "max_context"}
+)
+
+
+def dynamic_variables(size_fields: frozenset[str]) -> frozenset[str]:
+    """``batch``, plus per size field ``f`` its batch maximum ``f`` and sum ``f_total``."""
+    return frozenset({"batch"} | set(size_fields) | {f"{name}_total" for name in size_fields})
+
+
+class Quantity(Protocol):
+    """Anything that turns a batch's variables into a number (an :class:`Expr` or a table)."""
+
+    def evaluate(self, variables: Mapping[str, float]) -> float: ...
+
+
+@dataclass(frozen=True)
+class PiecewiseLinear:
+    """A quantity tabulated against one variable, interpolated linearly between points.
+
+    Beyond the last point it extends the last segment's slope, because a latency measured
+    up to batch 32 keeps growing past it rather than freezing.
+    """
+
+    variable: str
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+
+    def evaluate(self, variables: Mapping[str, float]) -> float:
+        x = variables[self.variable]
+        xs, ys = self.xs, self.ys
+        if len(xs) == 1:
+            return ys[0]
+        i = min(max(bisect.bisect_right(xs, x) - 1, 0), len(xs) - 2)
+        slope = (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])
+        return max(0.0, ys[i] + slope * (x - xs[i]))
+
+
+@dataclass(frozen=True)
+class Device:
+    """The GPU a problem targets; ``sms`` turns CTA counts into waves."""
+
+    name: str = "generic"
+    sms: int = 132
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """What one config costs: isolated latency and the resources it holds while it runs.
+
+    Attributes:
+        latency: isolated seconds as a function of the batch variables.
+        workspace: global workspace bytes it needs (reserved by the engine up front).
+        sm: fraction of the GPU's SM slots its full waves occupy (``s`` in DESIGN §4),
+            used when ``ctas`` is not given.
+        ctas, ctas_per_sm: grid size and occupancy; when given, the kernel runs in waves
+            and its last partial wave only holds its remainder of the slots.
+        dram: fraction of peak DRAM bandwidth it draws when running alone (``b``).
+        persistent: a persistent kernel holds every SM slot for its whole life.
+        source: where the numbers come from: measured, modeled or declared.
+    """
+
+    latency: Quantity
+    workspace: Expr
+    sm: float = 1.0
+    ctas: Expr | None = None
+    ctas_per_sm: int = 1
+    dram: float = 0.0
+    persistent: bool = False
+    source: ProfileSource = "declared"
+
+    def phases(self, variables: Mapping[str, float], device: Device) -> tuple[tuple[float, float, float], ...]:
+        """``(isolated seconds, s, b)`` per phase: the full waves, then the partial tail wave."""
+        latency = self.latency.evaluate(variables)
+        if self.persistent:
+            return ((latency, 1.0, self.dram),)
+        if self.ctas is None:
+            return ((latency, self.sm, self.dram),)
+        ctas = max(1.0, float(np.ceil(self.ctas.evaluate(variables))))
+        slots = float(self.ctas_per_sm * device.sms)
+        waves = int(np.ceil(ctas / slots))
+        tail = (ctas - (waves - 1) * slots) / slots
+        if waves == 1:
+            return ((latency, tail, self.dram * tail),)
+        if tail >= 1.0:
+            return ((latency, 1.0, self.dram),)
+        per_wave = latency / waves
+        return ((per_wave * (waves - 1), 1.0, self.dram), (per_wave, tail, self.dram * tail))
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of a kernel family's space, with its profile."""
+
+    family: str
+    name: str
+    params: tuple[tuple[str, object], ...]
+    profile: KernelProfile = field(compare=False, hash=False)
+
+    @property
+    def param_dict(self) -> dict[str, object]:
+        return dict(self.params)
+
+    def label(self) -> str:
+        """The name a user types in ``--assign``."""
+        return self.name
+
+
+@dataclass(frozen=True)
+class Family:
+    """A kernel family: its parameter space and the configs that have profiles."""
+
+    name: str
+    space: tuple[tuple[str, tuple[object, ...]], ...]
+    configs: tuple[Config, ...]
+
+    @property
+    def default(self) -> Config:
+        return self.configs[0]
+
+    def find(self, name: str | None = None, params: Mapping[str, object] | None = None) -> Config | None:
+        """The config with that name, or with exactly those parameter values."""
+        for config in self.configs:
+            if name is not None and config.name == name:
+                return config
+            if params is not None and config.param_dict == dict(params):
+                return config
+        return None
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One step of the service's per-batch program."""
+
+    name: str
+    family: str
+    shape: tuple[tuple[str, Expr], ...]
+    repeat: int = 1
+
+    def variables(self, batch_variables: Mapping[str, float]) -> dict[str, float]:
+        """The batch variables plus this operator's shape dimensions."""
+        values = dict(batch_variables)
+        for dim, expr in self.shape:
+            values[dim] = expr.evaluate(batch_variables)
+        return values
+
+
+@dataclass(frozen=True)
+class Neighbor:
+    """A stream outside the service that keeps launching one kernel (closed loop)."""
+
+    name: str
+    profile: KernelProfile
+    gap_s: float = 0.0
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A request is good when it meets every bound that is set."""
+
+    deadline_s: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The memory budget: fixed + reserved workspace + Σ admitted requests' state ≤ budget."""
+
+    budget: float
+    fixed: float
+    per_request: Expr
+
+
+@dataclass(frozen=True)
+class Service:
+    """What runs per batch and under which resource rules (DESIGN §3 'service')."""
+
+    batching: Batching
+    operators: tuple[Operator, ...]
+    memory: Memory
+    slo: Slo
+    max_batch: int = 1
+    max_wait_s: float = 0.0
+    max_tokens: int = 2048
+    max_context: int = 4096
+    executors: int = 1
+    priority: int = 0
+    launch_overhead_s: float = 0.0
+    neighbors: tuple[Neighbor, ...] = ()
+    jitter: Jitter = Jitter()
+    device: Device = Device()
+
+    def largest_batch_variables(self, size_fields: frozenset[str]) -> dict[str, float]:
+        """Batch variables at the largest batch the engine runs (for workspace reservation)."""
+        if self.batching == "continuous":
+            return {
+                "batch": self.max_batch, "tokens": self.max_tokens,
+                "prefill_tokens": self.max_tokens, "decode_seqs": self.max_batch,
+                "context": self.max_batch * self.max_context, "max_context": self.max_context,
+            }
+        values: dict[str, float] = {"batch": self.max_batch}
+        for name in size_fields:
+            values[name] = self.max_context
+            values[f"{name}_total"] = self.max_batch * self.max_context
+        return values
+
+
+@dataclass(frozen=True)
+class ArrivalSpec:
+    """An arrival process whose rate may be a bucket ``[low, high]`` sampled per seed."""
+
+    build: object = field(compare=False)  # Callable[[float | None], ArrivalProcess]
+    rate_range: tuple[float, float] | None
+
+    def sample(self, rng: np.random.Generator) -> ArrivalProcess:
+        if self.rate_range is None:
+            return self.build(None)  # type: ignore[operator]
+        low, high = self.rate_range
+        return self.build(float(rng.uniform(low, high)) if high > low else low)  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class Regime:
+    """A traffic condition: the index of the config table."""
+
+    name: str
+    description: str
+    arrivals: ArrivalSpec
+    sizes: Mapping[str, SizeDistribution] | None
+    horizon_s: float
+    memory_budget: float | None = None
+
+    def workload(self, seed: int, jitter: Jitter, horizon_s: float | None = None) -> Workload:
+        """The seeded sample of this regime's bucket: identical for every assignment."""
+        bucket_rng = np.random.default_rng([seed, 0x7E91])
+        process = self.arrivals.sample(bucket_rng)
+        return make_workload(process, self.sizes, jitter, horizon_s or self.horizon_s, seed)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A loaded, validated problem file."""
+
+    name: str
+    path: str
+    file_hash: str
+    description: str
+    service: Service
+    families: Mapping[str, Family]
+    regimes: Mapping[str, Regime]
+    size_fields: frozenset[str]
+
+    def family_of(self, op: str) -> Family:
+        for operator in self.service.operators:
+            if operator.name == op:
+                return self.families[operator.family]
+        raise KeyError(op)
+
+    def default_assignment(self) -> dict[str, Config]:
+        """Each operator's family default (the first config listed)."""
+        return {op.name: self.families[op.family].default for op in self.service.operators}

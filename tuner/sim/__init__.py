@@ -1,0 +1,15 @@
+"""The evaluator: a discrete-event service on a fluid-shared GPU (DESIGN §4).
+
+Nothing here knows about Optuna; the search calls :func:`simulate`.
+"""
+
+from .gpu import FluidGPU, Kernel
+from .metrics import Metrics
+from .program import BoundService, bind
+from .recording import Recording, write_chrome_trace
+from .service import ServiceRun, SimResult, simulate
+
+__all__ = [
+    "BoundService", "FluidGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",
+    "bind", "simulate", "write_chrome_trace",
+]

@@ -1,0 +1,161 @@
+"""Batching policies: how admitted requests become batches on executors.
+
+A policy is told when requests are admitted and when an executor's program ends, and
+starts programs through the run (:class:`tuner.sim.service.ServiceRun`). Contract:
+
+* ``dispatch(now)`` starts work on every idle executor that can take some, and may ask
+  for a wake-up (``run.wake_at``) when a batch is worth waiting for;
+* ``program_done(executor, now)`` settles the requests of the finished batch (calling
+  ``run.finish`` for the completed ones); the run then admits and dispatches again;
+* ``waiting()`` counts admitted requests that are not running yet (queue depth).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .service import ServiceRun
+
+
+class DynamicBatching:
+    """Request-level batching: a batch closes at ``max_batch`` requests or when its
+    oldest request has waited ``max_wait_s``; all its requests finish together."""
+
+    def __init__(self, run: ServiceRun) -> None:
+        self.run = run
+        self.ready: deque[int] = deque()
+        self.batches: list[list[int]] = [[] for _ in range(run.executors)]
+        service = run.bound.service
+        self.max_batch = service.max_batch
+        self.max_wait = service.max_wait_s
+        self.fields = [(name, run.sizes[name]) for name in sorted(run.size_fields)]
+
+    def admitted(self, request: int) -> None:
+        self.ready.append(request)
+
+    def waiting(self) -> int:
+        return len(self.ready)
+
+    def dispatch(self, now: float) -> None:
+        run, ready = self.run, self.ready
+        while ready and run.idle:
+            oldest_ready_at = run.admit_t[ready[0]]
+            if len(ready) < self.max_batch and now < oldest_ready_at + self.max_wait:
+                run.wake_at(oldest_ready_at + self.max_wait)
+                return
+            executor = run.idle.pop()
+            size = min(self.max_batch, len(ready))
+            batch = [ready.popleft() for _ in range(size)]
+            variables: dict[str, float] = {"batch": size}
+            for name, values in self.fields:
+                sizes = [values[r] for r in batch]
+                variables[name] = max(sizes)
+                variables[f"{name}_total"] = sum(sizes)
+            jitter = run.jitter
+            scale = sum(jitter[r] for r in batch) / size
+            for r in batch:
+                run.start_t[r] = now
+            self.batches[executor] = batch
+            run.start_program(executor, run.bound.program(variables), scale, now)
+
+    def program_done(self, executor: int, now: float) -> None:
+        for r in self.batches[executor]:
+            self.run.finish(r, now)
+        self.batches[executor] = []
+
+
+class ContinuousBatching:
+    """Iteration-level batching (LLM serving): each iteration runs every active sequence;
+    decodes take one token each, prefills fill the rest of the ``max_tokens`` budget in
+    chunks (chunked prefill); new requests join at iteration boundaries."""
+
+    def __init__(self, run: ServiceRun) -> None:
+        self.run = run
+        self.pool: deque[int] = deque()
+        service = run.bound.service
+        self.max_batch = service.max_batch
+        self.max_tokens = service.max_tokens
+        self.running: list[list[int]] = [[] for _ in range(run.executors)]
+        self.plans: list[list[tuple[int, int]]] = [[] for _ in range(run.executors)]
+        self.prompt = run.sizes["prompt"]
+        self.output = run.sizes["output"]
+        self.prefill_left = list(self.prompt)
+        self.generated = [0] * len(self.prompt)
+
+    def admitted(self, request: int) -> None:
+        self.pool.append(request)
+
+    def waiting(self) -> int:
+        return len(self.pool)
+
+    def dispatch(self, now: float) -> None:
+        run = self.run
+        for executor in sorted(run.idle, reverse=True):
+            running = self.running[executor]
+            while self.pool and len(running) < self.max_batch:
+                r = self.pool.popleft()
+                running.append(r)
+            if not running:
+                continue
+            run.idle.remove(executor)
+            self._start_iteration(executor, running, now)
+
+    def _start_iteration(self, executor: int, running: list[int], now: float) -> None:
+        run = self.run
+        prefill_left, generated, prompt = self.prefill_left, self.generated, self.prompt
+        plan: list[tuple[int, int]] = []
+        # Decodes first (one token each), as vLLM's scheduler does; prefills share the rest.
+        for r in running:
+            if prefill_left[r] == 0:
+                plan.append((r, 1))
+        decode = len(plan)
+        room = self.max_tokens - decode
+        for r in running:
+            if room <= 0:
+                break
+            left = prefill_left[r]
+            if left > 0:
+                chunk = min(left, room)
+                room -= chunk
+                plan.append((r, chunk))
+        prefill = self.max_tokens - decode - room
+        context = max_context = 0
+        start_t = run.start_t
+        for r, chunk in plan:
+            if start_t[r] != start_t[r]:  # NaN: scheduled for the first time
+                start_t[r] = now
+            seq_context = prompt[r] - prefill_left[r] + chunk + generated[r]
+            context += seq_context
+            if seq_context > max_context:
+                max_context = seq_context
+        variables = {
+            "batch": len(plan), "tokens": decode + prefill, "prefill_tokens": prefill,
+            "decode_seqs": decode, "context": context, "max_context": max_context,
+        }
+        jitter = run.jitter
+        scale = sum(jitter[r] for r, _ in plan) / len(plan)
+        self.plans[executor] = plan
+        run.start_program(executor, run.bound.program(variables), scale, now)
+
+    def program_done(self, executor: int, now: float) -> None:
+        run = self.run
+        prefill_left, generated, output = self.prefill_left, self.generated, self.output
+        done = []
+        for r, chunk in self.plans[executor]:
+            if prefill_left[r] > 0:
+                prefill_left[r] -= chunk
+                if prefill_left[r] == 0:
+                    run.first_t[r] = now
+                    generated[r] = 1
+            else:
+                generated[r] += 1
+            if prefill_left[r] == 0 and generated[r] >= output[r]:
+                done.append(r)
+        if done:
+            finished = set(done)
+            self.running[executor] = [r for r in self.running[executor] if r not in finished]
+            for r in done:
+                run.finish(r, now)
+        self.plans[executor] = []

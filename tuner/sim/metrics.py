@@ -1,0 +1,55 @@
+"""What a simulation reports: one frozen value with the keys users script against."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Service-level results of one simulation (all times in seconds, memory in bytes).
+
+    Time integrals (``memory_byte_seconds``, ``sm_busy_fraction``,
+    ``idle_while_waiting_s``) cover the measurement window ``[0, window_s)``; peaks cover
+    the whole run including the drain. Latency percentiles are over completed requests.
+    ``idle_while_waiting_s`` is the scheduling gap: the integral of idle SM capacity
+    (1 − R(t), in whole-GPU seconds) over the times at which some request waits.
+    """
+
+    goodput_rps: float
+    throughput_rps: float
+    slo_attainment: float
+    latency_p50_s: float | None
+    latency_p90_s: float | None
+    latency_p99_s: float | None
+    arrivals: int
+    completed: int
+    rejected: int
+    window_s: float
+    admitted_max: int
+    memory_peak_bytes: float
+    memory_byte_seconds: float
+    reserved_workspace_bytes: float
+    sm_busy_fraction: float
+    sm_peak: float
+    admission_stall_s: float
+    wait_mean_s: float
+    idle_while_waiting_s: float
+    kernels: int
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
+    neighbor_progress_ratio: float | None = None
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return asdict(self)
+
+
+def percentile(values: np.ndarray, q: float) -> float | None:
+    """``q``-th percentile, or None when there is nothing to measure."""
+    if values.size == 0:
+        return None
+    result = float(np.percentile(values, q))
+    return result if math.isfinite(result) else None

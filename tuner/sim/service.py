@@ -1,0 +1,358 @@
+"""The service layer: arrivals, memory-budgeted admission, batching, executors, deadlines.
+
+One :class:`ServiceRun` simulates one workload under one bound assignment, event by
+event (arrivals, GPU phase boundaries, batching wake-ups), on the fluid GPU of
+:mod:`tuner.sim.gpu`. Ties go to the GPU first, then arrivals, then wake-ups, then
+insertion order, so a run is a pure function of its inputs.
+
+Admission (DESIGN §4): ``fixed + reserved workspace + Σ admitted state ≤ budget``; a
+request is admitted first-come first-served when its state fits, and a request whose
+state can never fit is rejected on arrival. After the window closes no new requests
+arrive and neighbour streams stop launching; the requests in flight are drained, then
+judged against the SLO.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..problem.model import Config, Problem, Slo
+from ..traffic import Workload
+from .batching import ContinuousBatching, DynamicBatching
+from .gpu import FluidGPU, Kernel
+from .metrics import Metrics, percentile
+from .program import BoundService, Launch, bind
+from .recording import Recording
+
+_WAKE, _HORIZON, _NEIGHBOR = 0, 1, 2
+_INF = math.inf
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Metrics, plus the timeline when it was recorded."""
+
+    metrics: Metrics
+    recording: Recording | None = None
+
+
+def simulate(
+    problem: Problem,
+    assignment: Mapping[str, Config],
+    regime: str,
+    seed: int = 0,
+    horizon_s: float | None = None,
+    record: bool = False,
+) -> SimResult:
+    """Simulate ``problem``'s service under one seeded sample of ``regime``.
+
+    The workload depends only on (regime, seed, horizon), never on the assignment, so
+    two assignments compared at the same seed see the same requests (common random
+    numbers).
+    """
+    chosen = problem.regimes[regime]
+    workload = chosen.workload(seed, problem.service.jitter, horizon_s)
+    bound = bind(problem.service, assignment, problem.size_fields)
+    budget = chosen.memory_budget if chosen.memory_budget is not None else problem.service.memory.budget
+    return ServiceRun(bound, workload, budget, problem.size_fields, record).run()
+
+
+class ServiceRun:
+    """One simulation; create, call :meth:`run` once, discard."""
+
+    def __init__(self, bound: BoundService, workload: Workload, budget: float,
+                 size_fields: frozenset[str], record: bool = False) -> None:
+        service = bound.service
+        self.bound = bound
+        self.workload = workload
+        self.horizon = workload.horizon_s
+        self.size_fields = size_fields
+        self.executors = service.executors
+        n = len(workload)
+        self.n = n
+        self.arrival = workload.arrivals_s.tolist()
+        self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
+        self.jitter = workload.jitter.tolist()
+        state = service.memory.per_request.evaluate_array(
+            {name: np.asarray(v, dtype=np.float64) for name, v in workload.sizes.items()}
+        )
+        self.state = np.broadcast_to(np.asarray(state, dtype=np.float64), (n,)).tolist()
+        self.base_memory = service.memory.fixed + bound.reserved_workspace
+        self.capacity = budget - self.base_memory
+        self.admit_t = [math.nan] * n
+        self.start_t = [math.nan] * n
+        self.first_t = [math.nan] * n
+        self.finish_t = [math.nan] * n
+        self.idle = list(range(self.executors - 1, -1, -1))
+        self.gpu = FluidGPU()
+        self.recording = Recording() if record else None
+        self.policy = (ContinuousBatching if service.batching == "continuous" else DynamicBatching)(self)
+        self._programs: list[list[Launch]] = [[] for _ in range(self.executors)]
+        self._pc = [0] * self.executors
+        self._scale = [1.0] * self.executors
+        self._timers: list[tuple[float, int, int, int]] = []
+        self._timer_seq = 0
+        self._queue: deque[int] = deque()
+        self._memory_used = 0.0
+        self._admitted = 0
+        self._judged = 0
+        self.kernels = 0
+        self._neighbor_done = [0.0] * len(service.neighbors)
+        self._neighbor_at_horizon: float | None = None
+        # metric accumulators
+        self._last_t = 0.0
+        self._memory_integral = 0.0
+        self._sm_integral = 0.0
+        self._idle_waiting = 0.0
+        self._memory_peak = self.base_memory
+        self._sm_peak = 0.0
+        self._admitted_max = 0
+
+    # -- used by batching policies -------------------------------------------------
+    def wake_at(self, t: float) -> None:
+        self._timer(t, _WAKE, 0)
+
+    def start_program(self, executor: int, program: list[Launch], scale: float, now: float) -> None:
+        self._programs[executor] = program
+        self._pc[executor] = 0
+        self._scale[executor] = scale
+        self._launch_executor(executor, now)
+
+    def finish(self, request: int, now: float) -> None:
+        self.finish_t[request] = now
+        self._memory_used -= self.state[request]
+        self._admitted -= 1
+        self._judged += 1
+
+    # -- internals -----------------------------------------------------------------
+    def _timer(self, t: float, kind: int, payload: int) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (t, self._timer_seq, kind, payload))
+
+    def _launch_executor(self, executor: int, now: float) -> None:
+        tag, phases = self._programs[executor][self._pc[executor]]
+        service = self.bound.service
+        self.gpu.launch((service.priority, executor, tag, phases, self._scale[executor], service.launch_overhead_s), now)
+
+    def _launch_neighbor(self, index: int, now: float) -> None:
+        neighbor = self.bound.service.neighbors[index]
+        phases = neighbor.profile.phases({}, self.bound.service.device)
+        self.gpu.launch(
+            (neighbor.priority, self.executors + index, neighbor.name, phases, 1.0, self.bound.service.launch_overhead_s),
+            now,
+        )
+
+    def _admit(self, now: float) -> None:
+        queue, state, capacity = self._queue, self.state, self.capacity
+        admitted_any = False
+        while queue and self._memory_used + state[queue[0]] <= capacity:
+            r = queue.popleft()
+            self._memory_used += state[r]
+            self.admit_t[r] = now
+            self._admitted += 1
+            self.policy.admitted(r)
+            admitted_any = True
+        if admitted_any:
+            if self._admitted > self._admitted_max:
+                self._admitted_max = self._admitted
+            memory = self.base_memory + self._memory_used
+            if memory > self._memory_peak:
+                self._memory_peak = memory
+
+    def _integrate(self, t: float) -> None:
+        end = t if t < self.horizon else self.horizon
+        dt = end - self._last_t
+        if dt > 0.0:
+            in_use = self.gpu.sm_in_use
+            self._memory_integral += (self.base_memory + self._memory_used) * dt
+            self._sm_integral += in_use * dt
+            if self._queue or self.policy.waiting():
+                self._idle_waiting += (1.0 - in_use) * dt
+            self._last_t = end
+
+    def _on_gpu(self) -> None:
+        gpu = self.gpu
+        now = gpu.next_time
+        finished = gpu.step()
+        executors = self.executors
+        done = []
+        for kernel in finished:
+            self.kernels += 1
+            stream = kernel.stream
+            if self.recording is not None:
+                self.recording.kernel(stream, kernel.tag, kernel.started, now)
+            if stream >= executors:
+                index = stream - executors
+                self._neighbor_done[index] += kernel.work_s
+                if now < self.horizon:
+                    gap = self.bound.service.neighbors[index].gap_s
+                    if gap > 0.0:
+                        self._timer(now + gap, _NEIGHBOR, index)
+                    else:
+                        self._launch_neighbor(index, now)
+                continue
+            self._pc[stream] += 1
+            if self._pc[stream] < len(self._programs[stream]):
+                self._launch_executor(stream, now)
+            else:
+                done.append(stream)
+        if done:
+            for executor in done:
+                self.policy.program_done(executor, now)
+                self.idle.append(executor)
+            self._admit(now)
+            self.policy.dispatch(now)
+        gpu.reallocate()
+        if gpu.sm_in_use > self._sm_peak:
+            self._sm_peak = gpu.sm_in_use
+
+    def _on_arrival(self, r: int, now: float) -> None:
+        if self.state[r] > self.capacity:
+            self._judged += 1  # can never fit: rejected, counted as missed
+            return
+        self._queue.append(r)
+        if len(self._queue) == 1:
+            self._admit(now)
+            self.policy.dispatch(now)
+            self.gpu.reallocate()
+            if self.gpu.sm_in_use > self._sm_peak:
+                self._sm_peak = self.gpu.sm_in_use
+
+    def _on_timer(self, now: float) -> None:
+        _, _, kind, payload = heapq.heappop(self._timers)
+        if kind == _HORIZON:
+            self._neighbor_at_horizon = sum(self._neighbor_done) + sum(
+                k.work_s - k.work_left_s() for k in self._neighbor_kernels()
+            )
+            return
+        if kind == _NEIGHBOR:
+            self._launch_neighbor(payload, now)
+        else:
+            self.policy.dispatch(now)
+        self.gpu.reallocate()
+        if self.gpu.sm_in_use > self._sm_peak:
+            self._sm_peak = self.gpu.sm_in_use
+
+    def _neighbor_kernels(self) -> list[Kernel]:
+        self.gpu.advance(self.horizon)
+        return [k for k in self.gpu.running if k.stream >= self.executors]
+
+    def run(self) -> SimResult:
+        """Simulate to the end of the drain and compute the metrics."""
+        self._timer(self.horizon, _HORIZON, 0)
+        for index in range(len(self.bound.service.neighbors)):
+            self._launch_neighbor(index, 0.0)
+        self.gpu.reallocate()
+        self._sm_peak = self.gpu.sm_in_use
+        arrival, n, gpu, timers = self.arrival, self.n, self.gpu, self._timers
+        recording = self.recording
+        i = 0
+        while i < n or self._judged < n or timers:
+            t_arrival = arrival[i] if i < n else _INF
+            t_timer = timers[0][0] if timers else _INF
+            t_gpu = gpu.next_time
+            if t_gpu <= t_arrival and t_gpu <= t_timer:
+                if t_gpu == _INF:
+                    break
+                self._integrate(t_gpu)
+                self._on_gpu()
+                now = t_gpu
+            elif t_arrival <= t_timer:
+                self._integrate(t_arrival)
+                self._on_arrival(i, t_arrival)
+                i += 1
+                now = t_arrival
+            else:
+                if self._judged >= n and i >= n and timers[0][2] != _HORIZON:
+                    heapq.heappop(timers)  # nothing left to serve: drop stale wake-ups
+                    continue
+                now = t_timer
+                self._integrate(now)
+                self._on_timer(now)
+            if recording is not None:
+                recording.sample(now, self.base_memory + self._memory_used, gpu.sm_in_use,
+                                 len(self._queue) + self.policy.waiting(), self._admitted)
+        self._integrate(self.horizon)
+        return SimResult(self._metrics(), recording)
+
+    def _metrics(self) -> Metrics:
+        service = self.bound.service
+        arrival = np.asarray(self.arrival)
+        finish = np.asarray(self.finish_t)
+        admit = np.asarray(self.admit_t)
+        start = np.asarray(self.start_t)
+        done = ~np.isnan(finish)
+        latency = finish - arrival
+        good, ttft, tpot = _judge(service.slo, service.batching, arrival, finish,
+                                  np.asarray(self.first_t), self.workload.sizes)
+        horizon = self.horizon
+        n = max(self.n, 1)
+        admitted = ~np.isnan(admit)
+        started = ~np.isnan(start)
+        neighbor_ratio = None
+        if service.neighbors:
+            alone = sum(_alone_progress(nb.profile.phases({}, service.device), nb.gap_s,
+                                        service.launch_overhead_s, horizon) for nb in service.neighbors)
+            neighbor_ratio = (self._neighbor_at_horizon or 0.0) / alone if alone > 0 else None
+        return Metrics(
+            goodput_rps=float(good.sum()) / horizon,
+            throughput_rps=float((finish[done] < horizon).sum()) / horizon,
+            slo_attainment=float(good.sum()) / n if self.n else 0.0,
+            latency_p50_s=percentile(latency[done], 50),
+            latency_p90_s=percentile(latency[done], 90),
+            latency_p99_s=percentile(latency[done], 99),
+            arrivals=self.n,
+            completed=int(done.sum()),
+            rejected=int(self.n - admitted.sum()),
+            window_s=horizon,
+            admitted_max=self._admitted_max,
+            memory_peak_bytes=self._memory_peak,
+            memory_byte_seconds=self._memory_integral,
+            reserved_workspace_bytes=self.bound.reserved_workspace,
+            sm_busy_fraction=self._sm_integral / horizon,
+            sm_peak=self._sm_peak,
+            admission_stall_s=float((admit - arrival)[admitted].mean()) if admitted.any() else 0.0,
+            wait_mean_s=float((start - arrival)[started].mean()) if started.any() else 0.0,
+            idle_while_waiting_s=self._idle_waiting,
+            kernels=self.kernels,
+            ttft_p99_s=percentile(ttft, 99) if ttft is not None else None,
+            tpot_p99_s=percentile(tpot, 99) if tpot is not None else None,
+            neighbor_progress_ratio=neighbor_ratio,
+        )
+
+
+def _judge(slo: Slo, batching: str, arrival: np.ndarray, finish: np.ndarray, first: np.ndarray,
+           sizes: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Which requests met the SLO; TTFT and TPOT of completed token requests."""
+    done = ~np.isnan(finish)
+    good = done.copy()
+    with np.errstate(invalid="ignore"):
+        if slo.deadline_s is not None:
+            good &= (finish - arrival) <= slo.deadline_s + 1e-12
+        if batching != "continuous":
+            return good, None, None
+        output = np.asarray(sizes["output"], dtype=np.float64)
+        ttft = first - arrival
+        tpot = np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), 0.0)
+        if slo.ttft_s is not None:
+            good &= ttft <= slo.ttft_s + 1e-12
+        if slo.tpot_s is not None:
+            good &= tpot <= slo.tpot_s + 1e-12
+    return good, ttft[done], tpot[done]
+
+
+def _alone_progress(phases: tuple[tuple[float, float, float], ...], gap: float, overhead: float, horizon: float) -> float:
+    """Kernel work a closed-loop neighbour completes by ``horizon`` with the GPU to itself."""
+    work = sum(p[0] for p in phases)
+    cycle = overhead + work + gap
+    if cycle <= 0:
+        return 0.0
+    full = math.floor(horizon / cycle)
+    partial = min(max(horizon - full * cycle - overhead, 0.0), work)
+    return full * work + partial

@@ -1,0 +1,52 @@
+"""Quantities with units, as people write them in problem files.
+
+Problem files are read by people who think in ``GiB`` and ``ms``; the simulator works in
+bytes and seconds. These helpers convert once, at the boundary, and quote the bad value.
+"""
+
+from __future__ import annotations
+
+import re
+
+BYTE_UNITS: dict[str, float] = {
+    "B": 1.0,
+    "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+    "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30, "TiB": 2.0**40,
+}
+TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0}
+
+_QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+def _parse(value: object, units: dict[str, float], default_unit: str, kind: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a {kind} but got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value) * units[default_unit]
+    if isinstance(value, str):
+        match = _QUANTITY.match(value)
+        if match:
+            number, unit = match.groups()
+            unit = unit or default_unit
+            if unit in units:
+                return float(number) * units[unit]
+            raise ValueError(
+                f"unknown {kind} unit {unit!r} in {value!r} (use one of {', '.join(units)})"
+            )
+    raise ValueError(f"expected a {kind} such as '4 GiB' or '10 ms' but got {value!r}")
+
+
+def parse_bytes(value: object) -> float:
+    """``'4 GiB'`` → 4294967296.0; a bare number is bytes."""
+    return _parse(value, BYTE_UNITS, "B", "size in bytes")
+
+
+def parse_seconds(value: object) -> float:
+    """``'10 ms'`` → 0.01; a bare number is seconds."""
+    return _parse(value, TIME_UNITS, "s", "duration")
+
+
+def is_quantity(value: str, units: dict[str, float]) -> bool:
+    """True when ``value`` is a plain ``NUMBER UNIT`` literal in ``units``."""
+    match = _QUANTITY.match(value)
+    return bool(match) and (match.group(2) or "") in units | {"": 1.0}
