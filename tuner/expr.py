@@ -4,30 +4,64 @@ Shapes and costs depend on the batch (``M: tokens``, ``latency: "2*ms + 3e-6*tok
 Expressions are parsed once with :mod:`ast`, checked against a whitelist of node types,
 functions and variable names (so a typo in a name fails when the file is loaded, not in
 the middle of a simulation), then compiled to a code object that is cheap to evaluate.
-Unit names (``GiB``, ``ms`` …) are constants in every expression.
+
+Unit names (``GiB``, ``ms`` …) are constants in every expression; a variable of the same
+name (a shape dimension ``B``) hides the unit. ``min`` is both a function and a unit:
+called, ``min(a, b)`` is the function; bare, ``5 * min`` is five minutes. Integer
+literals become floats, so ``9 ** 9 ** 9`` overflows at once instead of computing a
+huge integer.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import keyword
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import CodeType
 
+import numpy as np
+
 from .units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds
 
-FUNCTIONS: dict[str, object] = {
+
+def _cdiv(a: float, b: float) -> float:
+    """Ceiling division, as grids are sized: ``cdiv(M, 128)`` CTAs cover M rows."""
+    return -(-a // b)
+
+
+FUNCTIONS: dict[str, Callable[..., float]] = {
     "min": min, "max": max, "abs": abs,
     "ceil": math.ceil, "floor": math.floor, "log2": math.log2, "sqrt": math.sqrt,
-    "cdiv": lambda a, b: -(-a // b),
+    "cdiv": _cdiv,
+}
+#: Elementwise twins of :data:`FUNCTIONS`, for :meth:`Expr.evaluate_array`.
+ARRAY_FUNCTIONS: dict[str, Callable[..., object]] = {
+    "min": lambda *xs: functools.reduce(np.minimum, xs),
+    "max": lambda *xs: functools.reduce(np.maximum, xs),
+    "abs": np.abs, "ceil": np.ceil, "floor": np.floor, "log2": np.log2, "sqrt": np.sqrt,
+    "cdiv": _cdiv,
+}
+#: How many arguments each function takes: (least, most); None means no upper bound.
+_ARITY: dict[str, tuple[int, int | None]] = {
+    "min": (2, None), "max": (2, None), "abs": (1, 1), "ceil": (1, 1), "floor": (1, 1),
+    "log2": (1, 1), "sqrt": (1, 1), "cdiv": (2, 2),
 }
 UNIT_CONSTANTS: dict[str, float] = {**BYTE_UNITS, **TIME_UNITS}
 _ALLOWED_NODES = (
     ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call,
     ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
 )
-_GLOBALS = {"__builtins__": {}, **FUNCTIONS, **UNIT_CONSTANTS}
+# Calls are renamed to these slots so a function and a unit may share a name (``min``).
+_FN = "__fn_"
+_GLOBALS = {"__builtins__": {}, **UNIT_CONSTANTS, **{_FN + k: f for k, f in FUNCTIONS.items()}}
+_ARRAY_GLOBALS = {"__builtins__": {}, **UNIT_CONSTANTS, **{_FN + k: f for k, f in ARRAY_FUNCTIONS.items()}}
+_NUMBER_UNIT = re.compile(r"\d\s*(?:%s)\b" % "|".join(sorted(UNIT_CONSTANTS, key=len, reverse=True)))
+#: What evaluating a valid expression may still raise for unlucky values (1/0, sqrt(-1)).
+EVALUATION_ERRORS = (ArithmeticError, ValueError, TypeError)
 
 
 @dataclass(frozen=True)
@@ -49,16 +83,27 @@ class Expr:
         return self._constant is not None
 
     def evaluate(self, variables: Mapping[str, float]) -> float:
-        """Value for the given variables (which must include :attr:`names`)."""
+        """Value for the given variables (which must include :attr:`names`).
+
+        Raises:
+            ArithmeticError, ValueError, TypeError: the expression is undefined there
+                (see :data:`EVALUATION_ERRORS`); the loader probes typical batches so a
+                loaded problem does not meet these in a simulation.
+        """
         if self._constant is not None:
             return self._constant
-        return float(eval(self._code, _GLOBALS, variables))  # noqa: S307 - whitelisted AST
+        return float(eval(self._code, _GLOBALS, variables))  # type: ignore[arg-type]  # noqa: S307 - whitelisted AST
 
     def evaluate_array(self, variables: Mapping[str, object]) -> object:
-        """Vectorised value over numpy arrays (elementwise functions only)."""
+        """Elementwise value over numpy arrays (functions map to their numpy twins)."""
         if self._constant is not None:
             return self._constant
-        return eval(self._code, _GLOBALS, variables)  # noqa: S307 - whitelisted AST
+        return eval(self._code, _ARRAY_GLOBALS, variables)  # type: ignore[arg-type]  # noqa: S307 - whitelisted AST
+
+
+def is_identifier(name: str) -> bool:
+    """True when ``name`` can be read by an expression: an identifier, no keyword, no ``_``."""
+    return name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
 
 
 def compile_expr(
@@ -76,8 +121,9 @@ def compile_expr(
         unit: ``'bytes'`` or ``'seconds'`` to accept a ``NUMBER UNIT`` literal.
 
     Raises:
-        ValueError: a syntax error, a forbidden construct or an unknown name; the message
-            quotes the expression and lists the names it may use.
+        ValueError: a syntax error, a forbidden construct, an unknown name, or a constant
+            expression that cannot be evaluated; the message quotes the expression and
+            lists the names it may use.
     """
     constants = dict(constants or {})
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
@@ -89,46 +135,92 @@ def compile_expr(
         return _constant_expr(text, parse_bytes(text))
     if unit == "seconds" and is_quantity(text, TIME_UNITS):
         return _constant_expr(text, parse_seconds(text))
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"cannot parse expression {text!r}: {exc.msg}") from None
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, _ALLOWED_NODES):
-            raise ValueError(f"expression {text!r} uses {type(node).__name__}, which is not allowed")
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
-                raise ValueError(
-                    f"expression {text!r} calls something other than {', '.join(FUNCTIONS)}"
-                )
-        elif isinstance(node, ast.Name) and node.id not in FUNCTIONS:
-            names.add(node.id)
-        elif isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
-            raise ValueError(f"expression {text!r} holds a non-numeric constant {node.value!r}")
+    tree = _parse(text)
+    names = _check(tree, text)
     unknown = sorted(names - set(allowed) - set(constants) - set(UNIT_CONSTANTS))
     if unknown:
         choices = ", ".join(sorted(set(allowed) | set(constants))) or "none"
         raise ValueError(
             f"expression {text!r} names unknown variable {unknown[0]!r} (known: {choices})"
         )
-    tree = _fold_constants(tree, constants)
     free = frozenset(names & set(allowed) - set(constants))
-    code = compile(tree, "<expr>", "eval")
-    if not free:
-        return _constant_expr(text, float(eval(code, _GLOBALS, {})))  # noqa: S307
-    return Expr(text, free, code)
+    code = compile(_Rewrite(constants).visit(tree), "<expr>", "eval")
+    if free:
+        return Expr(text, free, code)
+    try:
+        number = float(eval(code, _GLOBALS, {}))  # noqa: S307 - whitelisted AST
+    except EVALUATION_ERRORS as exc:
+        raise ValueError(f"expression {text!r} cannot be evaluated ({exc})") from None
+    return _constant_expr(text, number)
+
+
+def _parse(text: str) -> ast.Expression:
+    try:
+        return ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        hint = "; write a unit as a factor, e.g. '2 * GiB * batch'" if _NUMBER_UNIT.search(text) else ""
+        raise ValueError(f"cannot parse expression {text!r}: {exc.msg}{hint}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"cannot parse expression {text[:80]!r}: {exc}") from None
+
+
+def _check(tree: ast.Expression, text: str) -> set[str]:
+    """Refuse anything but arithmetic on numbers, names and whitelisted calls; return the names."""
+    callees = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise ValueError(f"expression {text!r} uses {type(node).__name__}, which is not allowed")
+        if isinstance(node, ast.Call):
+            fn = node.func.id if isinstance(node.func, ast.Name) else None
+            if node.keywords:
+                raise ValueError(f"expression {text!r} passes a keyword argument; functions take positional arguments only")
+            if fn not in FUNCTIONS:
+                raise ValueError(
+                    f"expression {text!r} calls something other than {', '.join(FUNCTIONS)}"
+                )
+            least, most = _ARITY[fn]
+            if len(node.args) < least or (most is not None and len(node.args) > most):
+                wanted = f"{least}" if least == most else f"at least {least}"
+                raise ValueError(
+                    f"expression {text!r}: {fn}() takes {wanted} argument(s) but got {len(node.args)}"
+                )
+        elif isinstance(node, ast.Name) and id(node) not in callees:
+            if node.id in FUNCTIONS and node.id not in UNIT_CONSTANTS:
+                raise ValueError(f"expression {text!r} uses function {node.id!r} without calling it")
+            if node.id.startswith("_"):
+                raise ValueError(f"expression {text!r} names {node.id!r}; names may not start with '_'")
+            names.add(node.id)
+        elif isinstance(node, ast.Constant) and (
+            isinstance(node.value, bool) or not isinstance(node.value, (int, float))
+        ):
+            raise ValueError(f"expression {text!r} holds a non-numeric constant {node.value!r}")
+    return names
+
+
+class _Rewrite(ast.NodeTransformer):
+    """Fold named constants, make integer literals floats, route calls to function slots."""
+
+    def __init__(self, constants: Mapping[str, float]) -> None:
+        self.constants = constants
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node.args = [self.visit(arg) for arg in node.args]
+        func = ast.copy_location(ast.Name(_FN + node.func.id, ast.Load()), node.func)  # type: ignore[attr-defined]
+        return ast.copy_location(ast.Call(func, node.args, []), node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.constants:
+            return ast.copy_location(ast.Constant(float(self.constants[node.id])), node)
+        return node
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.copy_location(ast.Constant(float(node.value)), node)
+
+    def visit_Expression(self, node: ast.Expression) -> ast.AST:
+        self.generic_visit(node)
+        return ast.fix_missing_locations(node)
 
 
 def _constant_expr(text: str, number: float) -> Expr:
     return Expr(text, frozenset(), compile(repr(number), "<expr>", "eval"), number)
-
-
-def _fold_constants(tree: ast.Expression, constants: Mapping[str, float]) -> ast.Expression:
-    class Fold(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            if node.id in constants:
-                return ast.copy_location(ast.Constant(float(constants[node.id])), node)
-            return node
-
-    return ast.fix_missing_locations(Fold().visit(tree))

@@ -6,6 +6,7 @@ bytes and seconds. These helpers convert once, at the boundary, and quote the ba
 
 from __future__ import annotations
 
+import math
 import re
 
 BYTE_UNITS: dict[str, float] = {
@@ -18,32 +19,42 @@ TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "m
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*$")
 
 
-def _parse(value: object, units: dict[str, float], default_unit: str, kind: str) -> float:
+def _parse(value: object, units: dict[str, float], default_unit: str, kind: str, example: str) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a {kind} but got {value!r}")
+        raise ValueError(f"expected a {kind} such as {example!r} but got {value!r}")
     if isinstance(value, (int, float)):
-        return float(value) * units[default_unit]
-    if isinstance(value, str):
-        match = _QUANTITY.match(value)
-        if match:
-            number, unit = match.groups()
-            unit = unit or default_unit
-            if unit in units:
-                return float(number) * units[unit]
+        result = float(value) * units[default_unit]
+    elif isinstance(value, str) and (match := _QUANTITY.match(value)):
+        number, unit = match.groups()
+        unit = unit or default_unit
+        if unit not in units:
             raise ValueError(
                 f"unknown {kind} unit {unit!r} in {value!r} (use one of {', '.join(units)})"
             )
-    raise ValueError(f"expected a {kind} such as '4 GiB' or '10 ms' but got {value!r}")
+        result = float(number) * units[unit]
+    else:
+        raise ValueError(f"expected a {kind} such as {example!r} but got {value!r}")
+    if not math.isfinite(result):
+        raise ValueError(f"expected a finite {kind} but got {value!r}")
+    return result
 
 
 def parse_bytes(value: object) -> float:
-    """``'4 GiB'`` → 4294967296.0; a bare number is bytes."""
-    return _parse(value, BYTE_UNITS, "B", "size in bytes")
+    """``'4 GiB'`` → 4294967296.0; a bare number is bytes.
+
+    Raises:
+        ValueError: not a number with a byte unit, an unknown unit, or not finite.
+    """
+    return _parse(value, BYTE_UNITS, "B", "size in bytes", "4 GiB")
 
 
 def parse_seconds(value: object) -> float:
-    """``'10 ms'`` → 0.01; a bare number is seconds."""
-    return _parse(value, TIME_UNITS, "s", "duration")
+    """``'10 ms'`` → 0.01; a bare number is seconds.
+
+    Raises:
+        ValueError: not a number with a time unit, an unknown unit, or not finite.
+    """
+    return _parse(value, TIME_UNITS, "s", "duration", "10 ms")
 
 
 def is_quantity(value: str, units: dict[str, float]) -> bool:

@@ -1,38 +1,41 @@
 """Load a problem file: parse YAML, check structure, then check meaning, then build the model.
 
 Every failure becomes one :class:`~tuner.errors.ProblemError` line of the form
-``FILE: KEY: REASON`` — the user should never need a traceback to find a typo.
+``FILE: KEY: REASON`` — the user should never need a traceback to find a typo. The
+stages, in order: :mod:`.document` (bytes → YAML data), :mod:`.schema` (structure and
+single values, explained by :mod:`.explain`), this module (names, cross-references,
+one key against another), :mod:`.probe` (every expression evaluated at probe batches).
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
-import yaml
 from pydantic import ValidationError
 
-from ..errors import ProblemError, TunerError
-from ..expr import Expr, compile_expr
+from ..errors import ProblemError, TraceError
+from ..expr import FUNCTIONS, Expr, compile_expr, is_identifier
 from ..traffic import (
     Diurnal, Empirical, Exponential, Fixed, Gamma, Jitter, LogNormal, OnOff, Poisson,
-    SizeDistribution, TraceReplay, Uniform, load_trace,
+    SizeDistribution, Trace, TraceReplay, Uniform, load_trace,
 )
-from ..units import parse_seconds
+from ..units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds
+from . import probe
 from . import schema as s
+from .document import read_document
+from .explain import Invalid, explain
 from .model import (
     CONTINUOUS_VARIABLES, ArrivalSpec, Config, Device, Family, KernelProfile, Memory,
     Neighbor, Operator, PiecewiseLinear, Problem, Quantity, Regime, Service, Slo,
     dynamic_variables,
 )
 
-
-class _Invalid(Exception):
-    """Internal: a semantic error at ``key``; :func:`load_problem` adds the file name."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(f"{key}: {reason}")
+T = TypeVar("T")
 
 
 def load_problem(path: str | Path) -> Problem:
@@ -43,82 +46,82 @@ def load_problem(path: str | Path) -> Problem:
             message names the file, the key and the reason on one line.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ProblemError(f"{path}: cannot read problem file ({exc.strerror or exc})") from None
-    try:
-        document = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "YAML"
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ProblemError(f"{path}: {where}: malformed YAML ({reason})") from None
-    if not isinstance(document, dict):
-        raise ProblemError(f"{path}: top level: expected a mapping of keys but got {type(document).__name__}")
+    raw, document = read_document(path)
     try:
         spec = s.ProblemSpec.model_validate(document)
     except ValidationError as exc:
-        raise ProblemError(f"{path}: {_describe_validation_error(exc)}") from None
+        raise ProblemError(f"{path}: {explain(exc, document)}") from None
     try:
         return _build(spec, path, hashlib.sha256(raw).hexdigest())
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ProblemError(f"{path}: {exc}") from None
-    except TunerError as exc:
-        raise ProblemError(str(exc)) from None
 
 
-def _describe_validation_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    # Drop the discriminator tags pydantic inserts ("arrivals.poisson.rate" → "arrivals.rate").
-    loc = [str(part) for part in error["loc"] if not str(part).startswith(("function-", "tagged-union"))]
-    key = ".".join(loc) or "top level"
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "extra_forbidden":
-        message = "unknown key"
-    elif error["type"] == "missing":
-        message = "required key is missing"
-    elif error["type"] == "union_tag_invalid":
-        message = message.replace("Input tag", "value")
-    if error["type"] != "missing" and "input" in error and error["type"] != "extra_forbidden":
-        message = f"{message} (got {error['input']!r})"
-    return f"{key}: {message}"
-
-
-def _expr(value: object, key: str, allowed: frozenset[str], constants: Mapping[str, float], unit: str | None = None) -> Expr:
-    try:
-        return compile_expr(value, allowed, constants, unit)
-    except ValueError as exc:
-        raise _Invalid(key, str(exc)) from None
-
-
-def _checked(key: str, build: Callable[[], object]) -> object:
+def _checked(key: str, build: Callable[[], T]) -> T:
     """Run a constructor that validates, turning its ValueError into a keyed error."""
     try:
         return build()
     except ValueError as exc:
-        raise _Invalid(key, str(exc)) from None
+        raise Invalid(key, str(exc)) from None
+
+
+def _expr(value: object, key: str, allowed: frozenset[str], constants: Mapping[str, float], unit: str | None = None) -> Expr:
+    return _checked(key, lambda: compile_expr(value, allowed, constants, unit))
 
 
 def _build(spec: s.ProblemSpec, path: Path, file_hash: str) -> Problem:
     base = path.parent
-    constants = dict(spec.constants)
-    regimes_size_fields = {name: _size_fields(r, base, f"regimes.{name}") for name, r in spec.regimes.items()}
-    size_fields = _common_size_fields(regimes_size_fields, spec.service.batching)
-    batch_vars = CONTINUOUS_VARIABLES if spec.service.batching == "continuous" else dynamic_variables(size_fields)
+    batching = spec.service.batching
+    per_regime = {name: _size_fields(r, base, f"regimes.{name}") for name, r in spec.regimes.items()}
+    size_fields = _common_size_fields(per_regime, batching)
+    batch_vars = CONTINUOUS_VARIABLES if batching == "continuous" else dynamic_variables(size_fields)
+    constants = _constants(spec.constants, batch_vars)
     device = Device(spec.device.name, spec.device.sms)
 
     operators = _operators(spec, batch_vars, constants)
     families = _families(spec, operators, batch_vars, constants)
     service = _service(spec, operators, size_fields, constants, device)
-    regimes = {
-        name: _regime(name, r, base, spec.service.batching)
-        for name, r in spec.regimes.items()
-    }
+    regimes = {name: _regime(name, r, base, service) for name, r in spec.regimes.items()}
+    probe.check_operators(operators, families, probe.probe_points(service, size_fields))
+    probe.check_neighbors(service.neighbors)
+    probe.check_per_request(service.memory.per_request, size_fields, service.max_context)
     return Problem(
         name=spec.name, path=str(path), file_hash=file_hash, description=spec.description.strip(),
         service=service, families=families, regimes=regimes, size_fields=size_fields,
     )
+
+
+def _constants(written: Mapping[str, object], batch_vars: frozenset[str]) -> dict[str, float]:
+    """Named numbers, in file order; each may be a quantity ('128 KiB') or an expression
+    over units and the constants above it."""
+    constants: dict[str, float] = {}
+    for name, value in written.items():
+        key = f"constants.{name}"
+        _check_name(name, key, "constant", batch_vars)
+        if isinstance(value, str) and is_quantity(value, BYTE_UNITS):
+            number = parse_bytes(value)
+        elif isinstance(value, str) and is_quantity(value, TIME_UNITS):
+            number = parse_seconds(value)
+        else:
+            number = _expr(value, key, frozenset(), constants).evaluate({})
+        constants[name] = _finite(number, key)
+    return constants
+
+
+def _finite(number: float, key: str) -> float:
+    if not math.isfinite(number):
+        raise Invalid(key, f"must be a finite number but got {number}")
+    return number
+
+
+def _check_name(name: str, key: str, what: str, taken: frozenset[str]) -> None:
+    """A name that expressions read must be an identifier that hides no variable or function."""
+    if not is_identifier(name):
+        raise Invalid(key, f"{what} name {name!r} must be an identifier (letters, digits, '_', not starting with '_' or a digit)")
+    if name in taken:
+        raise Invalid(key, f"{what} name {name!r} is already a batch variable or constant; rename it")
+    if name in FUNCTIONS:
+        raise Invalid(key, f"{what} name {name!r} hides the function {name}(); rename it")
 
 
 def _operators(spec: s.ProblemSpec, batch_vars: frozenset[str], constants: dict[str, float]) -> tuple[Operator, ...]:
@@ -127,14 +130,17 @@ def _operators(spec: s.ProblemSpec, batch_vars: frozenset[str], constants: dict[
     for i, op in enumerate(spec.service.operators):
         key = f"service.operators[{i}]"
         if op.name in seen:
-            raise _Invalid(f"{key}.name", f"operator {op.name!r} is listed twice")
+            raise Invalid(f"{key}.name", f"operator {op.name!r} is listed twice; operator names must be unique")
+        if "=" in op.name:
+            raise Invalid(f"{key}.name", f"operator name {op.name!r} must not contain '=' (--assign uses OP=CONFIG)")
         seen.add(op.name)
         if op.family not in spec.families:
-            raise _Invalid(f"{key}.family", f"unknown family {op.family!r} (families: {', '.join(spec.families)})")
-        shape = tuple(
-            (dim, _expr(value, f"{key}.shape.{dim}", batch_vars, constants)) for dim, value in op.shape.items()
-        )
-        operators.append(Operator(op.name, op.family, shape, op.repeat))
+            raise Invalid(f"{key}.family", f"unknown family {op.family!r} (families: {', '.join(spec.families)})")
+        shape = []
+        for dim, value in op.shape.items():
+            _check_name(dim, f"{key}.shape.{dim}", "shape dimension", batch_vars | frozenset(constants))
+            shape.append((dim, _expr(value, f"{key}.shape.{dim}", batch_vars, constants)))
+        operators.append(Operator(op.name, op.family, tuple(shape), op.repeat))
     return tuple(operators)
 
 
@@ -144,53 +150,57 @@ def _families(
     families = {}
     for fname, fam in spec.families.items():
         users = [op for op in operators if op.family == fname]
-        dims = frozenset().union(*(frozenset(d for d, _ in op.shape) for op in users)) if users else frozenset()
+        dims = frozenset(d for op in users for d, _ in op.shape)
         configs: list[Config] = []
         for i, cfg in enumerate(fam.configs):
             key = f"families.{fname}.configs[{i}]"
             _check_in_space(fam, cfg, key)
             name = cfg.name or ",".join(f"{k}={v}" for k, v in cfg.params.items())
+            if cfg.name is not None and ("=" in name or "," in name or not name.strip()):
+                raise Invalid(f"{key}.name", f"config name {name!r} must be non-empty without '=' or ',' (--assign OP=NAME)")
             if any(c.name == name for c in configs):
-                raise _Invalid(f"{key}.name", f"config name {name!r} is used twice in family {fname!r}")
+                raise Invalid(f"{key}.name", f"config name {name!r} is used twice in family {fname!r}")
+            params = tuple((k, cfg.params[k]) for k in fam.space)
+            twin = next((c for c in configs if c.params == params), None)
+            if twin is not None:
+                raise Invalid(f"{key}.params", f"same parameters as config {twin.name!r} of family {fname!r}")
             profile = _profile(cfg.profile, f"{key}.profile", batch_vars | dims, constants)
             _check_profile_covers_operators(profile, users, batch_vars, f"{key}.profile")
-            params = tuple((k, cfg.params[k]) for k in fam.space)
-            if any(c.params == params for c in configs):
-                raise _Invalid(f"{key}.params", f"two configs of family {fname!r} have the same parameters")
             configs.append(Config(fname, name, params, profile))
         space = tuple((k, tuple(v)) for k, v in fam.space.items())
         families[fname] = Family(fname, space, tuple(configs))
     return families
 
 
+def _same(a: object, b: object) -> bool:
+    """Equal as YAML values: ``true`` is not ``1``."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
 def _check_in_space(fam: s.FamilySpec, cfg: s.ConfigSpec, key: str) -> None:
     for param, value in cfg.params.items():
         if param not in fam.space:
-            raise _Invalid(f"{key}.params.{param}", f"parameter not in the family's space ({', '.join(fam.space)})")
-        if value not in fam.space[param]:
-            raise _Invalid(
-                f"{key}.params.{param}",
-                f"value {value!r} is outside the space {fam.space[param]!r}",
-            )
+            raise Invalid(f"{key}.params.{param}", f"parameter not in the family's space ({', '.join(fam.space)})")
+        if not any(_same(value, allowed) for allowed in fam.space[param]):
+            raise Invalid(f"{key}.params.{param}", f"value {value!r} is outside the space {fam.space[param]!r}")
     missing = [p for p in fam.space if p not in cfg.params]
     if missing:
-        raise _Invalid(f"{key}.params", f"missing parameter {missing[0]!r}")
+        raise Invalid(f"{key}.params", f"missing parameter {missing[0]!r}; every config sets every parameter of the space")
 
 
 def _check_profile_covers_operators(
     profile: KernelProfile, users: list[Operator], batch_vars: frozenset[str], key: str
 ) -> None:
-    needed = set()
+    needed: set[str] = set()
     for quantity in (profile.latency, profile.workspace, profile.ctas):
         if isinstance(quantity, Expr):
             needed |= quantity.names
         elif isinstance(quantity, PiecewiseLinear):
             needed.add(quantity.variable)
     for op in users:
-        available = batch_vars | {d for d, _ in op.shape}
-        lacking = sorted(needed - available)
+        lacking = sorted(needed - batch_vars - {d for d, _ in op.shape})
         if lacking:
-            raise _Invalid(key, f"uses {lacking[0]!r}, which operator {op.name!r} does not define in its shape")
+            raise Invalid(key, f"uses {lacking[0]!r}, which operator {op.name!r} does not define in its shape")
 
 
 def _profile(p: s.ProfileSpec, key: str, allowed: frozenset[str], constants: dict[str, float]) -> KernelProfile:
@@ -209,15 +219,25 @@ def _latency(value: object, key: str, allowed: frozenset[str], constants: dict[s
     if not isinstance(value, dict):
         return _expr(value, key, allowed, constants, unit="seconds")
     if len(value) != 1:
-        raise _Invalid(key, "a latency table names exactly one variable, e.g. {batch: {1: 8 ms, 32: 20 ms}}")
+        raise Invalid(key, "a latency table names exactly one variable, e.g. {batch: {1: 8 ms, 32: 20 ms}}")
     ((variable, points),) = value.items()
     if variable not in allowed:
-        raise _Invalid(key, f"table variable {variable!r} is unknown (known: {', '.join(sorted(allowed))})")
-    if not points:
-        raise _Invalid(f"{key}.{variable}", "a latency table needs at least one point")
-    xs = sorted(points)
-    ys = [_checked(f"{key}.{variable}.{x}", lambda x=x: parse_seconds(points[x])) for x in xs]
-    return PiecewiseLinear(variable, tuple(float(x) for x in xs), tuple(ys))  # type: ignore[arg-type]
+        raise Invalid(key, f"table variable {variable!r} is unknown (known: {', '.join(sorted(allowed))})")
+    if not isinstance(points, dict) or not points:
+        raise Invalid(f"{key}.{variable}", f"expected a mapping of {variable} to latency, e.g. {{1: 8 ms, 32: 20 ms}}, but got {points!r}")
+    table: dict[float, float] = {}
+    for x, y in points.items():
+        where = f"{key}.{variable}.{x}"
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x or x < 0:
+            raise Invalid(where, f"a table point must be a number >= 0 but got {x!r}")
+        if float(x) in table:
+            raise Invalid(where, f"point {x!r} is given twice")
+        seconds = _checked(where, lambda y=y: parse_seconds(y))
+        if seconds < 0:
+            raise Invalid(where, f"a latency must not be negative but got {y!r}")
+        table[float(x)] = seconds
+    xs = sorted(table)
+    return PiecewiseLinear(variable, tuple(xs), tuple(table[x] for x in xs))
 
 
 def _service(
@@ -226,34 +246,56 @@ def _service(
 ) -> Service:
     sv = spec.service
     if sv.memory.fixed > sv.memory.budget:
-        raise _Invalid("service.memory.fixed", f"{sv.memory.fixed:.0f} bytes exceed the budget of {sv.memory.budget:.0f} bytes")
+        raise Invalid("service.memory.fixed", f"{sv.memory.fixed:.0f} bytes exceed the budget of {sv.memory.budget:.0f} bytes")
     per_request = _expr(sv.memory.per_request, "service.memory.per_request", size_fields, constants, unit="bytes")
     slo = Slo(sv.slo.deadline, sv.slo.ttft, sv.slo.tpot)
     if slo.deadline_s is None and slo.ttft_s is None and slo.tpot_s is None:
-        raise _Invalid("service.slo", "set a deadline, or ttft and tpot for a token service")
-    if sv.batching == "dynamic" and slo.deadline_s is None:
-        raise _Invalid("service.slo.deadline", "a dynamic-batching service needs an end-to-end deadline")
+        raise Invalid("service.slo", "set a deadline, or ttft and tpot for a token service")
+    if sv.batching == "dynamic":
+        if slo.deadline_s is None:
+            raise Invalid("service.slo.deadline", "a dynamic-batching service needs an end-to-end deadline")
+        for unused in ("ttft", "tpot", "max_tokens"):
+            if unused in sv.slo.model_fields_set | sv.model_fields_set:
+                where = f"service.slo.{unused}" if unused in ("ttft", "tpot") else f"service.{unused}"
+                raise Invalid(where, "only applies to continuous batching (batching: continuous); remove it")
+    else:
+        if "max_wait" in sv.model_fields_set:
+            raise Invalid("service.max_wait", "only applies to dynamic batching; continuous batching never waits")
+        if sv.max_batch > sv.max_tokens:
+            raise Invalid(
+                "service.max_batch",
+                f"{sv.max_batch} sequences cannot each decode a token within max_tokens={sv.max_tokens}; "
+                "make max_batch <= max_tokens",
+            )
+    names = [n.name for n in sv.neighbors]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise Invalid(f"service.neighbors[{i}].name", f"neighbour {name!r} is listed twice")
     neighbors = tuple(
         Neighbor(n.name, _profile(n.profile, f"service.neighbors[{i}].profile", frozenset(), constants), n.gap, n.priority)
         for i, n in enumerate(sv.neighbors)
     )
-    jitter = _checked("service.jitter", lambda: Jitter(sv.jitter.kind, sv.jitter.cv))
+    jitter = _checked("service.jitter.cv", lambda: Jitter(sv.jitter.kind, sv.jitter.cv))
     return Service(
         batching=sv.batching, operators=operators,
         memory=Memory(sv.memory.budget, sv.memory.fixed, per_request), slo=slo,
         max_batch=sv.max_batch, max_wait_s=sv.max_wait, max_tokens=sv.max_tokens,
         max_context=sv.max_context, executors=sv.executors, priority=sv.priority,
-        launch_overhead_s=sv.launch_overhead, neighbors=neighbors, jitter=jitter, device=device,  # type: ignore[arg-type]
+        launch_overhead_s=sv.launch_overhead, neighbors=neighbors, jitter=jitter, device=device,
     )
 
 
 def _size_fields(regime: s.RegimeSpec, base: Path, key: str) -> frozenset[str]:
     if regime.sizes is not None:
-        return frozenset(regime.sizes)
-    if isinstance(regime.arrivals, s.TraceSpec):
-        trace = _checked(f"{key}.arrivals.file", lambda: _trace(regime.arrivals, base))
-        return frozenset(trace.columns)  # type: ignore[attr-defined]
-    return frozenset()
+        fields = frozenset(regime.sizes)
+    elif isinstance(regime.arrivals, s.TraceSpec):
+        fields = frozenset(_trace(regime.arrivals, base, f"{key}.arrivals").columns)
+    else:
+        fields = frozenset()
+    for name in sorted(fields):
+        if name == "batch" or name.endswith("_total"):
+            raise Invalid(f"{key}.sizes.{name}", f"size field {name!r} clashes with a batch variable (batch, FIELD_total); rename it")
+    return fields
 
 
 def _common_size_fields(per_regime: dict[str, frozenset[str]], batching: str) -> frozenset[str]:
@@ -261,74 +303,121 @@ def _common_size_fields(per_regime: dict[str, frozenset[str]], batching: str) ->
     first = per_regime[names[0]]
     for name in names[1:]:
         if per_regime[name] != first:
-            raise _Invalid(
+            raise Invalid(
                 f"regimes.{name}.sizes",
-                f"size fields {sorted(per_regime[name])} differ from regime {names[0]!r}'s {sorted(first)}",
+                f"size fields {sorted(per_regime[name])} differ from those of regime {names[0]!r} "
+                f"({sorted(first)}); every regime describes the same requests",
             )
     if batching == "continuous":
         for name, fields in per_regime.items():
             if not {"prompt", "output"} <= fields:
-                raise _Invalid(f"regimes.{name}.sizes", "a continuous-batching service needs 'prompt' and 'output' sizes")
+                raise Invalid(
+                    f"regimes.{name}.sizes",
+                    f"a continuous-batching service needs 'prompt' and 'output' sizes but has {sorted(fields)}",
+                )
     return first
 
 
-def _trace(spec: s.TraceSpec, base: Path):
-    return load_trace(base / spec.file, spec.time_column, spec.columns)
+def _trace(spec: s.TraceSpec, base: Path, key: str) -> Trace:
+    trace = _load_trace(
+        base / spec.file, spec.time_column, spec.columns, file_key=f"{key}.file",
+        time_key=f"{key}.time_column", column_key=lambda field: f"{key}.columns.{field}",
+    )
+    for field, values in trace.columns.items():
+        if len(values) and values.min() < 1:
+            column = spec.columns[field] if spec.columns else field
+            raise Invalid(
+                f"{key}.columns.{field}" if spec.columns else f"{key}.file",
+                f"trace column {column!r} holds a size of {int(values.min())}; replayed sizes must be >= 1",
+            )
+    return trace
 
 
-def _regime(name: str, r: s.RegimeSpec, base: Path, batching: str) -> Regime:
+def _load_trace(
+    path: Path, time_column: str, columns: Mapping[str, str] | None,
+    file_key: str, time_key: str, column_key: Callable[[str], str],
+) -> Trace:
+    """:func:`load_trace`, its error keyed by the entry that names the bad part: the time
+    column or a size column the header lacks, else the file."""
+    try:
+        return load_trace(path, time_column, columns)
+    except TraceError as exc:
+        key = file_key
+        try:
+            with path.open(newline="") as file:
+                header = [name.strip() for name in next(csv.reader(file), [])]
+        except (OSError, UnicodeDecodeError, csv.Error):
+            header = []
+        missing = [field for field, column in (columns or {}).items() if column not in header]
+        if header and time_column not in header:
+            key = time_key
+        elif header and missing:
+            key = column_key(missing[0])
+        raise Invalid(key, str(exc)) from None
+
+
+def _regime(name: str, r: s.RegimeSpec, base: Path, service: Service) -> Regime:
     key = f"regimes.{name}"
     arrivals = _arrivals(r.arrivals, base, f"{key}.arrivals")
     sizes = None if r.sizes is None else {
         field: _size(dist, base, f"{key}.sizes.{field}") for field, dist in r.sizes.items()
     }
+    if r.memory_budget is not None and r.memory_budget < service.memory.fixed:
+        raise Invalid(
+            f"{key}.memory_budget",
+            f"{r.memory_budget:.0f} bytes is below service.memory.fixed ({service.memory.fixed:.0f} bytes)",
+        )
     return Regime(name, r.description.strip(), arrivals, sizes, r.horizon, r.memory_budget)
 
 
-def _arrivals(a: object, base: Path, key: str) -> ArrivalSpec:
-    rate = getattr(a, "rate", None)
-    rate_range = None
-    if isinstance(rate, tuple):
-        low, high = rate
-        if not 0 < low <= high:
-            raise _Invalid(f"{key}.rate", f"a rate bucket [low, high] needs 0 < low <= high but got {list(rate)}")
-        rate_range = (float(low), float(high))
-    builders: dict[type, Callable[[float], object]] = {
-        s.PoissonSpec: lambda r: Poisson(r),
-        s.GammaSpec: lambda r: Gamma(r, a.burstiness),
-        s.OnOffSpec: lambda r: OnOff(r, a.on, a.off),
-        s.DiurnalSpec: lambda r: Diurnal(r, a.amplitude, a.period, a.phase),
-    }
-    if isinstance(a, s.TraceSpec):
-        trace = _trace(a, base)
-        builders[s.TraceSpec] = lambda r: TraceReplay(trace, r, a.offset)
-    make = builders[type(a)]
-    fixed_rate = rate if not isinstance(rate, tuple) else None
+def _arrivals(a: s.PoissonSpec | s.GammaSpec | s.OnOffSpec | s.DiurnalSpec | s.TraceSpec, base: Path, key: str) -> ArrivalSpec:
+    rate = a.rate
+    rate_range = rate if isinstance(rate, tuple) else None
+    if isinstance(a, s.PoissonSpec):
+        make: Callable[[float | None], object] = lambda r: Poisson(r)  # noqa: E731
+    elif isinstance(a, s.GammaSpec):
+        make = lambda r: Gamma(r, a.burstiness)  # noqa: E731
+    elif isinstance(a, s.OnOffSpec):
+        make = lambda r: OnOff(r, a.on, a.off)  # noqa: E731
+    elif isinstance(a, s.DiurnalSpec):
+        make = lambda r: Diurnal(r, a.amplitude, a.period, a.phase)  # noqa: E731
+    else:
+        trace = _trace(a, base, key)
+        make = lambda r: TraceReplay(trace, r, a.offset)  # noqa: E731
+    fixed_rate = None if rate_range else rate
 
     def build(sampled: float | None) -> object:
         return make(sampled if sampled is not None else fixed_rate)
 
-    probe = rate_range[0] if rate_range else None
-    _checked(f"{key}", lambda: build(probe))
+    # Build both ends of a bucket once, so a bad value fails now and not in a study.
+    for probe_rate in rate_range or (None,):
+        _checked(key, lambda probe_rate=probe_rate: build(probe_rate))
     return ArrivalSpec(build, rate_range)
 
 
 def _size(d: object, base: Path, key: str) -> SizeDistribution:
-    if isinstance(d, int):
-        return _checked(key, lambda: Fixed(d))  # type: ignore[return-value]
     if isinstance(d, s.EmpiricalSize):
-        if (d.values is None) == (d.trace is None):
-            raise _Invalid(key, "give either 'values' or 'trace' with 'column'")
         if d.values is not None:
-            return _checked(key, lambda: Empirical(tuple(d.values)))  # type: ignore[return-value]
-        if d.column is None:
-            raise _Invalid(f"{key}.column", "required with 'trace'")
-        trace = load_trace(base / d.trace, size_columns={"value": d.column})
-        return Empirical(tuple(int(v) for v in trace.columns["value"]))
+            return _checked(f"{key}.values", lambda: Empirical(tuple(d.values)))
+        trace = _load_trace(
+            base / d.trace, "TIMESTAMP", {"value": d.column}, file_key=f"{key}.trace",
+            time_key=f"{key}.trace", column_key=lambda _: f"{key}.column",
+        )
+        return _checked(
+            f"{key}.column",
+            lambda: _empirical_column(trace.columns["value"], d.column),
+        )
     makers: dict[type, Callable[[], SizeDistribution]] = {
         s.FixedSize: lambda: Fixed(d.value),
         s.UniformSize: lambda: Uniform(d.low, d.high),
         s.LogNormalSize: lambda: LogNormal(d.mean, d.cv),
         s.ExponentialSize: lambda: Exponential(d.mean),
     }
-    return _checked(key, makers[type(d)])  # type: ignore[return-value]
+    return _checked(key, makers[type(d)])
+
+
+def _empirical_column(values: object, column: str) -> Empirical:
+    try:
+        return Empirical(tuple(int(v) for v in values))  # type: ignore[attr-defined]
+    except ValueError as exc:
+        raise ValueError(f"trace column {column!r} cannot be resampled: {exc}") from None

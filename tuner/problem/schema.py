@@ -1,39 +1,125 @@
 """The shape of a problem file, as pydantic models.
 
-This layer checks structure and types only (unknown keys, wrong types, negative sizes);
-meaning (expressions naming known variables, configs inside their space, …) is checked
-by :mod:`tuner.problem.load`, which knows the whole file. Quantities stay as written
-(``'4 GiB'``, ``'10 ms'``) and are converted by validators, so errors quote the input.
+This layer checks structure and single values (unknown keys, wrong types, negative or
+infinite quantities); meaning (expressions naming known variables, configs inside their
+space, one key against another) is checked by :mod:`tuner.problem.load`, which knows
+the whole file. Quantities stay as written (``'4 GiB'``, ``'10 ms'``) until a validator
+converts them, so errors quote the input.
+
+Models are strict (``true`` is not an integer, ``'5'`` is not a number) because YAML
+already types its scalars; an ambiguous value is more likely a typo than an intent.
+Where a key takes several forms (a number or an expression, a rate or a bucket), a
+single validator decides, so a bad value gets one message instead of one per form.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, model_validator
 
 from ..units import parse_bytes, parse_seconds
 
-Number = Union[int, float]
-ExprText = Union[int, float, str]
-
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _seconds(value: object) -> float:
     seconds = parse_seconds(value)
     if seconds < 0:
-        raise ValueError(f"must not be negative but got {value!r}")
+        raise ValueError(f"must not be negative but got {_show(value)}")
+    return seconds
+
+
+def _positive_seconds(value: object) -> float:
+    seconds = _seconds(value)
+    if seconds == 0:
+        raise ValueError(f"must be greater than 0 but got {_show(value)}")
     return seconds
 
 
 def _bytes(value: object) -> float:
     size = parse_bytes(value)
     if size < 0:
-        raise ValueError(f"must not be negative but got {value!r}")
+        raise ValueError(f"must not be negative but got {_show(value)}")
     return size
+
+
+def _positive_bytes(value: object) -> float:
+    size = _bytes(value)
+    if size == 0:
+        raise ValueError(f"must be greater than 0 but got {_show(value)}")
+    return size
+
+
+def _expr_text(value: object) -> int | float | str:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a number, a quantity such as '4 GiB' or an expression but got {_show(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"expected a finite number but got {value!r}")
+    return value
+
+
+def _scalar(value: object) -> int | float | str | bool:
+    if not isinstance(value, (int, float, str, bool)):
+        raise ValueError(f"expected a number, a string or true/false but got {_show(value)}")
+    return value
+
+
+def _rate(value: object) -> float | tuple[float, float]:
+    """A rate in requests per second, or a bucket ``[low, high]`` sampled per seed."""
+    def number(x: object) -> float:
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise ValueError(f"expected a rate in requests per second (e.g. 100) or a bucket [low, high] but got {_show(value)}")
+        if not (math.isfinite(x) and x > 0):
+            raise ValueError(f"a rate must be a finite number greater than 0 but got {_show(value)}")
+        return float(x)
+
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ValueError(f"a rate bucket is [low, high] but got {_show(value)}")
+        low, high = number(value[0]), number(value[1])
+        if low > high:
+            raise ValueError(f"a rate bucket [low, high] needs low <= high but got {_show(value)}")
+        return (low, high)
+    return number(value)
+
+
+def _latency(value: object) -> object:
+    """A duration, an expression in seconds, or a one-variable table (checked by the loader)."""
+    if isinstance(value, dict):
+        return value
+    try:
+        return _expr_text(value)
+    except ValueError:
+        raise ValueError(
+            "expected a duration ('8 ms'), an expression in seconds or a table "
+            f"{{batch: {{1: 8 ms, 32: 20 ms}}}} but got {_show(value)}"
+        ) from None
+
+
+def _bare_size(value: object) -> object:
+    """A bare count ``n`` is short for ``{dist: fixed, value: n}``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"dist": "fixed", "value": value}
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+PositiveSeconds = Annotated[float, BeforeValidator(_positive_seconds)]
+Bytes = Annotated[float, BeforeValidator(_bytes)]
+PositiveBytes = Annotated[float, BeforeValidator(_positive_bytes)]
+ExprText = Annotated[Union[int, float, str], PlainValidator(_expr_text)]
+Scalar = Annotated[Union[int, float, str, bool], PlainValidator(_scalar)]
+Rate = Annotated[Union[float, tuple[float, float]], PlainValidator(_rate)]
+Latency = Annotated[object, PlainValidator(_latency)]
 
 
 class DeviceSpec(Strict):
@@ -42,9 +128,13 @@ class DeviceSpec(Strict):
 
 
 class ProfileSpec(Strict):
-    """``latency`` is a duration, an expression in seconds, or a table ``{batch: {1: 8 ms}}``."""
+    """``latency`` is a duration, an expression in seconds, or a table ``{batch: {1: 8 ms}}``.
 
-    latency: Union[ExprText, dict[str, dict[Number, Union[Number, str]]]]
+    ``sm`` is the demand of a kernel without a grid; ``ctas`` (with ``ctas_per_sm``)
+    derives it per wave instead, so giving both would leave one silently ignored.
+    """
+
+    latency: Latency
     workspace: ExprText = 0
     sm: float = Field(1.0, gt=0, le=1)
     ctas: ExprText | None = None
@@ -52,20 +142,26 @@ class ProfileSpec(Strict):
     dram: float = Field(0.0, ge=0, le=1)
     persistent: bool = False
 
+    @model_validator(mode="after")
+    def _sm_or_ctas(self) -> ProfileSpec:
+        if "sm" in self.model_fields_set and self.ctas is not None:
+            raise ValueError("give either 'sm' or 'ctas' (with ctas_per_sm), not both: the grid decides the SM share")
+        return self
+
 
 class ConfigSpec(Strict):
     name: str | None = None
-    params: dict[str, Union[int, float, str, bool]]
+    params: dict[str, Scalar]
     profile: ProfileSpec
 
 
 class FamilySpec(Strict):
-    space: dict[str, list[Union[int, float, str, bool]]]
+    space: dict[str, list[Scalar]]
     configs: list[ConfigSpec] = Field(min_length=1)
 
 
 class OperatorSpec(Strict):
-    name: str
+    name: str = Field(min_length=1)
     family: str
     shape: dict[str, ExprText] = {}
     repeat: int = Field(1, ge=1)
@@ -74,28 +170,20 @@ class OperatorSpec(Strict):
 class NeighborSpec(Strict):
     name: str
     profile: ProfileSpec
-    gap: float = 0.0
+    gap: Seconds = 0.0
     priority: int = 0
-
-    _gap = field_validator("gap", mode="before")(_seconds)
 
 
 class SloSpec(Strict):
-    deadline: float | None = None
-    ttft: float | None = None
-    tpot: float | None = None
-
-    _seconds = field_validator("deadline", "ttft", "tpot", mode="before")(
-        lambda v: None if v is None else _seconds(v)
-    )
+    deadline: PositiveSeconds | None = None
+    ttft: PositiveSeconds | None = None
+    tpot: PositiveSeconds | None = None
 
 
 class MemorySpec(Strict):
-    budget: float
-    fixed: float = 0.0
+    budget: PositiveBytes
+    fixed: Bytes = 0.0
     per_request: ExprText = 0
-
-    _bytes = field_validator("budget", "fixed", mode="before")(_bytes)
 
 
 class JitterSpec(Strict):
@@ -109,19 +197,14 @@ class ServiceSpec(Strict):
     memory: MemorySpec
     slo: SloSpec
     max_batch: int = Field(1, ge=1)
-    max_wait: float = 0.0
+    max_wait: Seconds = 0.0
     max_tokens: int = Field(2048, ge=1)
     max_context: int = Field(4096, ge=1)
     executors: int = Field(1, ge=1)
     priority: int = 0
-    launch_overhead: float = 0.0
+    launch_overhead: Seconds = 0.0
     neighbors: list[NeighborSpec] = []
     jitter: JitterSpec = JitterSpec()
-
-    _seconds = field_validator("max_wait", "launch_overhead", mode="before")(_seconds)
-
-
-Rate = Union[float, tuple[float, float]]
 
 
 class PoissonSpec(Strict):
@@ -138,31 +221,25 @@ class GammaSpec(Strict):
 class OnOffSpec(Strict):
     process: Literal["onoff"]
     rate: Rate
-    on: float
-    off: float
-
-    _seconds = field_validator("on", "off", mode="before")(_seconds)
+    on: PositiveSeconds
+    off: PositiveSeconds
 
 
 class DiurnalSpec(Strict):
     process: Literal["diurnal"]
     rate: Rate
     amplitude: float = Field(ge=0, le=1)
-    period: float
+    period: PositiveSeconds
     phase: float = 0.0
-
-    _seconds = field_validator("period", mode="before")(_seconds)
 
 
 class TraceSpec(Strict):
     process: Literal["trace"]
-    file: str
+    file: str = Field(min_length=1)
     rate: Rate | None = None
-    offset: float | None = None
+    offset: Seconds | None = None
     time_column: str = "TIMESTAMP"
     columns: dict[str, str] | None = None
-
-    _seconds = field_validator("offset", mode="before")(lambda v: None if v is None else _seconds(v))
 
 
 ArrivalSpecs = Annotated[
@@ -180,47 +257,59 @@ class UniformSize(Strict):
     low: int = Field(ge=1)
     high: int = Field(ge=1)
 
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformSize:
+        if self.high < self.low:
+            raise ValueError(f"high ({self.high}) must be >= low ({self.low})")
+        return self
+
 
 class LogNormalSize(Strict):
     dist: Literal["lognormal"]
-    mean: float = Field(gt=0)
+    mean: float = Field(ge=1)
     cv: float = Field(ge=0)
 
 
 class ExponentialSize(Strict):
     dist: Literal["exponential"]
-    mean: float = Field(gt=0)
+    mean: float = Field(ge=1)
 
 
 class EmpiricalSize(Strict):
     dist: Literal["empirical"]
-    values: list[int] | None = None
+    values: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
     trace: str | None = None
     column: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EmpiricalSize:
+        if (self.values is None) == (self.trace is None):
+            raise ValueError("give either 'values' or 'trace' with 'column'")
+        if (self.trace is None) != (self.column is None):
+            raise ValueError("'trace' and 'column' go together: the CSV file and the column of sizes in it")
+        return self
 
 
 SizeSpecs = Annotated[
     Union[FixedSize, UniformSize, LogNormalSize, ExponentialSize, EmpiricalSize],
     Field(discriminator="dist"),
+    BeforeValidator(_bare_size),
 ]
 
 
 class RegimeSpec(Strict):
     description: str = ""
     arrivals: ArrivalSpecs
-    sizes: dict[str, Union[int, SizeSpecs]] | None = None
-    horizon: float = 60.0
-    memory_budget: float | None = None
-
-    _horizon = field_validator("horizon", mode="before")(_seconds)
-    _budget = field_validator("memory_budget", mode="before")(lambda v: None if v is None else _bytes(v))
+    sizes: dict[str, SizeSpecs] | None = None
+    horizon: PositiveSeconds = 60.0
+    memory_budget: PositiveBytes | None = None
 
 
 class ProblemSpec(Strict):
-    name: str
+    name: str = Field(min_length=1)
     description: str = ""
     device: DeviceSpec = DeviceSpec()
-    constants: dict[str, float] = {}
+    constants: dict[str, ExprText] = {}
     service: ServiceSpec
     families: dict[str, FamilySpec] = Field(min_length=1)
     regimes: dict[str, RegimeSpec] = Field(min_length=1)

@@ -7,7 +7,7 @@ starts programs through the run (:class:`tuner.sim.service.ServiceRun`). Contrac
   for a wake-up (``run.wake_at``) when a batch is worth waiting for;
 * ``program_done(executor, now)`` settles the requests of the finished batch (calling
   ``run.finish`` for the completed ones); the run then admits and dispatches again;
-* ``waiting()`` counts admitted requests that are not running yet (queue depth).
+* ``queue`` is the deque of admitted requests that are not running yet (queue depth).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class DynamicBatching:
 
     def __init__(self, run: ServiceRun) -> None:
         self.run = run
-        self.ready: deque[int] = deque()
+        self.queue: deque[int] = deque()  # admitted, waiting for a batch
         self.batches: list[list[int]] = [[] for _ in range(run.executors)]
         service = run.bound.service
         self.max_batch = service.max_batch
@@ -33,21 +33,18 @@ class DynamicBatching:
         self.fields = [(name, run.sizes[name]) for name in sorted(run.size_fields)]
 
     def admitted(self, request: int) -> None:
-        self.ready.append(request)
-
-    def waiting(self) -> int:
-        return len(self.ready)
+        self.queue.append(request)
 
     def dispatch(self, now: float) -> None:
-        run, ready = self.run, self.ready
-        while ready and run.idle:
-            oldest_ready_at = run.admit_t[ready[0]]
-            if len(ready) < self.max_batch and now < oldest_ready_at + self.max_wait:
-                run.wake_at(oldest_ready_at + self.max_wait)
+        run, queue = self.run, self.queue
+        while queue and run.idle:
+            oldest_admitted_at = run.admit_t[queue[0]]
+            if len(queue) < self.max_batch and now < oldest_admitted_at + self.max_wait:
+                run.wake_at(oldest_admitted_at + self.max_wait)
                 return
             executor = run.idle.pop()
-            size = min(self.max_batch, len(ready))
-            batch = [ready.popleft() for _ in range(size)]
+            size = min(self.max_batch, len(queue))
+            batch = [queue.popleft() for _ in range(size)]
             variables: dict[str, float] = {"batch": size}
             for name, values in self.fields:
                 sizes = [values[r] for r in batch]
@@ -73,7 +70,7 @@ class ContinuousBatching:
 
     def __init__(self, run: ServiceRun) -> None:
         self.run = run
-        self.pool: deque[int] = deque()
+        self.queue: deque[int] = deque()  # admitted, not yet running
         service = run.bound.service
         self.max_batch = service.max_batch
         self.max_tokens = service.max_tokens
@@ -85,17 +82,14 @@ class ContinuousBatching:
         self.generated = [0] * len(self.prompt)
 
     def admitted(self, request: int) -> None:
-        self.pool.append(request)
-
-    def waiting(self) -> int:
-        return len(self.pool)
+        self.queue.append(request)
 
     def dispatch(self, now: float) -> None:
         run = self.run
         for executor in sorted(run.idle, reverse=True):
             running = self.running[executor]
-            while self.pool and len(running) < self.max_batch:
-                r = self.pool.popleft()
+            while self.queue and len(running) < self.max_batch:
+                r = self.queue.popleft()
                 running.append(r)
             if not running:
                 continue

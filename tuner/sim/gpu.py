@@ -12,144 +12,242 @@ so a lone kernel runs at rate 1 (its isolated latency), kernels whose demands su
 do not slow each other, and saturating kernels share work-conservingly. A kernel's
 phases are its full waves, then its partial tail wave (which holds only part of the SMs
 and is where later kernels fit). A launch-overhead phase demands nothing.
+
+Speed: because allocation is in launch order, a kernel appended at the end never
+changes the rates of those before it, and while no kernel is rate-limited a finishing
+or shrinking kernel changes nobody's rate. Those common cases cost O(log n) (a heap of
+phase end times); only the others re-run the allocation over all running kernels, and
+even then only kernels whose rate changed are re-anchored, so their end times stay exact.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from bisect import insort
 
-#: Remaining work below this (seconds) counts as done; absorbs float round-off.
-EPSILON_S = 1e-12
+#: Demands this close to the free capacity count as fitting (absorbs float drift).
+TOLERANCE = 1e-9
 
 
 class Kernel:
-    """One launch on the GPU. Mutable, owned by :class:`FluidGPU` while it runs."""
+    """One launch on the GPU; owned and mutated by :class:`FluidGPU` while it runs.
 
-    __slots__ = ("key", "stream", "tag", "phases", "scale", "index", "remaining", "s", "b", "rate", "started")
+    ``remaining`` is the work left in the current phase as of time ``anchor``; at a later
+    time ``t`` it is ``remaining - rate * (t - anchor)``.
+    """
 
-    def __init__(self, priority: int, seq: int, stream: int, tag: object,
-                 phases: tuple[tuple[float, float, float], ...], scale: float, overhead_s: float) -> None:
-        self.key = (priority, seq)
+    __slots__ = ("key", "stream", "tag", "phases", "scale", "index", "remaining", "anchor",
+                 "s", "b", "rate", "started", "version")
+
+    def __init__(self, key: tuple[int, int], stream: int, tag: object,
+                 phases: tuple[tuple[float, float, float], ...], scale: float,
+                 overhead_s: float, now: float) -> None:
+        self.key = key
         self.stream = stream
         self.tag = tag
         self.phases = phases
         self.scale = scale
+        self.anchor = now
         self.rate = 0.0
-        self.started = -1.0
+        self.version = 0
         if overhead_s > 0.0:
             self.index = -1
             self.remaining = overhead_s
             self.s = 0.0
             self.b = 0.0
+            self.started = -1.0
         else:
             self.index = 0
             work, self.s, self.b = phases[0]
             self.remaining = work * scale
-
-    def __lt__(self, other: Kernel) -> bool:
-        return self.key < other.key
+            self.started = now
 
     @property
     def work_s(self) -> float:
         """Isolated seconds of GPU work (launch overhead excluded)."""
         return sum(p[0] for p in self.phases) * self.scale
 
-    def work_left_s(self) -> float:
-        """Isolated seconds of GPU work not yet done."""
+    def work_left_s(self, now: float) -> float:
+        """Isolated seconds of GPU work not yet done at ``now``."""
         if self.index < 0:
             return self.work_s
         rest = sum(p[0] for p in self.phases[self.index + 1:]) * self.scale
-        return rest + max(self.remaining, 0.0)
+        return rest + max(self.remaining - self.rate * (now - self.anchor), 0.0)
 
 
 class FluidGPU:
-    """Running kernels and the rates the sharing rule gives them.
+    """Running kernels, their rates, and R(t), the fraction of SM slots in use.
 
-    The owner advances time only to :attr:`next_time` (via :meth:`step`) or to an earlier
-    moment (via :meth:`advance`), launching kernels in between; :attr:`sm_in_use` is
-    ``R(t)``, the fraction of SM slots in use, constant between changes.
+    Use: :meth:`launch` kernels at the current time; call :meth:`run_until` to move
+    through phase boundaries up to a limit, which returns at the first kernel that
+    finishes. The GPU integrates R(t) itself (over ``[0, window_s)``) and tracks its
+    peak, so phase changes never need the caller's attention.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, window_s: float = math.inf) -> None:
         self.running: list[Kernel] = []
-        self.now = 0.0
+        self.s_free = 1.0
+        self.b_free = 1.0
+        self.limited = 0
         self.next_time = math.inf
-        self.sm_in_use = 0.0
+        self.now = 0.0
+        self.sm_peak = 0.0
+        self._sm_seconds = 0.0
+        self._window = window_s
+        self._heap: list[tuple[float, int, int, Kernel]] = []
         self._seq = 0
 
-    def launch(self, kernel_args: tuple, now: float) -> Kernel:
-        """Start a kernel at ``now`` (``kernel_args`` as :class:`Kernel` takes, minus ``seq``)."""
-        priority, stream, tag, phases, scale, overhead = kernel_args
+    @property
+    def sm_in_use(self) -> float:
+        return 1.0 - self.s_free if self.s_free < 1.0 else 0.0
+
+    def sm_seconds(self, t: float) -> float:
+        """∫ R dt from 0 to ``min(t, window)``, for any ``t`` not before the last change."""
+        window = self._window
+        if self.now >= window:
+            return self._sm_seconds
+        return self._sm_seconds + (1.0 - self.s_free) * ((t if t < window else window) - self.now)
+
+    def _move_to(self, t: float) -> None:
+        """Integrate R up to ``t``, before R changes there."""
+        if t > self.now:
+            self._sm_seconds = self.sm_seconds(t)
+            self.now = t
+
+    def _refresh_next_time(self) -> None:
+        heap = self._heap
+        while heap:
+            top = heap[0]
+            if top[2] == top[3].version:
+                self.next_time = top[0]
+                return
+            heapq.heappop(heap)
+        self.next_time = math.inf
+
+    def launch(self, priority: int, stream: int, tag: object,
+               phases: tuple[tuple[float, float, float], ...], scale: float,
+               overhead_s: float, now: float) -> Kernel:
+        """Start a kernel at ``now``; it joins the allocation order by (priority, launch)."""
+        if now > self.now:
+            self._move_to(now)
         self._seq += 1
-        kernel = Kernel(priority, self._seq, stream, tag, phases, scale, overhead)
-        if overhead <= 0.0:
-            kernel.started = now
-        self.advance(now)
-        if not self.running or self.running[-1].key < kernel.key:
-            self.running.append(kernel)
+        kernel = Kernel((priority, self._seq), stream, tag, phases, scale, overhead_s, now)
+        running = self.running
+        if not running or running[-1].key < kernel.key:
+            running.append(kernel)
+            end = self._place_last(kernel, now)
+            if end < self.next_time:  # only a push happened: the heap top stays valid
+                self.next_time = end
         else:
-            insort(self.running, kernel)
+            position = next(i for i, k in enumerate(running) if kernel.key < k.key)
+            running.insert(position, kernel)
+            self._reallocate(now)
+            self._refresh_next_time()
+        if 1.0 - self.s_free > self.sm_peak:
+            self.sm_peak = 1.0 - self.s_free
         return kernel
 
-    def advance(self, now: float) -> None:
-        """Progress every running kernel at its current rate up to ``now``."""
-        dt = now - self.now
-        if dt > 0.0:
-            for k in self.running:
-                k.remaining -= k.rate * dt
-            self.now = now
+    def run_until(self, limit: float) -> Kernel | None:
+        """Process phase boundaries at or before ``limit``; stop at the first finished kernel.
 
-    def step(self) -> list[Kernel]:
-        """Advance to :attr:`next_time`; move finished phases on; return finished kernels.
-
-        The caller launches follow-up kernels, then calls :meth:`reallocate` once.
+        Returns that kernel (the GPU's :attr:`now` is its end time), or None when the
+        next boundary lies beyond ``limit``.
         """
-        now = self.next_time
-        self.advance(now)
-        finished = []
-        still = []
-        for k in self.running:
-            while k.remaining <= EPSILON_S:
-                k.index += 1
-                if k.index == 0:
-                    k.started = now
-                if k.index == len(k.phases):
-                    break
-                work, k.s, k.b = k.phases[k.index]
-                k.remaining = work * k.scale + k.remaining
-            if k.index == len(k.phases):
-                finished.append(k)
+        heap = self._heap
+        window = self._window
+        while self.next_time <= limit:
+            now, _, _, kernel = heapq.heappop(heap)
+            if now > self.now:  # integrate R up to now, before it changes
+                if self.now < window:
+                    self._sm_seconds += (1.0 - self.s_free) * ((now if now < window else window) - self.now)
+                self.now = now
+            kernel.version += 1
+            residual = kernel.remaining - kernel.rate * (now - kernel.anchor)
+            old_s, old_b, old_rate = kernel.s, kernel.b, kernel.rate
+            self.s_free += old_rate * old_s
+            self.b_free += old_rate * old_b
+            if old_rate < 1.0:
+                self.limited -= 1
+            kernel.index += 1
+            if kernel.index == 0:
+                kernel.started = now
+            running = self.running
+            is_last = running[-1] is kernel
+            if kernel.index == len(kernel.phases):
+                if is_last:
+                    running.pop()
+                else:
+                    running.remove(kernel)
+                if not running:
+                    self.s_free, self.b_free, self.limited = 1.0, 1.0, 0
+                elif self.limited and not is_last:
+                    self._reallocate(now)
+                self._refresh_next_time()
+                return kernel
+            work, s, b = kernel.phases[kernel.index]
+            kernel.s, kernel.b = s, b
+            kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
+            kernel.anchor = now
+            kernel.rate = 0.0
+            if is_last or (self.limited == 0 and old_rate == 1.0 and s <= old_s and b <= old_b):
+                # Nobody before it changes (launch order); a shrinking demand that fitted still fits.
+                self._place_last(kernel, now)
             else:
-                still.append(k)
-        self.running = still
-        return finished
+                self._reallocate(now)
+            self._refresh_next_time()
+            if 1.0 - self.s_free > self.sm_peak:
+                self.sm_peak = 1.0 - self.s_free
+        return None
 
-    def reallocate(self) -> None:
-        """Hand out rates in launch order and find the next phase boundary."""
-        s_free = 1.0
-        b_free = 1.0
-        now = self.now
-        next_time = math.inf
-        for k in self.running:
-            s, b = k.s, k.b
+    def _place_last(self, kernel: Kernel, now: float) -> float:
+        """Give ``kernel`` what the kernels before it leave free; nobody else changes.
+
+        Returns the end time of its current phase (infinite when it gets no rate).
+        """
+        s, b = kernel.s, kernel.b
+        s_free, b_free = self.s_free, self.b_free
+        rate = 1.0
+        if s > 0.0 and s_free < s - TOLERANCE:
+            rate = (s_free if s_free > 0.0 else 0.0) / s
+        if b > 0.0 and b_free < b - TOLERANCE:
+            rate = min(rate, (b_free if b_free > 0.0 else 0.0) / b)
+        self.s_free = s_free - rate * s
+        self.b_free = b_free - rate * b
+        if rate < 1.0:
+            self.limited += 1
+        kernel.remaining -= kernel.rate * (now - kernel.anchor)
+        kernel.anchor = now
+        kernel.rate = rate
+        kernel.version += 1
+        if rate > 0.0:
+            end = now + kernel.remaining / rate
+            heapq.heappush(self._heap, (end, kernel.key[1], kernel.version, kernel))
+            return end
+        return math.inf
+
+    def _rerate(self, kernel: Kernel, rate: float, now: float) -> None:
+        kernel.remaining -= kernel.rate * (now - kernel.anchor)
+        kernel.anchor = now
+        kernel.rate = rate
+        kernel.version += 1
+        if rate > 0.0:
+            heapq.heappush(self._heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
+
+    def _reallocate(self, now: float) -> None:
+        """The full allocation pass, in order; re-anchors only kernels whose rate changed."""
+        s_free = b_free = 1.0
+        limited = 0
+        for kernel in self.running:
+            s, b = kernel.s, kernel.b
             rate = 1.0
-            if s > 0.0:
-                rate = min(rate, s_free / s) if s_free < s else rate
-            if b > 0.0 and b_free < b:
+            if s > 0.0 and s_free < s - TOLERANCE:
+                rate = s_free / s
+            if b > 0.0 and b_free < b - TOLERANCE:
                 rate = min(rate, b_free / b)
-            if rate <= 0.0:
-                rate = 0.0
-            else:
-                s_free -= rate * s
-                b_free -= rate * b
-                end = now + k.remaining / rate
-                if end < next_time:
-                    next_time = end
-            k.rate = rate
-            if s_free <= 0.0:
-                s_free = 0.0
-            if b_free <= 0.0:
-                b_free = 0.0
-        self.sm_in_use = 1.0 - s_free
-        self.next_time = next_time
+            if rate < 1.0:
+                limited += 1
+            if rate != kernel.rate:
+                self._rerate(kernel, rate, now)
+            s_free = max(s_free - rate * s, 0.0)
+            b_free = max(b_free - rate * b, 0.0)
+        self.s_free, self.b_free, self.limited = s_free, b_free, limited

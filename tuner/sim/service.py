@@ -90,9 +90,11 @@ class ServiceRun:
         self.first_t = [math.nan] * n
         self.finish_t = [math.nan] * n
         self.idle = list(range(self.executors - 1, -1, -1))
-        self.gpu = FluidGPU()
+        self.gpu = FluidGPU(workload.horizon_s)
         self.recording = Recording() if record else None
         self.policy = (ContinuousBatching if service.batching == "continuous" else DynamicBatching)(self)
+        self._priority = service.priority
+        self._overhead = service.launch_overhead_s
         self._programs: list[list[Launch]] = [[] for _ in range(self.executors)]
         self._pc = [0] * self.executors
         self._scale = [1.0] * self.executors
@@ -105,8 +107,7 @@ class ServiceRun:
         self.kernels = 0
         self._neighbor_done = [0.0] * len(service.neighbors)
         self._neighbor_at_horizon: float | None = None
-        # metric accumulators
-        self._last_t = 0.0
+        # metric accumulators (the integrals cover the window [0, horizon))
         self._memory_integral = 0.0
         self._sm_integral = 0.0
         self._idle_waiting = 0.0
@@ -137,16 +138,13 @@ class ServiceRun:
 
     def _launch_executor(self, executor: int, now: float) -> None:
         tag, phases = self._programs[executor][self._pc[executor]]
-        service = self.bound.service
-        self.gpu.launch((service.priority, executor, tag, phases, self._scale[executor], service.launch_overhead_s), now)
+        self.gpu.launch(self._priority, executor, tag, phases, self._scale[executor], self._overhead, now)
 
     def _launch_neighbor(self, index: int, now: float) -> None:
         neighbor = self.bound.service.neighbors[index]
         phases = neighbor.profile.phases({}, self.bound.service.device)
-        self.gpu.launch(
-            (neighbor.priority, self.executors + index, neighbor.name, phases, 1.0, self.bound.service.launch_overhead_s),
-            now,
-        )
+        self.gpu.launch(neighbor.priority, self.executors + index, neighbor.name, phases, 1.0,
+                        self.bound.service.launch_overhead_s, now)
 
     def _admit(self, now: float) -> None:
         queue, state, capacity = self._queue, self.state, self.capacity
@@ -165,52 +163,32 @@ class ServiceRun:
             if memory > self._memory_peak:
                 self._memory_peak = memory
 
-    def _integrate(self, t: float) -> None:
-        end = t if t < self.horizon else self.horizon
-        dt = end - self._last_t
-        if dt > 0.0:
-            in_use = self.gpu.sm_in_use
-            self._memory_integral += (self.base_memory + self._memory_used) * dt
-            self._sm_integral += in_use * dt
-            if self._queue or self.policy.waiting():
-                self._idle_waiting += (1.0 - in_use) * dt
-            self._last_t = end
-
-    def _on_gpu(self) -> None:
-        gpu = self.gpu
-        now = gpu.next_time
-        finished = gpu.step()
-        executors = self.executors
-        done = []
-        for kernel in finished:
-            self.kernels += 1
-            stream = kernel.stream
-            if self.recording is not None:
-                self.recording.kernel(stream, kernel.tag, kernel.started, now)
-            if stream >= executors:
-                index = stream - executors
-                self._neighbor_done[index] += kernel.work_s
-                if now < self.horizon:
-                    gap = self.bound.service.neighbors[index].gap_s
-                    if gap > 0.0:
-                        self._timer(now + gap, _NEIGHBOR, index)
-                    else:
-                        self._launch_neighbor(index, now)
-                continue
-            self._pc[stream] += 1
-            if self._pc[stream] < len(self._programs[stream]):
-                self._launch_executor(stream, now)
-            else:
-                done.append(stream)
-        if done:
-            for executor in done:
-                self.policy.program_done(executor, now)
-                self.idle.append(executor)
+    def _on_kernel_done(self, kernel: Kernel, now: float) -> None:
+        self.kernels += 1
+        stream = kernel.stream
+        if self.recording is not None:
+            self.recording.kernel(stream, kernel.tag, kernel.started, now)
+        if stream >= self.executors:
+            index = stream - self.executors
+            self._neighbor_done[index] += kernel.work_s
+            if now < self.horizon:
+                gap = self.bound.service.neighbors[index].gap_s
+                if gap > 0.0:
+                    self._timer(now + gap, _NEIGHBOR, index)
+                else:
+                    self._launch_neighbor(index, now)
+            return
+        pc = self._pc[stream] + 1
+        self._pc[stream] = pc
+        program = self._programs[stream]
+        if pc < len(program):
+            tag, phases = program[pc]
+            self.gpu.launch(self._priority, stream, tag, phases, self._scale[stream], self._overhead, now)
+        else:
+            self.policy.program_done(stream, now)
+            self.idle.append(stream)
             self._admit(now)
             self.policy.dispatch(now)
-        gpu.reallocate()
-        if gpu.sm_in_use > self._sm_peak:
-            self._sm_peak = gpu.sm_in_use
 
     def _on_arrival(self, r: int, now: float) -> None:
         if self.state[r] > self.capacity:
@@ -220,65 +198,80 @@ class ServiceRun:
         if len(self._queue) == 1:
             self._admit(now)
             self.policy.dispatch(now)
-            self.gpu.reallocate()
-            if self.gpu.sm_in_use > self._sm_peak:
-                self._sm_peak = self.gpu.sm_in_use
 
     def _on_timer(self, now: float) -> None:
         _, _, kind, payload = heapq.heappop(self._timers)
         if kind == _HORIZON:
             self._neighbor_at_horizon = sum(self._neighbor_done) + sum(
-                k.work_s - k.work_left_s() for k in self._neighbor_kernels()
+                k.work_s - k.work_left_s(now) for k in self.gpu.running if k.stream >= self.executors
             )
-            return
-        if kind == _NEIGHBOR:
+        elif kind == _NEIGHBOR:
             self._launch_neighbor(payload, now)
         else:
             self.policy.dispatch(now)
-        self.gpu.reallocate()
-        if self.gpu.sm_in_use > self._sm_peak:
-            self._sm_peak = self.gpu.sm_in_use
-
-    def _neighbor_kernels(self) -> list[Kernel]:
-        self.gpu.advance(self.horizon)
-        return [k for k in self.gpu.running if k.stream >= self.executors]
 
     def run(self) -> SimResult:
-        """Simulate to the end of the drain and compute the metrics."""
+        """Simulate to the end of the drain and compute the metrics.
+
+        The loop inlines the hot path (GPU phase boundaries and the metric integrals):
+        it runs millions of times per simulation.
+        """
         self._timer(self.horizon, _HORIZON, 0)
         for index in range(len(self.bound.service.neighbors)):
             self._launch_neighbor(index, 0.0)
-        self.gpu.reallocate()
-        self._sm_peak = self.gpu.sm_in_use
         arrival, n, gpu, timers = self.arrival, self.n, self.gpu, self._timers
-        recording = self.recording
+        recording, horizon, queue = self.recording, self.horizon, self._queue
+        waiting = self.policy.queue
+        run_until, launch = gpu.run_until, gpu.launch
+        programs, scales, executors = self._programs, self._scale, self.executors
+        priority, overhead = self._priority, self._overhead
         i = 0
+        last_t = 0.0
+        memory_integral = idle_waiting = 0.0
+        sm_seconds_at_last = 0.0
         while i < n or self._judged < n or timers:
             t_arrival = arrival[i] if i < n else _INF
             t_timer = timers[0][0] if timers else _INF
-            t_gpu = gpu.next_time
-            if t_gpu <= t_arrival and t_gpu <= t_timer:
-                if t_gpu == _INF:
-                    break
-                self._integrate(t_gpu)
-                self._on_gpu()
-                now = t_gpu
-            elif t_arrival <= t_timer:
-                self._integrate(t_arrival)
-                self._on_arrival(i, t_arrival)
+            t_other = t_arrival if t_arrival <= t_timer else t_timer
+            kernel = run_until(t_other) if gpu.next_time <= t_other else None
+            if kernel is None and t_other == _INF:
+                break
+            t = gpu.now if kernel is not None else t_other
+            if t > last_t and last_t < horizon:  # integrate the service's step functions up to t
+                end = t if t < horizon else horizon
+                sm_seconds = gpu.sm_seconds(end)
+                memory_integral += (self.base_memory + self._memory_used) * (end - last_t)
+                if queue or waiting:
+                    idle_waiting += (end - last_t) - (sm_seconds - sm_seconds_at_last)
+                last_t, sm_seconds_at_last = end, sm_seconds
+            if kernel is not None:
+                stream = kernel.stream
+                pc = self._pc[stream] + 1 if stream < executors else 0
+                if pc and pc < len(programs[stream]):  # the common case, inlined
+                    self.kernels += 1
+                    if recording is not None:
+                        recording.kernel(stream, kernel.tag, kernel.started, t)
+                    self._pc[stream] = pc
+                    tag, phases = programs[stream][pc]
+                    launch(priority, stream, tag, phases, scales[stream], overhead, t)
+                else:
+                    self._on_kernel_done(kernel, t)
+            elif t == t_arrival:
+                self._on_arrival(i, t)
                 i += 1
-                now = t_arrival
             else:
                 if self._judged >= n and i >= n and timers[0][2] != _HORIZON:
                     heapq.heappop(timers)  # nothing left to serve: drop stale wake-ups
                     continue
-                now = t_timer
-                self._integrate(now)
-                self._on_timer(now)
+                self._on_timer(t)
             if recording is not None:
-                recording.sample(now, self.base_memory + self._memory_used, gpu.sm_in_use,
-                                 len(self._queue) + self.policy.waiting(), self._admitted)
-        self._integrate(self.horizon)
+                recording.sample(t, self.base_memory + self._memory_used, gpu.sm_in_use,
+                                 len(queue) + len(waiting), self._admitted)
+        if last_t < horizon:
+            memory_integral += (self.base_memory + self._memory_used) * (horizon - last_t)
+        self._memory_integral, self._idle_waiting = memory_integral, idle_waiting
+        self._sm_integral = gpu.sm_seconds(horizon)
+        self._sm_peak = gpu.sm_peak
         return SimResult(self._metrics(), recording)
 
     def _metrics(self) -> Metrics:

@@ -1,0 +1,113 @@
+"""Evaluate every expression of a problem at a few probe batches when the file is loaded.
+
+An expression can be valid and still wrong: ``10*ms - batch*1e-3`` is negative for large
+batches, ``1/prefill_tokens`` divides by zero on a decode-only iteration, ``sqrt(M - 64)``
+is undefined for small ``M``. The simulator trusts the model it is given, so these are
+found here, at the largest batch the engine runs (where the workspace is reserved) and
+at the smallest iterations the batching policy makes, and reported with the key to fix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..expr import EVALUATION_ERRORS, Expr
+from .explain import Invalid
+from .model import Family, KernelProfile, Neighbor, Operator, PiecewiseLinear, Quantity, Service
+
+Point = tuple[str, dict[str, float]]
+
+
+def probe_points(service: Service, size_fields: frozenset[str]) -> list[Point]:
+    """Named batch-variable assignments that every expression must survive."""
+    largest = ("at the largest batch", service.largest_batch_variables(size_fields))
+    if service.batching == "continuous":
+        one = {"batch": 1, "tokens": 1, "context": 1, "max_context": 1}
+        return [
+            largest,
+            ("in a one-sequence decode step", {**one, "prefill_tokens": 0, "decode_seqs": 1}),
+            ("in a one-token prefill step", {**one, "prefill_tokens": 1, "decode_seqs": 0}),
+        ]
+    smallest: dict[str, float] = {"batch": 1}
+    for name in size_fields:
+        smallest[name] = smallest[f"{name}_total"] = 1
+    return [largest, ("for a batch of one", smallest)]
+
+
+def check_operators(
+    operators: Sequence[Operator], families: Mapping[str, Family], points: list[Point],
+) -> None:
+    """Every shape and every config profile of each operator is finite and >= 0 at every point.
+
+    Raises:
+        Invalid: keyed by the shape dimension or the profile field that fails.
+    """
+    for i, op in enumerate(operators):
+        family = families[op.family]
+        for where, variables in points:
+            values = dict(variables)
+            for dim, expr in op.shape:
+                values[dim] = _value(expr, values, f"service.operators[{i}].shape.{dim}", "a shape dimension",
+                                     _where(f"for operator {op.name!r} {where}", expr, values))
+            for j, config in enumerate(family.configs):
+                key = f"families.{op.family}.configs[{j}].profile"
+                _check_profile(config.profile, values, key, f"for operator {op.name!r} {where}")
+
+
+def check_neighbors(neighbors: Sequence[Neighbor]) -> None:
+    """A neighbour's kernel must take time, or its closed loop would never let time pass."""
+    for i, neighbor in enumerate(neighbors):
+        key = f"service.neighbors[{i}].profile"
+        _check_profile(neighbor.profile, {}, key, f"for neighbour {neighbor.name!r}")
+        if neighbor.profile.latency.evaluate({}) <= 0:
+            raise Invalid(f"{key}.latency", "a neighbour's kernel needs a latency greater than 0")
+
+
+def check_per_request(per_request: Expr, size_fields: frozenset[str], largest: float) -> None:
+    """Request state must be finite and >= 0 for sizes from 1 to ``largest`` (vectorised,
+    as the simulator evaluates it over a whole workload)."""
+    sizes = {name: np.array([1.0, float(largest)]) for name in size_fields}
+    key = "service.memory.per_request"
+    try:
+        with np.errstate(all="ignore"):
+            state = np.asarray(per_request.evaluate_array(sizes), dtype=np.float64)
+    except EVALUATION_ERRORS as exc:
+        raise Invalid(key, f"cannot be evaluated for sizes 1 and {largest} ({exc})") from None
+    if not (np.all(np.isfinite(state)) and np.all(state >= 0)):
+        raise Invalid(key, f"evaluates to {np.ravel(state).tolist()} for sizes 1 and {largest}; "
+                           "request state must be a finite number of bytes >= 0")
+
+
+def _check_profile(profile: KernelProfile, values: Mapping[str, float], key: str, where: str) -> None:
+    for name, what, quantity in (
+        ("latency", "a latency", profile.latency),
+        ("workspace", "a workspace size", profile.workspace),
+        ("ctas", "a CTA count", profile.ctas),
+    ):
+        if quantity is not None:
+            _value(quantity, values, f"{key}.{name}", what, _where(where, quantity, values))
+
+
+def _value(quantity: Quantity, values: Mapping[str, float], key: str, what: str, where: str) -> float:
+    try:
+        value = quantity.evaluate(values)
+    except EVALUATION_ERRORS as exc:
+        raise Invalid(key, f"cannot be evaluated {where}: {exc}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise Invalid(key, f"evaluates to {value:g} {where}; {what} must be a finite number >= 0")
+    return value
+
+
+def _where(where: str, quantity: Quantity, values: Mapping[str, float]) -> str:
+    """``where`` plus the values of the variables the quantity reads, e.g. ``(M=2048, N=4096)``."""
+    if isinstance(quantity, PiecewiseLinear):
+        names = [quantity.variable]
+    elif isinstance(quantity, Expr):
+        names = sorted(quantity.names)
+    else:
+        names = []
+    shown = ", ".join(f"{n}={values[n]:g}" for n in names if n in values)
+    return f"{where} ({shown})" if shown else where
