@@ -31,31 +31,47 @@ class DynamicBatching:
         self.max_batch = service.max_batch
         self.max_wait = service.max_wait_s
         self.fields = [(name, run.sizes[name]) for name in sorted(run.size_fields)]
+        self._by_size: dict[int, list] = {}  # programs by batch size, when sizes don't matter
 
     def admitted(self, request: int) -> None:
         self.queue.append(request)
 
     def dispatch(self, now: float) -> None:
-        run, queue = self.run, self.queue
-        while queue and run.idle:
-            oldest_admitted_at = run.admit_t[queue[0]]
-            if len(queue) < self.max_batch and now < oldest_admitted_at + self.max_wait:
-                run.wake_at(oldest_admitted_at + self.max_wait)
-                return
-            executor = run.idle.pop()
-            size = min(self.max_batch, len(queue))
-            batch = [queue.popleft() for _ in range(size)]
-            variables: dict[str, float] = {"batch": size}
-            for name, values in self.fields:
-                sizes = [values[r] for r in batch]
-                variables[name] = max(sizes)
-                variables[f"{name}_total"] = sum(sizes)
-            jitter = run.jitter
-            scale = sum(jitter[r] for r in batch) / size
-            for r in batch:
-                run.start_t[r] = now
+        run, queue, idle, max_batch = self.run, self.queue, self.run.idle, self.max_batch
+        jitter, start_t = run.jitter, run.start_t
+        while queue and idle:
+            if len(queue) < max_batch:
+                oldest_admitted_at = run.admit_t[queue[0]]
+                if now < oldest_admitted_at + self.max_wait:
+                    run.wake_at(oldest_admitted_at + self.max_wait)
+                    return
+            executor = idle.pop()
+            size = min(max_batch, len(queue))
+            if size == 1:
+                r = queue.popleft()
+                batch = [r]
+                scale = jitter[r]
+                start_t[r] = now
+            else:
+                batch = [queue.popleft() for _ in range(size)]
+                scale = sum([jitter[r] for r in batch]) / size
+                for r in batch:
+                    start_t[r] = now
             self.batches[executor] = batch
-            run.start_program(executor, run.bound.program(variables), scale, now)
+            run.start_program(executor, self._program(batch, size), scale, now)
+
+    def _program(self, batch: list[int], size: int) -> list:
+        if not self.fields:
+            program = self._by_size.get(size)
+            if program is None:
+                program = self._by_size[size] = self.run.bound.program({"batch": size})
+            return program
+        variables: dict[str, float] = {"batch": size}
+        for name, values in self.fields:
+            sizes = [values[r] for r in batch]
+            variables[name] = max(sizes)
+            variables[f"{name}_total"] = sum(sizes)
+        return self.run.bound.program(variables)
 
     def program_done(self, executor: int, now: float) -> None:
         for r in self.batches[executor]:

@@ -155,7 +155,7 @@ class FluidGPU:
         """
         heap = self._heap
         window = self._window
-        while self.next_time <= limit:
+        while self.next_time <= limit and heap:
             now, _, _, kernel = heapq.heappop(heap)
             if now > self.now:  # integrate R up to now, before it changes
                 if self.now < window:

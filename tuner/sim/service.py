@@ -123,7 +123,8 @@ class ServiceRun:
         self._programs[executor] = program
         self._pc[executor] = 0
         self._scale[executor] = scale
-        self._launch_executor(executor, now)
+        tag, phases = program[0]
+        self.gpu.launch(self._priority, executor, tag, phases, scale, self._overhead, now)
 
     def finish(self, request: int, now: float) -> None:
         self.finish_t[request] = now
@@ -135,10 +136,6 @@ class ServiceRun:
     def _timer(self, t: float, kind: int, payload: int) -> None:
         self._timer_seq += 1
         heapq.heappush(self._timers, (t, self._timer_seq, kind, payload))
-
-    def _launch_executor(self, executor: int, now: float) -> None:
-        tag, phases = self._programs[executor][self._pc[executor]]
-        self.gpu.launch(self._priority, executor, tag, phases, self._scale[executor], self._overhead, now)
 
     def _launch_neighbor(self, index: int, now: float) -> None:
         neighbor = self.bound.service.neighbors[index]
@@ -163,32 +160,22 @@ class ServiceRun:
             if memory > self._memory_peak:
                 self._memory_peak = memory
 
-    def _on_kernel_done(self, kernel: Kernel, now: float) -> None:
-        self.kernels += 1
-        stream = kernel.stream
-        if self.recording is not None:
-            self.recording.kernel(stream, kernel.tag, kernel.started, now)
-        if stream >= self.executors:
-            index = stream - self.executors
-            self._neighbor_done[index] += kernel.work_s
-            if now < self.horizon:
-                gap = self.bound.service.neighbors[index].gap_s
-                if gap > 0.0:
-                    self._timer(now + gap, _NEIGHBOR, index)
-                else:
-                    self._launch_neighbor(index, now)
-            return
-        pc = self._pc[stream] + 1
-        self._pc[stream] = pc
-        program = self._programs[stream]
-        if pc < len(program):
-            tag, phases = program[pc]
-            self.gpu.launch(self._priority, stream, tag, phases, self._scale[stream], self._overhead, now)
-        else:
-            self.policy.program_done(stream, now)
-            self.idle.append(stream)
+    def _on_neighbor_kernel_done(self, kernel: Kernel, now: float) -> None:
+        index = kernel.stream - self.executors
+        self._neighbor_done[index] += kernel.work_s
+        if now < self.horizon:
+            gap = self.bound.service.neighbors[index].gap_s
+            if gap > 0.0:
+                self._timer(now + gap, _NEIGHBOR, index)
+            else:
+                self._launch_neighbor(index, now)
+
+    def _on_program_done(self, executor: int, now: float) -> None:
+        self.policy.program_done(executor, now)
+        self.idle.append(executor)
+        if self._queue:
             self._admit(now)
-            self.policy.dispatch(now)
+        self.policy.dispatch(now)
 
     def _on_arrival(self, r: int, now: float) -> None:
         if self.state[r] > self.capacity:
@@ -245,17 +232,21 @@ class ServiceRun:
                     idle_waiting += (end - last_t) - (sm_seconds - sm_seconds_at_last)
                 last_t, sm_seconds_at_last = end, sm_seconds
             if kernel is not None:
+                self.kernels += 1
                 stream = kernel.stream
-                pc = self._pc[stream] + 1 if stream < executors else 0
-                if pc and pc < len(programs[stream]):  # the common case, inlined
-                    self.kernels += 1
-                    if recording is not None:
-                        recording.kernel(stream, kernel.tag, kernel.started, t)
-                    self._pc[stream] = pc
-                    tag, phases = programs[stream][pc]
-                    launch(priority, stream, tag, phases, scales[stream], overhead, t)
+                if recording is not None:
+                    recording.kernel(stream, kernel.tag, kernel.started, t)
+                if stream >= executors:
+                    self._on_neighbor_kernel_done(kernel, t)
                 else:
-                    self._on_kernel_done(kernel, t)
+                    pc = self._pc[stream] + 1
+                    program = programs[stream]
+                    if pc < len(program):
+                        self._pc[stream] = pc
+                        tag, phases = program[pc]
+                        launch(priority, stream, tag, phases, scales[stream], overhead, t)
+                    else:
+                        self._on_program_done(stream, t)
             elif t == t_arrival:
                 self._on_arrival(i, t)
                 i += 1

@@ -1,0 +1,67 @@
+"""Shared fixtures: small problems built in code, so each test states the numbers it relies on."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tuner.problem import Problem, load_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED_EXAMPLE = ROOT / "search_spaces" / "seed_example.yaml"
+
+
+def single_stage(
+    latency: str = "10 ms",
+    *,
+    slots: int = 1,
+    executors: int | None = None,
+    rate: float = 50.0,
+    jitter: dict[str, Any] | None = None,
+    deadline: str = "1 s",
+    horizon: str = "100 s",
+    sm: float = 0.1,
+) -> dict[str, Any]:
+    """One operator, one request per batch, ``slots`` requests admitted by memory:
+    the M/G/c queue of the closed-form tests (kernels small enough not to interfere)."""
+    return {
+        "name": "single_stage",
+        "service": {
+            "batching": "dynamic",
+            "max_batch": 1,
+            "executors": executors or slots,
+            "memory": {"budget": f"{slots} GiB", "fixed": 0, "per_request": "1 GiB"},
+            "operators": [{"name": "stage", "family": "stage"}],
+            "slo": {"deadline": deadline},
+            "jitter": jitter or {"kind": "deterministic"},
+        },
+        "families": {
+            "stage": {
+                "space": {"variant": ["only"]},
+                "configs": [{"name": "only", "params": {"variant": "only"},
+                             "profile": {"latency": latency, "sm": sm, "dram": sm / 2}}],
+            }
+        },
+        "regimes": {"steady": {"arrivals": {"process": "poisson", "rate": rate}, "horizon": horizon}},
+    }
+
+
+@pytest.fixture
+def write_problem(tmp_path: Path):
+    """Write a problem dict as YAML under tmp_path and load it."""
+
+    def write(document: dict[str, Any], name: str = "problem.yaml") -> Problem:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(copy.deepcopy(document), sort_keys=False))
+        return load_problem(path)
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def seed_example() -> Problem:
+    return load_problem(SEED_EXAMPLE)
