@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -41,7 +42,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("problem", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("problem", required=False, type=click.Path(path_type=Path))
 @_one_line_errors
 def validate(problem: Path | None) -> None:
     """Check a problem file and summarise it."""
@@ -54,7 +55,7 @@ def validate(problem: Path | None) -> None:
 
 
 @main.command()
-@click.argument("problem", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("problem", required=False, type=click.Path(path_type=Path))
 @click.option("--regime", "regimes", multiple=True, help="Regime to simulate (repeatable; default: all).")
 @click.option("--assign", "assign", multiple=True, metavar="OP=CONFIG",
               help="Config for an operator, by name or by parameters (OP=K=V,K=V). Repeatable.")
@@ -76,8 +77,8 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     for name in regimes:
         if name not in loaded.regimes:
             raise TunerError(f"{loaded.path}: regimes: no regime {name!r} (regimes: {', '.join(loaded.regimes)})")
-    if horizon is not None and horizon <= 0:
-        raise TunerError(f"--horizon must be > 0 but got {horizon}")
+    if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
+        raise TunerError(f"--horizon must be a finite number of seconds > 0 but got {horizon}")
     chosen = list(regimes) or list(loaded.regimes)
     if trace_path is not None and len(chosen) != 1:
         raise TunerError("--trace needs exactly one --regime")

@@ -174,7 +174,9 @@ def _check(tree: ast.Expression, text: str) -> set[str]:
         if isinstance(node, ast.Call):
             fn = node.func.id if isinstance(node.func, ast.Name) else None
             if node.keywords:
-                raise ValueError(f"expression {text!r} passes a keyword argument; functions take positional arguments only")
+                raise ValueError(
+                    f"expression {text!r} passes a keyword argument; functions take positional arguments only"
+                )
             if fn not in FUNCTIONS:
                 raise ValueError(
                     f"expression {text!r} calls something other than {', '.join(FUNCTIONS)}"

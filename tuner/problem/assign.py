@@ -55,7 +55,8 @@ def _by_params(family: Family, choice: str, where: str) -> Config:
             raise AssignmentError(f"{where}: expected PARAM=VALUE pairs separated by ',' but got {pair!r}")
         if key not in dict(family.space):
             raise AssignmentError(
-                f"{where}: family {family.name!r} has no parameter {key!r} (parameters: {', '.join(dict(family.space))})"
+                f"{where}: family {family.name!r} has no parameter {key!r} "
+                f"(parameters: {', '.join(dict(family.space))})"
             )
         params[key] = value
     matches = [c for c in family.configs if all(_matches(c.param_dict[k], v) for k, v in params.items())]

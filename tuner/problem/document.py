@@ -1,9 +1,11 @@
 """Read a problem file into plain Python data, refusing what YAML would silently accept.
 
 PyYAML's ``safe_load`` keeps the last of two equal keys (a second ``regimes:`` block
-replaces the first without a word) and reads ``1e9`` as a string (YAML 1.1 wants
-``1.0e9``). Both surprise people who write numbers the way they do in Python, so this
-loader refuses duplicate keys and reads exponent notation as a float.
+replaces the first without a word), reads ``1e9`` as a string (YAML 1.1 wants
+``1.0e9``) and ``on``/``off``/``yes``/``no`` as booleans (so the keys of an on/off
+arrival process would become ``True`` and ``False``). This loader refuses duplicate keys
+and reads scalars as YAML 1.2 does: exponent notation is a float, only ``true`` and
+``false`` are booleans.
 """
 
 from __future__ import annotations
@@ -45,7 +47,25 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.1 also reads yes/no/on/off as booleans, which turns the keys of
+# {process: onoff, on: 2 s, off: 8 s} into True and False; keep only true/false.
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+
+
+def parse_yaml(text: str | bytes) -> object:
+    """YAML as problem files read it: safe, unique keys, ``1e9`` a float.
+
+    Raises:
+        yaml.YAMLError: malformed YAML or a duplicate key.
+    """
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 def read_document(path: Path) -> tuple[bytes, dict]:
@@ -59,7 +79,7 @@ def read_document(path: Path) -> tuple[bytes, dict]:
     except OSError as exc:
         raise ProblemError(f"{path}: cannot read problem file ({exc.strerror or exc})") from None
     try:
-        document = yaml.load(raw, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        document = parse_yaml(raw)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "YAML"

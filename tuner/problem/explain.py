@@ -13,7 +13,8 @@ from __future__ import annotations
 import difflib
 import re
 import types
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,7 +23,10 @@ from . import schema as s
 
 def explain(exc: ValidationError, document: object) -> str:
     """``KEY: REASON`` for the first error of ``exc``, keyed by the path in ``document``."""
-    error = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    error = errors[0]
+    if error["type"] == "missing":  # a misspelt key shows as missing + unknown: name the typo
+        error = next((e for e in errors if e["type"] == "extra_forbidden"), error)
     loc = tuple(error["loc"])
     kind = error["type"]
     key = _key(document, loc, keep_last=kind in ("missing", "extra_forbidden"))
@@ -152,3 +156,14 @@ class Invalid(Exception):
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(f"{key}: {reason}")
         self.key, self.reason = key, reason
+
+
+T = TypeVar("T")
+
+
+def checked(key: str, build: Callable[[], T]) -> T:
+    """Run a constructor that validates, turning its ValueError into a keyed error."""
+    try:
+        return build()
+    except ValueError as exc:
+        raise Invalid(key, str(exc)) from None

@@ -9,33 +9,25 @@ one key against another), :mod:`.probe` (every expression evaluated at probe bat
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar
 
 from pydantic import ValidationError
 
-from ..errors import ProblemError, TraceError
+from ..errors import ProblemError
 from ..expr import FUNCTIONS, Expr, compile_expr, is_identifier
-from ..traffic import (
-    Diurnal, Empirical, Exponential, Fixed, Gamma, Jitter, LogNormal, OnOff, Poisson,
-    SizeDistribution, Trace, TraceReplay, Uniform, load_trace,
-)
+from ..traffic import Jitter
 from ..units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds
-from . import probe
+from . import probe, regimes
 from . import schema as s
 from .document import read_document
-from .explain import Invalid, explain
+from .explain import Invalid, checked, explain
 from .model import (
-    CONTINUOUS_VARIABLES, ArrivalSpec, Config, Device, Family, KernelProfile, Memory,
-    Neighbor, Operator, PiecewiseLinear, Problem, Quantity, Regime, Service, Slo,
-    dynamic_variables,
+    CONTINUOUS_VARIABLES, Config, Device, Family, KernelProfile, Memory, Neighbor, Operator,
+    PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables,
 )
-
-T = TypeVar("T")
 
 
 def load_problem(path: str | Path) -> Problem:
@@ -57,23 +49,16 @@ def load_problem(path: str | Path) -> Problem:
         raise ProblemError(f"{path}: {exc}") from None
 
 
-def _checked(key: str, build: Callable[[], T]) -> T:
-    """Run a constructor that validates, turning its ValueError into a keyed error."""
-    try:
-        return build()
-    except ValueError as exc:
-        raise Invalid(key, str(exc)) from None
-
-
-def _expr(value: object, key: str, allowed: frozenset[str], constants: Mapping[str, float], unit: str | None = None) -> Expr:
-    return _checked(key, lambda: compile_expr(value, allowed, constants, unit))
+def _expr(
+    value: object, key: str, allowed: frozenset[str], constants: Mapping[str, float], unit: str | None = None
+) -> Expr:
+    return checked(key, lambda: compile_expr(value, allowed, constants, unit))
 
 
 def _build(spec: s.ProblemSpec, path: Path, file_hash: str) -> Problem:
     base = path.parent
     batching = spec.service.batching
-    per_regime = {name: _size_fields(r, base, f"regimes.{name}") for name, r in spec.regimes.items()}
-    size_fields = _common_size_fields(per_regime, batching)
+    size_fields = regimes.size_fields(spec.regimes, base, batching)
     batch_vars = CONTINUOUS_VARIABLES if batching == "continuous" else dynamic_variables(size_fields)
     constants = _constants(spec.constants, batch_vars)
     device = Device(spec.device.name, spec.device.sms)
@@ -81,13 +66,13 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str) -> Problem:
     operators = _operators(spec, batch_vars, constants)
     families = _families(spec, operators, batch_vars, constants)
     service = _service(spec, operators, size_fields, constants, device)
-    regimes = {name: _regime(name, r, base, service) for name, r in spec.regimes.items()}
+    built = {name: regimes.regime(name, r, base, service) for name, r in spec.regimes.items()}
     probe.check_operators(operators, families, probe.probe_points(service, size_fields))
     probe.check_neighbors(service.neighbors)
     probe.check_per_request(service.memory.per_request, size_fields, service.max_context)
     return Problem(
         name=spec.name, path=str(path), file_hash=file_hash, description=spec.description.strip(),
-        service=service, families=families, regimes=regimes, size_fields=size_fields,
+        service=service, families=families, regimes=built, size_fields=size_fields,
     )
 
 
@@ -117,7 +102,9 @@ def _finite(number: float, key: str) -> float:
 def _check_name(name: str, key: str, what: str, taken: frozenset[str]) -> None:
     """A name that expressions read must be an identifier that hides no variable or function."""
     if not is_identifier(name):
-        raise Invalid(key, f"{what} name {name!r} must be an identifier (letters, digits, '_', not starting with '_' or a digit)")
+        raise Invalid(
+            key, f"{what} name {name!r} must be an identifier (letters, digits, '_'; not starting with '_' or a digit)"
+        )
     if name in taken:
         raise Invalid(key, f"{what} name {name!r} is already a batch variable or constant; rename it")
     if name in FUNCTIONS:
@@ -157,7 +144,9 @@ def _families(
             _check_in_space(fam, cfg, key)
             name = cfg.name or ",".join(f"{k}={v}" for k, v in cfg.params.items())
             if cfg.name is not None and ("=" in name or "," in name or not name.strip()):
-                raise Invalid(f"{key}.name", f"config name {name!r} must be non-empty without '=' or ',' (--assign OP=NAME)")
+                raise Invalid(
+                    f"{key}.name", f"config name {name!r} must be non-empty without '=' or ',' (--assign OP=NAME)"
+                )
             if any(c.name == name for c in configs):
                 raise Invalid(f"{key}.name", f"config name {name!r} is used twice in family {fname!r}")
             params = tuple((k, cfg.params[k]) for k in fam.space)
@@ -185,7 +174,9 @@ def _check_in_space(fam: s.FamilySpec, cfg: s.ConfigSpec, key: str) -> None:
             raise Invalid(f"{key}.params.{param}", f"value {value!r} is outside the space {fam.space[param]!r}")
     missing = [p for p in fam.space if p not in cfg.params]
     if missing:
-        raise Invalid(f"{key}.params", f"missing parameter {missing[0]!r}; every config sets every parameter of the space")
+        raise Invalid(
+            f"{key}.params", f"missing parameter {missing[0]!r}; every config sets every parameter of the space"
+        )
 
 
 def _check_profile_covers_operators(
@@ -224,15 +215,16 @@ def _latency(value: object, key: str, allowed: frozenset[str], constants: dict[s
     if variable not in allowed:
         raise Invalid(key, f"table variable {variable!r} is unknown (known: {', '.join(sorted(allowed))})")
     if not isinstance(points, dict) or not points:
-        raise Invalid(f"{key}.{variable}", f"expected a mapping of {variable} to latency, e.g. {{1: 8 ms, 32: 20 ms}}, but got {points!r}")
+        raise Invalid(
+            f"{key}.{variable}",
+            f"expected a mapping of {variable} to latency, e.g. {{1: 8 ms, 32: 20 ms}}, but got {points!r}",
+        )
     table: dict[float, float] = {}
     for x, y in points.items():
         where = f"{key}.{variable}.{x}"
         if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x or x < 0:
             raise Invalid(where, f"a table point must be a number >= 0 but got {x!r}")
-        if float(x) in table:
-            raise Invalid(where, f"point {x!r} is given twice")
-        seconds = _checked(where, lambda y=y: parse_seconds(y))
+        seconds = checked(where, lambda y=y: parse_seconds(y))
         if seconds < 0:
             raise Invalid(where, f"a latency must not be negative but got {y!r}")
         table[float(x)] = seconds
@@ -246,7 +238,10 @@ def _service(
 ) -> Service:
     sv = spec.service
     if sv.memory.fixed > sv.memory.budget:
-        raise Invalid("service.memory.fixed", f"{sv.memory.fixed:.0f} bytes exceed the budget of {sv.memory.budget:.0f} bytes")
+        raise Invalid(
+            "service.memory.fixed",
+            f"{sv.memory.fixed:.0f} bytes exceed the budget of {sv.memory.budget:.0f} bytes",
+        )
     per_request = _expr(sv.memory.per_request, "service.memory.per_request", size_fields, constants, unit="bytes")
     slo = Slo(sv.slo.deadline, sv.slo.ttft, sv.slo.tpot)
     if slo.deadline_s is None and slo.ttft_s is None and slo.tpot_s is None:
@@ -272,10 +267,14 @@ def _service(
         if name in names[:i]:
             raise Invalid(f"service.neighbors[{i}].name", f"neighbour {name!r} is listed twice")
     neighbors = tuple(
-        Neighbor(n.name, _profile(n.profile, f"service.neighbors[{i}].profile", frozenset(), constants), n.gap, n.priority)
+        Neighbor(n.name, _profile(n.profile, f"service.neighbors[{i}].profile", frozenset(), constants),
+                 n.gap, n.priority)
         for i, n in enumerate(sv.neighbors)
     )
-    jitter = _checked("service.jitter.cv", lambda: Jitter(sv.jitter.kind, sv.jitter.cv))
+    try:
+        jitter = Jitter(sv.jitter.kind, sv.jitter.cv)
+    except ValueError as exc:
+        raise Invalid("service.jitter.cv", f"{exc}; only kind: lognormal takes a free cv") from None
     return Service(
         batching=sv.batching, operators=operators,
         memory=Memory(sv.memory.budget, sv.memory.fixed, per_request), slo=slo,
@@ -283,141 +282,3 @@ def _service(
         max_context=sv.max_context, executors=sv.executors, priority=sv.priority,
         launch_overhead_s=sv.launch_overhead, neighbors=neighbors, jitter=jitter, device=device,
     )
-
-
-def _size_fields(regime: s.RegimeSpec, base: Path, key: str) -> frozenset[str]:
-    if regime.sizes is not None:
-        fields = frozenset(regime.sizes)
-    elif isinstance(regime.arrivals, s.TraceSpec):
-        fields = frozenset(_trace(regime.arrivals, base, f"{key}.arrivals").columns)
-    else:
-        fields = frozenset()
-    for name in sorted(fields):
-        if name == "batch" or name.endswith("_total"):
-            raise Invalid(f"{key}.sizes.{name}", f"size field {name!r} clashes with a batch variable (batch, FIELD_total); rename it")
-    return fields
-
-
-def _common_size_fields(per_regime: dict[str, frozenset[str]], batching: str) -> frozenset[str]:
-    names = list(per_regime)
-    first = per_regime[names[0]]
-    for name in names[1:]:
-        if per_regime[name] != first:
-            raise Invalid(
-                f"regimes.{name}.sizes",
-                f"size fields {sorted(per_regime[name])} differ from those of regime {names[0]!r} "
-                f"({sorted(first)}); every regime describes the same requests",
-            )
-    if batching == "continuous":
-        for name, fields in per_regime.items():
-            if not {"prompt", "output"} <= fields:
-                raise Invalid(
-                    f"regimes.{name}.sizes",
-                    f"a continuous-batching service needs 'prompt' and 'output' sizes but has {sorted(fields)}",
-                )
-    return first
-
-
-def _trace(spec: s.TraceSpec, base: Path, key: str) -> Trace:
-    trace = _load_trace(
-        base / spec.file, spec.time_column, spec.columns, file_key=f"{key}.file",
-        time_key=f"{key}.time_column", column_key=lambda field: f"{key}.columns.{field}",
-    )
-    for field, values in trace.columns.items():
-        if len(values) and values.min() < 1:
-            column = spec.columns[field] if spec.columns else field
-            raise Invalid(
-                f"{key}.columns.{field}" if spec.columns else f"{key}.file",
-                f"trace column {column!r} holds a size of {int(values.min())}; replayed sizes must be >= 1",
-            )
-    return trace
-
-
-def _load_trace(
-    path: Path, time_column: str, columns: Mapping[str, str] | None,
-    file_key: str, time_key: str, column_key: Callable[[str], str],
-) -> Trace:
-    """:func:`load_trace`, its error keyed by the entry that names the bad part: the time
-    column or a size column the header lacks, else the file."""
-    try:
-        return load_trace(path, time_column, columns)
-    except TraceError as exc:
-        key = file_key
-        try:
-            with path.open(newline="") as file:
-                header = [name.strip() for name in next(csv.reader(file), [])]
-        except (OSError, UnicodeDecodeError, csv.Error):
-            header = []
-        missing = [field for field, column in (columns or {}).items() if column not in header]
-        if header and time_column not in header:
-            key = time_key
-        elif header and missing:
-            key = column_key(missing[0])
-        raise Invalid(key, str(exc)) from None
-
-
-def _regime(name: str, r: s.RegimeSpec, base: Path, service: Service) -> Regime:
-    key = f"regimes.{name}"
-    arrivals = _arrivals(r.arrivals, base, f"{key}.arrivals")
-    sizes = None if r.sizes is None else {
-        field: _size(dist, base, f"{key}.sizes.{field}") for field, dist in r.sizes.items()
-    }
-    if r.memory_budget is not None and r.memory_budget < service.memory.fixed:
-        raise Invalid(
-            f"{key}.memory_budget",
-            f"{r.memory_budget:.0f} bytes is below service.memory.fixed ({service.memory.fixed:.0f} bytes)",
-        )
-    return Regime(name, r.description.strip(), arrivals, sizes, r.horizon, r.memory_budget)
-
-
-def _arrivals(a: s.PoissonSpec | s.GammaSpec | s.OnOffSpec | s.DiurnalSpec | s.TraceSpec, base: Path, key: str) -> ArrivalSpec:
-    rate = a.rate
-    rate_range = rate if isinstance(rate, tuple) else None
-    if isinstance(a, s.PoissonSpec):
-        make: Callable[[float | None], object] = lambda r: Poisson(r)  # noqa: E731
-    elif isinstance(a, s.GammaSpec):
-        make = lambda r: Gamma(r, a.burstiness)  # noqa: E731
-    elif isinstance(a, s.OnOffSpec):
-        make = lambda r: OnOff(r, a.on, a.off)  # noqa: E731
-    elif isinstance(a, s.DiurnalSpec):
-        make = lambda r: Diurnal(r, a.amplitude, a.period, a.phase)  # noqa: E731
-    else:
-        trace = _trace(a, base, key)
-        make = lambda r: TraceReplay(trace, r, a.offset)  # noqa: E731
-    fixed_rate = None if rate_range else rate
-
-    def build(sampled: float | None) -> object:
-        return make(sampled if sampled is not None else fixed_rate)
-
-    # Build both ends of a bucket once, so a bad value fails now and not in a study.
-    for probe_rate in rate_range or (None,):
-        _checked(key, lambda probe_rate=probe_rate: build(probe_rate))
-    return ArrivalSpec(build, rate_range)
-
-
-def _size(d: object, base: Path, key: str) -> SizeDistribution:
-    if isinstance(d, s.EmpiricalSize):
-        if d.values is not None:
-            return _checked(f"{key}.values", lambda: Empirical(tuple(d.values)))
-        trace = _load_trace(
-            base / d.trace, "TIMESTAMP", {"value": d.column}, file_key=f"{key}.trace",
-            time_key=f"{key}.trace", column_key=lambda _: f"{key}.column",
-        )
-        return _checked(
-            f"{key}.column",
-            lambda: _empirical_column(trace.columns["value"], d.column),
-        )
-    makers: dict[type, Callable[[], SizeDistribution]] = {
-        s.FixedSize: lambda: Fixed(d.value),
-        s.UniformSize: lambda: Uniform(d.low, d.high),
-        s.LogNormalSize: lambda: LogNormal(d.mean, d.cv),
-        s.ExponentialSize: lambda: Exponential(d.mean),
-    }
-    return _checked(key, makers[type(d)])
-
-
-def _empirical_column(values: object, column: str) -> Empirical:
-    try:
-        return Empirical(tuple(int(v) for v in values))  # type: ignore[attr-defined]
-    except ValueError as exc:
-        raise ValueError(f"trace column {column!r} cannot be resampled: {exc}") from None

@@ -258,7 +258,7 @@ class Regime:
         """The seeded sample of this regime's bucket: identical for every assignment."""
         bucket_rng = np.random.default_rng([seed, 0x7E91])
         process = self.arrivals.sample(bucket_rng)
-        return make_workload(process, self.sizes, jitter, horizon_s or self.horizon_s, seed)
+        return make_workload(process, self.sizes, jitter, self.horizon_s if horizon_s is None else horizon_s, seed)
 
 
 @dataclass(frozen=True)

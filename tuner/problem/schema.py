@@ -77,7 +77,9 @@ def _rate(value: object) -> float | tuple[float, float]:
     """A rate in requests per second, or a bucket ``[low, high]`` sampled per seed."""
     def number(x: object) -> float:
         if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise ValueError(f"expected a rate in requests per second (e.g. 100) or a bucket [low, high] but got {_show(value)}")
+            raise ValueError(
+                f"expected a rate in requests per second (e.g. 100) or a bucket [low, high] but got {_show(value)}"
+            )
         if not (math.isfinite(x) and x > 0):
             raise ValueError(f"a rate must be a finite number greater than 0 but got {_show(value)}")
         return float(x)
@@ -96,6 +98,8 @@ def _latency(value: object) -> object:
     """A duration, an expression in seconds, or a one-variable table (checked by the loader)."""
     if isinstance(value, dict):
         return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"expected a finite number but got {value!r}")
     try:
         return _expr_text(value)
     except ValueError:

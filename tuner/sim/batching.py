@@ -94,7 +94,7 @@ class ContinuousBatching:
         self.plans: list[list[tuple[int, int]]] = [[] for _ in range(run.executors)]
         self.prompt = run.sizes["prompt"]
         self.output = run.sizes["output"]
-        self.prefill_left = list(self.prompt)
+        self.prefill_left = [max(p, 1) for p in self.prompt]  # a request carries at least one token
         self.generated = [0] * len(self.prompt)
 
     def admitted(self, request: int) -> None:
@@ -136,7 +136,7 @@ class ContinuousBatching:
         for r, chunk in plan:
             if start_t[r] != start_t[r]:  # NaN: scheduled for the first time
                 start_t[r] = now
-            seq_context = prompt[r] - prefill_left[r] + chunk + generated[r]
+            seq_context = max(prompt[r], 1) - prefill_left[r] + chunk + generated[r]
             context += seq_context
             if seq_context > max_context:
                 max_context = seq_context
