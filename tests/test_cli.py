@@ -16,32 +16,14 @@ from click.testing import CliRunner
 
 from tuner.cli import main
 
+from tests.variants import DELETE, SPACES, variant
+
 ROOT = Path(__file__).resolve().parents[1]
-SPACES = ROOT / "search_spaces"
 SEED = SPACES / "seed_example.yaml"
-DELETE = object()
 
 
-def _edit(document: dict, path: str, value: object) -> None:
-    parts = [int(p[1:-1]) if p.startswith("[") else p for p in re.findall(r"\[\d+\]|[^.\[\]]+", path)]
-    node = document
-    for part in parts[:-1]:
-        node = node[part]
-    if value is DELETE:
-        del node[parts[-1]]
-    else:
-        node[parts[-1]] = value
-
-
-def variant(tmp_path: Path, base: str, edits: list[tuple[str, object]]) -> Path:
-    """A copy of a shipped problem with ``edits`` applied, next to a link to its traces."""
-    document = yaml.safe_load((SPACES / f"{base}.yaml").read_text())
-    for path, value in edits:
-        _edit(document, path, value)
-    (tmp_path / "traces").symlink_to(SPACES / "traces")
-    target = tmp_path / "bad.yaml"
-    target.write_text(yaml.safe_dump(document, sort_keys=False))
-    return target
+def bad_variant(tmp_path: Path, base: str, edits: list[tuple[str, object]]) -> Path:
+    return variant(tmp_path, base, *edits, name="bad.yaml")
 
 
 def one_line_error(result, *needles: str) -> str:
@@ -132,20 +114,20 @@ FILE_CASES = [
 @pytest.mark.parametrize(("base", "edits", "key", "reason"), [c[1:] for c in FILE_CASES],
                          ids=[c[0] for c in FILE_CASES])
 def test_bad_file_is_one_line(tmp_path: Path, base: str, edits: list, key: str, reason: str) -> None:
-    bad = variant(tmp_path, base, edits)
+    bad = bad_variant(tmp_path, base, edits)
     line = one_line_error(run("simulate", bad, "--horizon", "1"), str(bad), f": {key}: ", reason)
     assert line == f"tuner: error: {bad}: {key}: {line.split(f': {key}: ', 1)[1]}"
 
 
 def test_validate_reports_the_same_line(tmp_path: Path) -> None:
-    bad = variant(tmp_path, "seed_example", [("service.memory.budget", "-1 GiB")])
+    bad = bad_variant(tmp_path, "seed_example", [("service.memory.budget", "-1 GiB")])
     line = one_line_error(run("validate", bad))
     assert line == f"tuner: error: {bad}: service.memory.budget: must not be negative but got '-1 GiB'"
 
 
 def test_empirical_trace_column_with_zeros(tmp_path: Path) -> None:
     (tmp_path / "sizes.csv").write_text("TIMESTAMP,Tokens\n0,5\n1,0\n2,7\n")
-    bad = variant(tmp_path, "seed_example", [("regimes", {"only": {
+    bad = bad_variant(tmp_path, "seed_example", [("regimes", {"only": {
         "arrivals": POISSON, "sizes": {"n": {"dist": "empirical", "trace": "sizes.csv", "column": "Tokens"}}}})])
     one_line_error(run("simulate", bad), str(bad), "regimes.only.sizes.n.column: ", "values must be integers >= 1")
 
@@ -196,7 +178,7 @@ def _python_m_tuner(*args: object, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_subprocess_bad_file_and_bad_regime(tmp_path: Path) -> None:
-    bad = variant(tmp_path, "seed_example", [("service.memory.budget", "-1 GiB")])
+    bad = bad_variant(tmp_path, "seed_example", [("service.memory.budget", "-1 GiB")])
     done = _python_m_tuner("simulate", bad.name, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == "tuner: error: bad.yaml: service.memory.budget: must not be negative but got '-1 GiB'\n"

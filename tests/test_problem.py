@@ -17,40 +17,11 @@ from tuner.problem import KernelProfile, PiecewiseLinear, load_problem, resolve_
 from tuner.problem.document import parse_yaml
 from tuner.problem.model import Device
 
+from tests.variants import DELETE, SPACES, edit, variant, write
+
 ROOT = Path(__file__).resolve().parents[1]
-SPACES = ROOT / "search_spaces"
 DOC = ROOT / "docs" / "problem-files.md"
 GiB = 2.0**30
-DELETE = object()
-
-
-def edit(document: dict, path: str, value: object) -> None:
-    """Set ``service.operators[0].family``-style ``path`` in ``document`` (DELETE removes it)."""
-    parts = [int(p[1:-1]) if p.startswith("[") else p for p in re.findall(r"\[\d+\]|[^.\[\]]+", path)]
-    node = document
-    for part in parts[:-1]:
-        node = node[part]
-    if value is DELETE:
-        del node[parts[-1]]
-    else:
-        node[parts[-1]] = value
-
-
-def write(tmp_path: Path, document: dict, name: str = "problem.yaml") -> Path:
-    """Dump ``document`` next to a link to the shipped traces, so relative trace paths work."""
-    traces = tmp_path / "traces"
-    if not traces.exists():
-        traces.symlink_to(SPACES / "traces")
-    target = tmp_path / name
-    target.write_text(yaml.safe_dump(document, sort_keys=False))
-    return target
-
-
-def variant(tmp_path: Path, base: str, *edits: tuple[str, object]) -> Path:
-    document = yaml.safe_load((SPACES / f"{base}.yaml").read_text())
-    for path, value in edits:
-        edit(document, path, value)
-    return write(tmp_path, document)
 
 
 # -- the shipped problems ------------------------------------------------------------

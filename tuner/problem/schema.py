@@ -15,6 +15,7 @@ single validator decides, so a bad value gets one message instead of one per for
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, model_validator
@@ -31,32 +32,18 @@ def _show(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _seconds(value: object) -> float:
-    seconds = parse_seconds(value)
-    if seconds < 0:
-        raise ValueError(f"must not be negative but got {_show(value)}")
-    return seconds
+def _quantity(parse: Callable[[object], float], positive: bool) -> Callable[[object], float]:
+    """A validator that parses a quantity and refuses negative (or, if asked, zero) values."""
 
+    def check(value: object) -> float:
+        number = parse(value)
+        if number < 0:
+            raise ValueError(f"must not be negative but got {_show(value)}")
+        if positive and number == 0:
+            raise ValueError(f"must be greater than 0 but got {_show(value)}")
+        return number
 
-def _positive_seconds(value: object) -> float:
-    seconds = _seconds(value)
-    if seconds == 0:
-        raise ValueError(f"must be greater than 0 but got {_show(value)}")
-    return seconds
-
-
-def _bytes(value: object) -> float:
-    size = parse_bytes(value)
-    if size < 0:
-        raise ValueError(f"must not be negative but got {_show(value)}")
-    return size
-
-
-def _positive_bytes(value: object) -> float:
-    size = _bytes(value)
-    if size == 0:
-        raise ValueError(f"must be greater than 0 but got {_show(value)}")
-    return size
+    return check
 
 
 def _expr_text(value: object) -> int | float | str:
@@ -116,10 +103,10 @@ def _bare_size(value: object) -> object:
     return value
 
 
-Seconds = Annotated[float, BeforeValidator(_seconds)]
-PositiveSeconds = Annotated[float, BeforeValidator(_positive_seconds)]
-Bytes = Annotated[float, BeforeValidator(_bytes)]
-PositiveBytes = Annotated[float, BeforeValidator(_positive_bytes)]
+Seconds = Annotated[float, BeforeValidator(_quantity(parse_seconds, positive=False))]
+PositiveSeconds = Annotated[float, BeforeValidator(_quantity(parse_seconds, positive=True))]
+Bytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, positive=False))]
+PositiveBytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, positive=True))]
 ExprText = Annotated[Union[int, float, str], PlainValidator(_expr_text)]
 Scalar = Annotated[Union[int, float, str, bool], PlainValidator(_scalar)]
 Rate = Annotated[Union[float, tuple[float, float]], PlainValidator(_rate)]
