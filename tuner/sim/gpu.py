@@ -47,20 +47,17 @@ class Kernel:
         self.tag = tag
         self.phases = phases
         self.scale = scale
+        # Every kernel starts in its launch phase: no demand, rate 1, ``overhead_s`` long
+        # (possibly 0). Placing a zero-demand kernel changes nobody's rate, so a launch
+        # is a heap push; the demand arrives at the phase boundary, in one code path.
         self.anchor = now
-        self.rate = 0.0
+        self.rate = 1.0
         self.version = 0
-        if overhead_s > 0.0:
-            self.index = -1
-            self.remaining = overhead_s
-            self.s = 0.0
-            self.b = 0.0
-            self.started = -1.0
-        else:
-            self.index = 0
-            work, self.s, self.b = phases[0]
-            self.remaining = work * scale
-            self.started = now
+        self.index = -1
+        self.remaining = overhead_s
+        self.s = 0.0
+        self.b = 0.0
+        self.started = -1.0
 
     @property
     def work_s(self) -> float:
@@ -78,8 +75,8 @@ class Kernel:
 class FluidGPU:
     """Running kernels, their rates, and R(t), the fraction of SM slots in use.
 
-    Use: :meth:`launch` kernels at the current time; call :meth:`run_until` to move
-    through phase boundaries up to a limit, which returns at the first kernel that
+    Use: :meth:`launch` kernels at the current time (never before :attr:`now`); call
+    :meth:`run_until` to move through phase boundaries up to a limit, which returns at the first kernel that
     finishes. The GPU integrates R(t) itself (over ``[0, window_s)``) and tracks its
     peak, so phase changes never need the caller's attention.
     """
@@ -108,43 +105,21 @@ class FluidGPU:
             return self._sm_seconds
         return self._sm_seconds + (1.0 - self.s_free) * ((t if t < window else window) - self.now)
 
-    def _move_to(self, t: float) -> None:
-        """Integrate R up to ``t``, before R changes there."""
-        if t > self.now:
-            self._sm_seconds = self.sm_seconds(t)
-            self.now = t
-
-    def _refresh_next_time(self) -> None:
-        heap = self._heap
-        while heap:
-            top = heap[0]
-            if top[2] == top[3].version:
-                self.next_time = top[0]
-                return
-            heapq.heappop(heap)
-        self.next_time = math.inf
-
     def launch(self, priority: int, stream: int, tag: object,
                phases: tuple[tuple[float, float, float], ...], scale: float,
                overhead_s: float, now: float) -> Kernel:
         """Start a kernel at ``now``; it joins the allocation order by (priority, launch)."""
-        if now > self.now:
-            self._move_to(now)
         self._seq += 1
         kernel = Kernel((priority, self._seq), stream, tag, phases, scale, overhead_s, now)
         running = self.running
         if not running or running[-1].key < kernel.key:
             running.append(kernel)
-            end = self._place_last(kernel, now)
-            if end < self.next_time:  # only a push happened: the heap top stays valid
-                self.next_time = end
         else:
-            position = next(i for i, k in enumerate(running) if kernel.key < k.key)
-            running.insert(position, kernel)
-            self._reallocate(now)
-            self._refresh_next_time()
-        if 1.0 - self.s_free > self.sm_peak:
-            self.sm_peak = 1.0 - self.s_free
+            running.insert(next(i for i, k in enumerate(running) if kernel.key < k.key), kernel)
+        end = now + overhead_s
+        heapq.heappush(self._heap, (end, self._seq, 0, kernel))
+        if end < self.next_time:
+            self.next_time = end
         return kernel
 
     def run_until(self, limit: float) -> Kernel | None:
@@ -155,7 +130,8 @@ class FluidGPU:
         """
         heap = self._heap
         window = self._window
-        while self.next_time <= limit and heap:
+        finished = None
+        while finished is None and self.next_time <= limit and heap:
             now, _, _, kernel = heapq.heappop(heap)
             if now > self.now:  # integrate R up to now, before it changes
                 if self.now < window:
@@ -164,66 +140,60 @@ class FluidGPU:
             kernel.version += 1
             residual = kernel.remaining - kernel.rate * (now - kernel.anchor)
             old_s, old_b, old_rate = kernel.s, kernel.b, kernel.rate
-            self.s_free += old_rate * old_s
-            self.b_free += old_rate * old_b
+            s_free = self.s_free + old_rate * old_s
+            b_free = self.b_free + old_rate * old_b
             if old_rate < 1.0:
                 self.limited -= 1
             kernel.index += 1
-            if kernel.index == 0:
-                kernel.started = now
             running = self.running
             is_last = running[-1] is kernel
             if kernel.index == len(kernel.phases):
+                finished = kernel
                 if is_last:
                     running.pop()
                 else:
                     running.remove(kernel)
+                self.s_free, self.b_free = s_free, b_free
                 if not running:
                     self.s_free, self.b_free, self.limited = 1.0, 1.0, 0
                 elif self.limited and not is_last:
                     self._reallocate(now)
-                self._refresh_next_time()
-                return kernel
-            work, s, b = kernel.phases[kernel.index]
-            kernel.s, kernel.b = s, b
-            kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
-            kernel.anchor = now
-            kernel.rate = 0.0
-            if is_last or (self.limited == 0 and old_rate == 1.0 and s <= old_s and b <= old_b):
-                # Nobody before it changes (launch order); a shrinking demand that fitted still fits.
-                self._place_last(kernel, now)
             else:
-                self._reallocate(now)
-            self._refresh_next_time()
-            if 1.0 - self.s_free > self.sm_peak:
-                self.sm_peak = 1.0 - self.s_free
-        return None
-
-    def _place_last(self, kernel: Kernel, now: float) -> float:
-        """Give ``kernel`` what the kernels before it leave free; nobody else changes.
-
-        Returns the end time of its current phase (infinite when it gets no rate).
-        """
-        s, b = kernel.s, kernel.b
-        s_free, b_free = self.s_free, self.b_free
-        rate = 1.0
-        if s > 0.0 and s_free < s - TOLERANCE:
-            rate = (s_free if s_free > 0.0 else 0.0) / s
-        if b > 0.0 and b_free < b - TOLERANCE:
-            rate = min(rate, (b_free if b_free > 0.0 else 0.0) / b)
-        self.s_free = s_free - rate * s
-        self.b_free = b_free - rate * b
-        if rate < 1.0:
-            self.limited += 1
-        kernel.remaining -= kernel.rate * (now - kernel.anchor)
-        kernel.anchor = now
-        kernel.rate = rate
-        kernel.version += 1
-        if rate > 0.0:
-            end = now + kernel.remaining / rate
-            heapq.heappush(self._heap, (end, kernel.key[1], kernel.version, kernel))
-            return end
-        return math.inf
+                if kernel.index == 0:
+                    kernel.started = now
+                work, s, b = kernel.phases[kernel.index]
+                kernel.s, kernel.b = s, b
+                kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
+                kernel.anchor = now
+                if is_last or (self.limited == 0 and old_rate == 1.0 and s <= old_s and b <= old_b):
+                    # Nobody before it changes (launch order), nobody after it is limited by
+                    # a shrinking demand: it gets what is free, and that is all that changes.
+                    rate = 1.0
+                    if s > 0.0 and s_free < s - TOLERANCE:
+                        rate = (s_free if s_free > 0.0 else 0.0) / s
+                    if b > 0.0 and b_free < b - TOLERANCE:
+                        rate = min(rate, (b_free if b_free > 0.0 else 0.0) / b)
+                    self.s_free = s_free - rate * s
+                    self.b_free = b_free - rate * b
+                    if rate < 1.0:
+                        self.limited += 1
+                    kernel.rate = rate
+                    kernel.version += 1
+                    if rate > 0.0:
+                        heapq.heappush(heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
+                else:
+                    self.s_free, self.b_free = s_free, b_free
+                    kernel.rate = 0.0
+                    self._reallocate(now)
+                if 1.0 - self.s_free > self.sm_peak:
+                    self.sm_peak = 1.0 - self.s_free
+            while heap:  # drop entries of kernels re-rated since they were pushed
+                top = heap[0]
+                if top[2] == top[3].version:
+                    break
+                heapq.heappop(heap)
+            self.next_time = heap[0][0] if heap else math.inf
+        return finished
 
     def _rerate(self, kernel: Kernel, rate: float, now: float) -> None:
         kernel.remaining -= kernel.rate * (now - kernel.anchor)
