@@ -47,7 +47,7 @@ def quick_report() -> dict:
 
 def test_quick_run_completes_every_case(quick_report: dict) -> None:
     cases = {c["name"]: c for c in quick_report["cases"]}
-    assert set(cases) == {"M/D/c tuner", "M/D/c SimPy", "continuous tuner"}
+    assert set(cases) == {"M/D/c tuner", "M/D/c SimPy", "dynamic tuner", "continuous tuner"}
     for case in cases.values():
         assert case["completions"] > 0
         assert case["wall_s_best"] > 0.0
@@ -69,7 +69,7 @@ def test_tuner_and_simpy_mean_waits_agree(quick_report: dict) -> None:
 
 def test_table_renders(quick_report: dict) -> None:
     text = bench.table(quick_report)
-    for name in ("M/D/c tuner", "M/D/c SimPy", "continuous tuner", "mean wait", "completions/s"):
+    for name in ("M/D/c tuner", "M/D/c SimPy", "dynamic tuner", "continuous tuner", "mean wait", "completions/s"):
         assert name in text
 
 
