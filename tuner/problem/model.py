@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from ..expr import Expr
+from ..phases import Phase, wave_phases
 from ..traffic import ArrivalProcess, Jitter, SizeDistribution, Workload, make_workload
 
 Batching = Literal["dynamic", "continuous"]
@@ -66,6 +67,21 @@ class Device:
     sms: int = 132
 
 
+class Profile(Protocol):
+    """What the simulator asks of a config's profile, whatever its source.
+
+    ``launches`` lists the kernels one operator invocation launches for a batch (a
+    split-K GEMM launches two), each as ``(name, phases)``; ``workspace_bytes`` is the
+    global workspace it needs for that batch.
+    """
+
+    source: ProfileSource
+
+    def launches(self, variables: Mapping[str, float], device: Device, tag: str) -> tuple[tuple[str, tuple[Phase, ...]], ...]: ...
+
+    def workspace_bytes(self, variables: Mapping[str, float]) -> float: ...
+
+
 @dataclass(frozen=True)
 class KernelProfile:
     """What one config costs: isolated latency and the resources it holds while it runs.
@@ -91,23 +107,20 @@ class KernelProfile:
     persistent: bool = False
     source: ProfileSource = "declared"
 
-    def phases(self, variables: Mapping[str, float], device: Device) -> tuple[tuple[float, float, float], ...]:
+    def phases(self, variables: Mapping[str, float], device: Device) -> tuple[Phase, ...]:
         """``(isolated seconds, s, b)`` per phase: the full waves, then the partial tail wave."""
         latency = self.latency.evaluate(variables)
-        if self.persistent:
-            return ((latency, 1.0, self.dram),)
-        if self.ctas is None:
+        if self.ctas is None and not self.persistent:
             return ((latency, self.sm, self.dram),)
-        ctas = max(1.0, float(np.ceil(self.ctas.evaluate(variables))))
-        slots = float(self.ctas_per_sm * device.sms)
-        waves = int(np.ceil(ctas / slots))
-        tail = (ctas - (waves - 1) * slots) / slots
-        if waves == 1:
-            return ((latency, tail, self.dram * tail),)
-        if tail >= 1.0:
-            return ((latency, 1.0, self.dram),)
-        per_wave = latency / waves
-        return ((per_wave * (waves - 1), 1.0, self.dram), (per_wave, tail, self.dram * tail))
+        ctas = 1.0 if self.ctas is None else self.ctas.evaluate(variables)
+        return wave_phases(latency, ctas, float(self.ctas_per_sm * device.sms), self.dram, self.persistent)
+
+    def launches(self, variables: Mapping[str, float], device: Device, tag: str) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
+        """The kernel launches this config makes for a batch: one, for a declared profile."""
+        return ((tag, self.phases(variables, device)),)
+
+    def workspace_bytes(self, variables: Mapping[str, float]) -> float:
+        return self.workspace.evaluate(variables)
 
 
 @dataclass(frozen=True)
@@ -117,7 +130,7 @@ class Config:
     family: str
     name: str
     params: tuple[tuple[str, object], ...]
-    profile: KernelProfile = field(compare=False, hash=False)
+    profile: Profile = field(compare=False, hash=False)
 
     @property
     def param_dict(self) -> dict[str, object]:

@@ -24,12 +24,12 @@ class BoundOperator:
     operator: Operator
     config: Config
 
-    def launch(self, variables: Mapping[str, float], device: Device) -> Launch:
+    def launches(self, variables: Mapping[str, float], device: Device) -> tuple[Launch, ...]:
         values = self.operator.variables(variables)
-        return (self.operator.name, self.config.profile.phases(values, device))
+        return self.config.profile.launches(values, device, self.operator.name)
 
     def workspace(self, variables: Mapping[str, float]) -> float:
-        return self.config.profile.workspace.evaluate(self.operator.variables(variables))
+        return self.config.profile.workspace_bytes(self.operator.variables(variables))
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class BoundService:
         device = self.service.device
         launches: list[Launch] = []
         for ops, repeat in self.blocks:
-            launches.extend([op.launch(variables, device) for op in ops] * repeat)
+            launches.extend([launch for op in ops for launch in op.launches(variables, device)] * repeat)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = launches

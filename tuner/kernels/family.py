@@ -1,0 +1,95 @@
+"""The contract of a kernel family: a Triton kernel, its parameter space, its shape limits,
+what each config launches for a shape, and a PyTorch reference.
+
+A config may launch several kernels (a split-K GEMM launches the partial products and a
+reduction; an unfused epilogue is a second, elementwise kernel), and may need global
+workspace (split-K partials, an unfused intermediate, a materialised score matrix). The
+profiler compiles each launch, the analytic model times it, the simulator runs the
+launches in order. Every config of a family computes the same function: configs differ
+in speed and footprint, never in results beyond floating-point tolerance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import product
+from typing import Any, Protocol
+
+Shape = Mapping[str, int]
+ConfigParams = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One Triton kernel launch of a config at a shape.
+
+    Attributes:
+        name: what the launch does, e.g. ``"matmul_partial"`` or ``"splitk_reduce"``.
+        fn: the ``@triton.jit`` function.
+        signature: its arguments for ``triton.compiler.ASTSource``: name → type string
+            (``"*bf16"``, ``"i32"``, ``"constexpr"``), in the function's order.
+        constexprs: values of its ``tl.constexpr`` arguments (compile-time config).
+        num_warps, num_stages: launch options that change the compiled code.
+        grid: CTAs launched (the product of the grid dimensions).
+        persistent: the grid is sized to the GPU and loops over tiles.
+        flops: useful floating-point operations.
+        dram_bytes: bytes it must read and write at least (compulsory traffic).
+    """
+
+    name: str
+    fn: Any = field(compare=False, hash=False, repr=False)
+    signature: tuple[tuple[str, str], ...]
+    constexprs: tuple[tuple[str, Any], ...]
+    num_warps: int
+    num_stages: int
+    grid: int
+    persistent: bool
+    flops: float
+    dram_bytes: float
+
+    def compile_key(self) -> tuple:
+        """What the compiled binary depends on (not the grid or the shape)."""
+        return (self.name, self.signature, self.constexprs, self.num_warps, self.num_stages)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a config does for one shape."""
+
+    launches: tuple[KernelLaunch, ...]
+    workspace_bytes: float
+
+
+class KernelFamily(Protocol):
+    """A kernel family. Implementations are stateless and thread-safe.
+
+    ``space`` is the full parameter space (parameter → allowed values, first value the
+    default). ``illegal`` says why a config cannot run a shape (a shape limit, a
+    parameter combination the kernel does not support) or returns None. ``plan`` is only
+    called for legal pairs; ``persistent_ctas`` is the grid a persistent config launches
+    (SMs × CTAs per SM, which only the compiled resources know). ``run`` launches the
+    real kernels on ``inputs`` (CUDA, or the CPU under ``TRITON_INTERPRET=1``) and must
+    match ``reference`` within floating-point tolerance.
+    """
+
+    name: str
+    shape_keys: tuple[str, ...]
+    space: Mapping[str, tuple[Any, ...]]
+
+    def illegal(self, config: ConfigParams, shape: Shape) -> str | None: ...
+
+    def plan(self, config: ConfigParams, shape: Shape, persistent_ctas: int) -> LaunchPlan: ...
+
+    def make_inputs(self, shape: Shape, *, seed: int, dtype: Any, device: str) -> dict[str, Any]: ...
+
+    def reference(self, inputs: Mapping[str, Any], shape: Shape) -> Any: ...
+
+    def run(self, inputs: Mapping[str, Any], config: ConfigParams, shape: Shape) -> Any: ...
+
+
+def all_configs(space: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
+    """Every point of a space, in a stable order."""
+    names = list(space)
+    for values in product(*(space[name] for name in names)):
+        yield dict(zip(names, values))

@@ -1,0 +1,84 @@
+"""GPU presets: the datasheet figures the occupancy rules and the analytic model need.
+
+Sources:
+  * NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM: 2,039 GB/s HBM2e, 312 TFLOP/s
+    dense BF16/FP16 Tensor Core, 19.5 TFLOP/s FP32) and the NVIDIA A100 architecture
+    whitepaper (108 SMs, 40 MB L2, 164 KB shared memory per SM).
+  * NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: 3.35 TB/s HBM3, 989 TFLOP/s dense
+    BF16/FP16 Tensor Core, 67 TFLOP/s FP32) and the Hopper architecture whitepaper
+    (132 SMs in the SXM5 part, 50 MB L2, 228 KB shared memory per SM).
+  * NVIDIA H200 Tensor Core GPU datasheet (H200 SXM: 141 GB HBM3e at 4.8 TB/s; same
+    GH100 compute as H100 SXM: 989 TFLOP/s dense BF16).
+  * CUDA C++ Programming Guide, "Technical Specifications per Compute Capability":
+    64K 32-bit registers per SM, at most 255 per thread, 64 resident warps and 32
+    resident blocks per SM on 8.0 and 9.0; up to 163 KB (8.0) / 227 KB (9.0) shared
+    memory per block; 1 KB of shared memory reserved per block by the system.
+  * CUDA Occupancy Calculator: registers are allocated per warp in units of 256,
+    shared memory in units of 128 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class DevicePreset:
+    """One GPU model. Rates are peaks; the analytic model applies efficiency factors."""
+
+    name: str
+    compute_capability: int          # 80 for sm_80, 90 for sm_90
+    sms: int
+    dram_bytes_per_s: float
+    bf16_flops_per_s: float          # dense tensor-core peak
+    fp32_flops_per_s: float          # CUDA-core peak
+    memory_bytes: float
+    l2_bytes: float
+    smem_per_sm: int                 # shared memory per SM usable by blocks
+    smem_per_cta_max: int            # opt-in maximum per block
+    smem_reserved_per_cta: int = 1 * KIB
+    smem_alloc_unit: int = 128
+    regs_per_sm: int = 65536
+    regs_per_thread_max: int = 255
+    reg_alloc_unit: int = 256        # registers per warp, allocation granularity
+    warps_per_sm: int = 64
+    ctas_per_sm_max: int = 32
+    warp_size: int = 32
+    launch_overhead_s: float = 4e-6  # host launch to kernel start, back-to-back launches
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.compute_capability}"
+
+
+A100 = DevicePreset(
+    name="a100", compute_capability=80, sms=108, dram_bytes_per_s=2.039e12,
+    bf16_flops_per_s=312e12, fp32_flops_per_s=19.5e12, memory_bytes=80e9, l2_bytes=40e6,
+    smem_per_sm=164 * KIB, smem_per_cta_max=163 * KIB,
+)
+H100 = DevicePreset(
+    name="h100", compute_capability=90, sms=132, dram_bytes_per_s=3.35e12,
+    bf16_flops_per_s=989e12, fp32_flops_per_s=67e12, memory_bytes=80e9, l2_bytes=50e6,
+    smem_per_sm=228 * KIB, smem_per_cta_max=227 * KIB,
+)
+H200 = DevicePreset(
+    name="h200", compute_capability=90, sms=132, dram_bytes_per_s=4.8e12,
+    bf16_flops_per_s=989e12, fp32_flops_per_s=67e12, memory_bytes=141e9, l2_bytes=50e6,
+    smem_per_sm=228 * KIB, smem_per_cta_max=227 * KIB,
+)
+
+PRESETS: dict[str, DevicePreset] = {d.name: d for d in (A100, H100, H200)}
+
+
+def get_device(name: str) -> DevicePreset:
+    """The preset called ``name`` (case-insensitive).
+
+    Raises:
+        KeyError: with a message listing the known presets.
+    """
+    try:
+        return PRESETS[name.lower()]
+    except KeyError:
+        raise KeyError(f"unknown device {name!r} (known: {', '.join(PRESETS)})") from None
