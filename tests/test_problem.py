@@ -17,7 +17,7 @@ from tuner.problem import KernelProfile, PiecewiseLinear, load_problem, resolve_
 from tuner.problem.document import parse_yaml
 from tuner.problem.model import Device
 
-from tests.variants import DELETE, SPACES, edit, variant, write
+from tests.variants import DELETE, SPACES, variant, write
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "problem-files.md"
@@ -235,7 +235,7 @@ SEED_CASES = [
      "families.stage.configs[0].profile.latency.batch", "expected a mapping of batch to latency"),
     ([("families.stage.configs[0].profile.latency", [1])],
      "families.stage.configs[0].profile.latency", "expected a duration ('8 ms'), an expression"),
-    ([("families.stage.configs", [])], "families.stage.configs", "must not be empty"),
+    ([("families.stage.configs", [])], "families.stage", "declare 'configs'"),
     ([("regimes.light.memory_budget", "30 GiB")], "regimes.light.memory_budget", "below service.memory.fixed"),
     ([("regimes.light.arrivals", {"process": "onoff", "rate": 1, "on": 0, "off": 1})],
      "regimes.light.arrivals.on", "must be greater than 0"),

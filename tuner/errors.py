@@ -6,7 +6,8 @@ single line and exit code 2. Messages name the thing, the value and the reason::
     TunerError
     ├── ProblemError      a problem file is malformed or inconsistent
     │   └── TraceError    a request trace cannot be read
-    └── AssignmentError   a requested config assignment does not fit the problem
+    ├── AssignmentError   a requested config assignment does not fit the problem
+    └── IllegalConfigError a config cannot run a shape (limit, compile, device)
 """
 
 from __future__ import annotations
@@ -26,3 +27,7 @@ class TraceError(ProblemError):
 
 class AssignmentError(TunerError):
     """An operator-to-config assignment names an unknown operator or config."""
+
+
+class IllegalConfigError(TunerError):
+    """A config cannot run a shape: a shape limit, a failed compile or a device limit."""

@@ -20,7 +20,7 @@ from ..errors import ProblemError
 from ..expr import FUNCTIONS, Expr, compile_expr, is_identifier
 from ..traffic import Jitter
 from ..units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds
-from . import probe, regimes
+from . import kernels, probe, regimes
 from . import schema as s
 from .document import read_document
 from .explain import Invalid, checked, explain
@@ -30,8 +30,14 @@ from .model import (
 )
 
 
-def load_problem(path: str | Path) -> Problem:
+def load_problem(path: str | Path, resources: object | None = None) -> Problem:
     """Read and validate a problem file.
+
+    Args:
+        path: the YAML file.
+        resources: where built-in kernel families get compiled resources from (a
+            :class:`tuner.profile.cache.CompileCache`); by default a compile cache in
+            ``$TUNER_STORAGE`` or ``sqlite:///results.db``, opened on first use.
 
     Raises:
         ProblemError: the file is missing, unreadable, malformed or inconsistent; the
@@ -44,7 +50,7 @@ def load_problem(path: str | Path) -> Problem:
     except ValidationError as exc:
         raise ProblemError(f"{path}: {explain(exc, document)}") from None
     try:
-        return _build(spec, path, hashlib.sha256(raw).hexdigest())
+        return _build(spec, path, hashlib.sha256(raw).hexdigest(), resources)
     except Invalid as exc:
         raise ProblemError(f"{path}: {exc}") from None
 
@@ -55,16 +61,19 @@ def _expr(
     return checked(key, lambda: compile_expr(value, allowed, constants, unit))
 
 
-def _build(spec: s.ProblemSpec, path: Path, file_hash: str) -> Problem:
+def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | None) -> Problem:
     base = path.parent
     batching = spec.service.batching
     size_fields = regimes.size_fields(spec.regimes, base, batching)
     batch_vars = CONTINUOUS_VARIABLES if batching == "continuous" else dynamic_variables(size_fields)
     constants = _constants(spec.constants, batch_vars)
     device = Device(spec.device.name, spec.device.sms)
-
     operators = _operators(spec, batch_vars, constants)
     families = _families(spec, operators, batch_vars, constants)
+    if any(fam.kernel is not None for fam in spec.families.values()):
+        preset = kernels.device_preset(spec.device.name)
+        device = Device(preset.name, preset.sms)
+        families.update(kernels.kernel_families(spec, operators, preset, resources))
     service = _service(spec, operators, size_fields, constants, device)
     built = {name: regimes.regime(name, r, base, service) for name, r in spec.regimes.items()}
     probe.check_operators(operators, families, probe.probe_points(service, size_fields))
@@ -136,6 +145,8 @@ def _families(
 ) -> dict[str, Family]:
     families = {}
     for fname, fam in spec.families.items():
+        if fam.kernel is not None:
+            continue  # built-in Triton family: see .kernels
         users = [op for op in operators if op.family == fname]
         dims = frozenset(d for op in users for d, _ in op.shape)
         configs: list[Config] = []

@@ -53,8 +53,9 @@ def check_operators(
                 values[dim] = _value(expr, values, f"service.operators[{i}].shape.{dim}", "a shape dimension",
                                      _where(f"for operator {op.name!r} {where}", expr, values))
             for j, config in enumerate(family.configs):
-                key = f"families.{op.family}.configs[{j}].profile"
-                _check_profile(config.profile, values, key, f"for operator {op.name!r} {where}")
+                if isinstance(config.profile, KernelProfile):  # modeled profiles are checked by their model
+                    key = f"families.{op.family}.configs[{j}].profile"
+                    _check_profile(config.profile, values, key, f"for operator {op.name!r} {where}")
 
 
 def check_neighbors(neighbors: Sequence[Neighbor]) -> None:

@@ -147,8 +147,27 @@ class ConfigSpec(Strict):
 
 
 class FamilySpec(Strict):
-    space: dict[str, list[Scalar]]
-    configs: list[ConfigSpec] = Field(min_length=1)
+    """Either declared configs (``space`` and ``configs`` with profiles), or a built-in
+    Triton family (``kernel``, its ``options``, and ``space`` narrowing its parameters)."""
+
+    kernel: str | None = None
+    options: dict[str, Scalar] = {}
+    space: dict[str, list[Scalar]] = {}
+    configs: list[ConfigSpec] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> FamilySpec:
+        if self.kernel is None:
+            if not self.configs:
+                raise ValueError("declare 'configs' (with 'space'), or name a built-in 'kernel' family")
+            if self.options:
+                raise ValueError("'options' belong to a built-in 'kernel' family")
+        elif self.configs is not None:
+            raise ValueError("a built-in 'kernel' family enumerates its configs from 'space'; drop 'configs'")
+        for name, values in self.space.items():
+            if not values:
+                raise ValueError(f"space parameter {name!r} lists no values")
+        return self
 
 
 class OperatorSpec(Strict):

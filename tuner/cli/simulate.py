@@ -1,52 +1,24 @@
-"""The ``tuner`` command. It calls the library and turns its errors into one line + exit 2."""
+"""``tuner validate`` and ``tuner simulate``."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any
 
 import click
 
-from .errors import TunerError
-
-DEFAULT_PROBLEM = Path("search_spaces") / "seed_example.yaml"
-
-
-def _fail(message: str) -> None:
-    click.echo(f"tuner: error: {message}", err=True)
-    sys.exit(2)
-
-
-def _one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except TunerError as exc:
-            _fail(str(exc))
-        except OSError as exc:
-            _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
-
-    return wrapper
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="tuner")
-def main() -> None:
-    """Load-aware autotuning: pick kernel configs by service goodput, not isolated latency."""
+from ..errors import TunerError
+from . import DEFAULT_PROBLEM, main, one_line_errors
 
 
 @main.command()
 @click.argument("problem", required=False, type=click.Path(path_type=Path))
-@_one_line_errors
+@one_line_errors
 def validate(problem: Path | None) -> None:
     """Check a problem file and summarise it."""
-    from .problem import load_problem
+    from ..problem import load_problem
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     ops = ", ".join(f"{op.name}({op.family}×{op.repeat})" for op in loaded.service.operators)
@@ -64,14 +36,14 @@ def validate(problem: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a Chrome Trace Event file (open it in Perfetto); one regime only.")
-@_one_line_errors
+@one_line_errors
 def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, ...], seed: int,
              horizon: float | None, as_json: bool, trace_path: Path | None) -> None:
     """Simulate the service under traffic regimes and report goodput and resources."""
-    from .problem import load_problem, resolve_assignment
-    from .report import metrics_table, stream_names
-    from .sim import simulate as run_simulation
-    from .sim import write_chrome_trace
+    from ..problem import load_problem, resolve_assignment
+    from ..report import metrics_table, stream_names
+    from ..sim import simulate as run_simulation
+    from ..sim import write_chrome_trace
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     for name in regimes:

@@ -1,0 +1,50 @@
+"""The ``tuner`` command: one module per subcommand, registered on :data:`main`.
+
+The CLI calls the library and never the reverse; every :class:`TunerError` becomes one
+line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import TunerError
+
+DEFAULT_PROBLEM = Path("search_spaces") / "seed_example.yaml"
+
+
+def fail(message: str) -> None:
+    click.echo(f"tuner: error: {message}", err=True)
+    sys.exit(2)
+
+
+def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn the library's errors into ``tuner: error: …`` and exit code 2."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except TunerError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tuner")
+def main() -> None:
+    """Load-aware autotuning: pick kernel configs by service goodput, not isolated latency."""
+
+
+from . import simulate  # noqa: E402,F401  (registers the subcommands)
+
+__all__ = ["DEFAULT_PROBLEM", "fail", "main", "one_line_errors"]

@@ -1,0 +1,131 @@
+"""Profiles of built-in kernel families: plan → compiled resources → analytic model.
+
+A :class:`ModeledProfile` is what a config of a built-in family (``kernel: matmul`` in a
+problem file) hands the simulator. For each batch it turns the operator's shape into the
+family's launch plan, looks up each launch's compiled resources (compiled once per
+architecture and cached) and times each launch with the analytic model. Results are
+memoised per shape, because batches repeat shapes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import IllegalConfigError
+from ..kernels.family import KernelFamily, KernelLaunch, LaunchPlan
+from ..phases import Phase
+from .devices import DevicePreset
+from .model import DEFAULT, Efficiency, LaunchTiming, launch_time
+from .resources import CompiledResources
+
+_MEMO_LIMIT = 65536
+
+
+class ResourceSource(Protocol):
+    """Where compiled resources come from (a compile cache, or a stand-in in tests)."""
+
+    def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources: ...
+
+
+class LazyCompileCache:
+    """A compile cache opened on first use, so loading a problem touches no database."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._cache: ResourceSource | None = None
+
+    @classmethod
+    def from_environment(cls) -> LazyCompileCache:
+        return cls(os.environ.get("TUNER_STORAGE", "sqlite:///results.db"))
+
+    def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources:
+        if self._cache is None:
+            from .cache import CompileCache
+
+            self._cache = CompileCache(self.url)
+        return self._cache.get_or_compile(launch, device)
+
+
+@dataclass(frozen=True)
+class ShapeTiming:
+    """One config at one shape: its plan and each launch's modeled timing."""
+
+    plan: LaunchPlan
+    timings: tuple[LaunchTiming, ...]
+
+    @property
+    def latency_s(self) -> float:
+        return sum(t.latency_s for t in self.timings)
+
+
+@dataclass(frozen=True, eq=False)
+class ModeledProfile:
+    """A built-in family's config, profiled by the analytic model on a device preset."""
+
+    family: KernelFamily
+    params: tuple[tuple[str, Any], ...]
+    device: DevicePreset
+    resources: ResourceSource
+    factors: Efficiency = DEFAULT
+    source: str = "modeled"
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    def shape_of(self, variables: Mapping[str, float]) -> dict[str, int]:
+        """The family's shape from an operator's variables (sizes rounded up to integers)."""
+        return {key: max(1, math.ceil(variables[key])) for key in self.family.shape_keys}
+
+    def at(self, shape: Mapping[str, int]) -> ShapeTiming:
+        """Plan and timings at ``shape``.
+
+        Raises:
+            IllegalConfigError: the config cannot run this shape on this device.
+        """
+        key = tuple(shape[k] for k in self.family.shape_keys)
+        cached = self._memo.get(key)
+        if cached is not None:
+            return cached
+        config = self.config
+        reason = self.family.illegal(config, shape)
+        if reason is not None:
+            raise IllegalConfigError(f"{self.family.name} {_describe(config)} at {dict(shape)}: {reason}")
+        plan = self.family.plan(config, shape, self.device.sms)
+        compiled = [self._compiled(launch) for launch in plan.launches]
+        if any(launch.persistent for launch in plan.launches):
+            # A persistent grid is SMs × occupancy, and occupancy needs the compiled kernel.
+            occupancy = min(r.ctas_per_sm for r, l in zip(compiled, plan.launches) if l.persistent)
+            plan = self.family.plan(config, shape, self.device.sms * occupancy)
+        timings = tuple(launch_time(l, r, self.device, self.factors) for l, r in zip(plan.launches, compiled))
+        result = ShapeTiming(plan, timings)
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[key] = result
+        return result
+
+    def _compiled(self, launch: KernelLaunch) -> CompiledResources:
+        resources = self.resources.get_or_compile(launch, self.device)
+        if not resources.legal:
+            raise IllegalConfigError(
+                f"{self.family.name} {_describe(self.config)}: launch {launch.name!r} on "
+                f"{self.device.name}: {resources.reason}"
+            )
+        return resources
+
+    def launches(self, variables: Mapping[str, float], device: object, tag: str) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
+        timing = self.at(self.shape_of(variables))
+        return tuple((f"{tag}:{launch.name}", t.phases())
+                     for launch, t in zip(timing.plan.launches, timing.timings))
+
+    def workspace_bytes(self, variables: Mapping[str, float]) -> float:
+        return self.at(self.shape_of(variables)).plan.workspace_bytes
+
+
+def _describe(config: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in config.items())
