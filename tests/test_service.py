@@ -145,3 +145,26 @@ def test_chrome_trace_has_a_track_per_stream_and_counter_tracks(seed_example, tm
     assert all(e["dur"] == pytest.approx(10_000) for e in slices)  # 10 ms in microseconds
     assert {"M(t) reserved memory", "R(t) SM slots in use", "queue depth", "admitted requests"} <= counters
     assert {e["tid"] for e in slices} <= set(range(8))
+
+
+def test_merged_batches_of_a_lone_stream_give_the_same_metrics_as_kernel_by_kernel(tmp_path, write_problem):
+    # One executor, no neighbours: each batch may run as one merged launch. Recording
+    # turns merging off, so the two runs compare merged against kernel-by-kernel.
+    document = token_service(trace_file(tmp_path, [(0, 40, 9), (0.002, 7, 30), (0.003, 100, 5), (100, 1, 1)],
+                                        "t,prompt,output"), max_tokens=16)
+    document["service"]["launch_overhead"] = "4 us"
+    document["service"]["operators"] = [
+        {"name": "a", "family": "f", "shape": {"T": "tokens"}, "repeat": 4},
+        {"name": "b", "family": "g", "shape": {"T": "tokens"}, "repeat": 4},
+        {"name": "head", "family": "g", "shape": {"T": "tokens"}},
+    ]
+    document["families"]["g"] = {"space": {"v": [1]}, "configs": [
+        {"name": "one", "params": {"v": 1}, "profile": {"latency": "20 * us + us * T", "ctas": "T * 40", "ctas_per_sm": 1}}]}
+    problem = write_problem(document)
+    merged = simulate(problem, problem.default_assignment(), "replay").metrics
+    kernel_by_kernel = simulate(problem, problem.default_assignment(), "replay", record=True).metrics
+    assert merged.kernels == kernel_by_kernel.kernels
+    for name in ("latency_p50_s", "latency_p99_s", "ttft_p99_s", "tpot_p99_s", "goodput_rps"):
+        assert getattr(merged, name) == pytest.approx(getattr(kernel_by_kernel, name), rel=1e-9), name
+    assert merged.sm_busy_fraction == pytest.approx(kernel_by_kernel.sm_busy_fraction, rel=1e-6)
+    assert merged.sm_peak == pytest.approx(kernel_by_kernel.sm_peak)

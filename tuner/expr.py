@@ -60,6 +60,12 @@ _FN = "__fn_"
 _GLOBALS = {"__builtins__": {}, **UNIT_CONSTANTS, **{_FN + k: f for k, f in FUNCTIONS.items()}}
 _ARRAY_GLOBALS = {"__builtins__": {}, **UNIT_CONSTANTS, **{_FN + k: f for k, f in ARRAY_FUNCTIONS.items()}}
 _NUMBER_UNIT = re.compile(r"\d\s*(?:%s)\b" % "|".join(sorted(UNIT_CONSTANTS, key=len, reverse=True)))
+#: A number followed by a unit inside a formula; bare ``B`` is left out because shapes
+#: often name a dimension B.
+_QUANTITY_IN_EXPR = re.compile(
+    r"(?<![\w.])((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(%s)\b"
+    % "|".join(sorted((u for u in UNIT_CONSTANTS if u != "B"), key=len, reverse=True))
+)
 #: What evaluating a valid expression may still raise for unlucky values (1/0, sqrt(-1)).
 EVALUATION_ERRORS = (ArithmeticError, ValueError, TypeError)
 
@@ -158,6 +164,13 @@ def _parse(text: str) -> ast.Expression:
     try:
         return ast.parse(text, mode="eval")
     except SyntaxError as exc:
+        # People write quantities inside formulas ("20 us + 1 us * T"): read them as factors.
+        quantities = _QUANTITY_IN_EXPR.sub(r"(\1*\2)", text)
+        if quantities != text:
+            try:
+                return ast.parse(quantities, mode="eval")
+            except SyntaxError:
+                pass
         hint = "; write a unit as a factor, e.g. '2 * GiB * batch'" if _NUMBER_UNIT.search(text) else ""
         raise ValueError(f"cannot parse expression {text!r}: {exc.msg}{hint}") from None
     except (ValueError, RecursionError, MemoryError) as exc:

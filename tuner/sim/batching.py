@@ -16,6 +16,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .program import Program
     from .service import ServiceRun
 
 
@@ -31,7 +32,7 @@ class DynamicBatching:
         self.max_batch = service.max_batch
         self.max_wait = service.max_wait_s
         self.fields = [(name, run.sizes[name]) for name in sorted(run.size_fields)]
-        self._by_size: dict[int, list] = {}  # programs by batch size, when sizes don't matter
+        self._by_size: dict[int, Program] = {}  # programs by batch size, when sizes don't matter
 
     def admitted(self, request: int) -> None:
         self.queue.append(request)
@@ -60,7 +61,7 @@ class DynamicBatching:
             self.batches[executor] = batch
             run.start_program(executor, self._program(batch, size), scale, now)
 
-    def _program(self, batch: list[int], size: int) -> list:
+    def _program(self, batch: list[int], size: int) -> Program:
         if not self.fields:
             program = self._by_size.get(size)
             if program is None:

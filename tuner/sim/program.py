@@ -16,6 +16,36 @@ from ..problem.model import Config, Device, Operator, Service
 Phases = tuple[tuple[float, float, float], ...]
 Launch = tuple[str, Phases]
 
+
+@dataclass(frozen=True)
+class Program:
+    """The launches of one batch, the real kernel count, and the largest SM share any of
+    its kernels takes (kept exact when launches are merged)."""
+
+    launches: tuple[Launch, ...]
+    kernels: int
+    peak_sm: float
+
+
+def merge(launches: list[Launch], overhead_s: float) -> Launch:
+    """One launch standing for a whole batch that runs alone on the GPU.
+
+    A stream alone on the GPU runs every kernel at rate 1, so the batch takes the sum of
+    its kernels' times and gaps, and the SM-seconds it occupies are Σ s·t; one phase with
+    that duration and the time-weighted shares keeps both exact, at a fraction of the
+    events. The GPU adds one launch overhead itself, so the other gaps go in the phase.
+    """
+    seconds = sm_seconds = dram_seconds = 0.0
+    for _, phases in launches:
+        for t, s, b in phases:
+            seconds += t
+            sm_seconds += s * t
+            dram_seconds += b * t
+    total = seconds + overhead_s * (len(launches) - 1)
+    if total <= 0.0:
+        return ("batch", ((0.0, 0.0, 0.0),))
+    return ("batch", ((total, sm_seconds / total, dram_seconds / total),))
+
 _CACHE_LIMIT = 8192
 
 
@@ -39,10 +69,14 @@ class BoundService:
     service: Service
     blocks: tuple[tuple[tuple[BoundOperator, ...], int], ...]
     reserved_workspace: float
+    merged: bool = False
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
-    def program(self, variables: Mapping[str, float]) -> list[Launch]:
-        """The launches of one batch with these variables (memoised: batches repeat)."""
+    def program(self, variables: Mapping[str, float]) -> Program:
+        """The launches of one batch with these variables (memoised: batches repeat).
+
+        When :attr:`merged`, the batch is one launch (see :func:`merge`).
+        """
         key = tuple(variables.values())
         cached = self._cache.get(key)
         if cached is not None:
@@ -51,18 +85,27 @@ class BoundService:
         launches: list[Launch] = []
         for ops, repeat in self.blocks:
             launches.extend([launch for op in ops for launch in op.launches(variables, device)] * repeat)
+        peak = max((s for _, phases in launches for _, s, _ in phases), default=0.0)
+        if self.merged and len(launches) > 1:
+            program = Program((merge(launches, self.service.launch_overhead_s),), len(launches), peak)
+        else:
+            program = Program(tuple(launches), len(launches), peak)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
-        self._cache[key] = launches
-        return launches
+        self._cache[key] = program
+        return program
 
 
-def bind(service: Service, assignment: Mapping[str, Config], size_fields: frozenset[str]) -> BoundService:
+def bind(service: Service, assignment: Mapping[str, Config], size_fields: frozenset[str],
+         allow_merge: bool = True) -> BoundService:
     """Pair each operator with its config and compute the workspace the engine reserves.
 
     The reservation is the assignment's peak workspace at the largest batch (one
     operator runs at a time per executor), once per executor, as an engine profiles it
-    before sizing its request state.
+    before sizing its request state. A service whose one executor has the GPU to itself
+    (no neighbours) runs each batch as one merged launch, exactly (see :func:`merge`),
+    unless ``allow_merge`` is off (a recorded timeline shows every kernel) or jitter
+    would also stretch the merged launch gaps.
 
     Raises:
         AssignmentError: an operator has no config, or a config of another family.
@@ -85,4 +128,6 @@ def bind(service: Service, assignment: Mapping[str, Config], size_fields: frozen
             blocks.append(((item,), item.operator.repeat))
     largest = service.largest_batch_variables(size_fields)
     peak = max(op.workspace(largest) for op in bound)
-    return BoundService(service, tuple(blocks), peak * service.executors)
+    merged = (allow_merge and service.executors == 1 and not service.neighbors
+              and service.jitter.kind == "deterministic")
+    return BoundService(service, tuple(blocks), peak * service.executors, merged)

@@ -27,7 +27,7 @@ from ..traffic import Workload
 from .batching import ContinuousBatching, DynamicBatching
 from .gpu import FluidGPU, Kernel
 from .metrics import Metrics, percentile
-from .program import BoundService, Launch, bind
+from .program import BoundService, Launch, Program, bind
 from .recording import Recording
 
 _WAKE, _HORIZON, _NEIGHBOR = 0, 1, 2
@@ -58,7 +58,7 @@ def simulate(
     """
     chosen = problem.regimes[regime]
     workload = chosen.workload(seed, problem.service.jitter, horizon_s)
-    bound = bind(problem.service, assignment, problem.size_fields)
+    bound = bind(problem.service, assignment, problem.size_fields, allow_merge=not record)
     budget = chosen.memory_budget if chosen.memory_budget is not None else problem.service.memory.budget
     return ServiceRun(bound, workload, budget, problem.size_fields, record).run()
 
@@ -95,7 +95,8 @@ class ServiceRun:
         self.policy = (ContinuousBatching if service.batching == "continuous" else DynamicBatching)(self)
         self._priority = service.priority
         self._overhead = service.launch_overhead_s
-        self._programs: list[list[Launch]] = [[] for _ in range(self.executors)]
+        self._programs: list[tuple[Launch, ...]] = [() for _ in range(self.executors)]
+        self._program_peak = 0.0
         self._pc = [0] * self.executors
         self._scale = [1.0] * self.executors
         self._timers: list[tuple[float, int, int, int]] = []
@@ -119,11 +120,14 @@ class ServiceRun:
     def wake_at(self, t: float) -> None:
         self._timer(t, _WAKE, 0)
 
-    def start_program(self, executor: int, program: list[Launch], scale: float, now: float) -> None:
-        self._programs[executor] = program
+    def start_program(self, executor: int, program: Program, scale: float, now: float) -> None:
+        self._programs[executor] = program.launches
         self._pc[executor] = 0
         self._scale[executor] = scale
-        tag, phases = program[0]
+        self.kernels += program.kernels
+        if program.peak_sm > self._program_peak:
+            self._program_peak = program.peak_sm
+        tag, phases = program.launches[0]
         self.gpu.launch(self._priority, executor, tag, phases, scale, self._overhead, now)
 
     def finish(self, request: int, now: float) -> None:
@@ -161,6 +165,7 @@ class ServiceRun:
                 self._memory_peak = memory
 
     def _on_neighbor_kernel_done(self, kernel: Kernel, now: float) -> None:
+        self.kernels += 1
         index = kernel.stream - self.executors
         self._neighbor_done[index] += kernel.work_s
         if now < self.horizon:
@@ -232,7 +237,6 @@ class ServiceRun:
                     idle_waiting += (end - last_t) - (sm_seconds - sm_seconds_at_last)
                 last_t, sm_seconds_at_last = end, sm_seconds
             if kernel is not None:
-                self.kernels += 1
                 stream = kernel.stream
                 if recording is not None:
                     recording.kernel(stream, kernel.tag, kernel.started, t)
@@ -262,7 +266,7 @@ class ServiceRun:
             memory_integral += (self.base_memory + self._memory_used) * (horizon - last_t)
         self._memory_integral, self._idle_waiting = memory_integral, idle_waiting
         self._sm_integral = gpu.sm_seconds(horizon)
-        self._sm_peak = gpu.sm_peak
+        self._sm_peak = max(gpu.sm_peak, self._program_peak)
         return SimResult(self._metrics(), recording)
 
     def _metrics(self) -> Metrics:
