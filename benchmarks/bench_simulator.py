@@ -174,9 +174,9 @@ def mdc_of(problem: Problem, assignment: Mapping[str, Config], regime: str) -> M
         why.append("arrivals are not Poisson at one rate")
     bound = bind(service, assignment, problem.size_fields)
     program = bound.program({"batch": 1})
-    if len(program) != 1:
-        raise fail(why + [f"a batch launches {len(program)} kernels, not 1"])
-    phases = program[0][1]
+    if program.kernels != 1:
+        raise fail(why + [f"a batch launches {program.kernels} kernels, not 1"])
+    phases = program.launches[0][1]
     servers = service.executors
     if servers * max(p[1] for p in phases) > 1.0 + 1e-9 or servers * max(p[2] for p in phases) > 1.0 + 1e-9:
         why.append(f"{servers} kernels side by side would slow each other")
