@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import TunerError
 from . import schema as s
 from .explain import Invalid
 from .model import Config, Family, Operator
@@ -28,12 +29,18 @@ def device_preset(name: str) -> Any:
 
 
 def config_name(params: Mapping[str, Any]) -> str:
-    """A short, stable name: ``BLOCK_M=64, num_warps=4, PERSISTENT=False`` → ``bm64_nw4_p0``."""
+    """A short, stable name: ``BLOCK_M=64, num_warps=4, PERSISTENT=False`` → ``bm64_nw4_p0``.
+
+    Parameters whose initials collide (``NUM_SPLITS``, ``num_stages``) keep their full
+    lower-case names, so a name never reads two ways.
+    """
+    initials = {key: "".join(word[0] for word in key.lower().split("_") if word) for key in params}
+    taken = [abbreviation for abbreviation in initials.values()]
     parts = []
     for key, value in params.items():
-        initials = "".join(word[0] for word in key.lower().split("_") if word)
+        short = initials[key] if taken.count(initials[key]) == 1 else key.lower().replace("_", "")
         shown = int(value) if isinstance(value, bool) else value
-        parts.append(f"{initials}{shown}")
+        parts.append(f"{short}{shown}")
     return "_".join(parts)
 
 
@@ -41,7 +48,7 @@ def kernel_families(
     spec: s.ProblemSpec, operators: tuple[Operator, ...], preset: Any, resources: object | None
 ) -> dict[str, Family]:
     """Families declared as ``kernel: NAME`` with modeled profiles for their configs."""
-    from ..kernels import get_family
+    from ..kernels import FAMILIES, get_family
     from ..kernels.family import all_configs
     from ..profile.modeled import LazyCompileCache, ModeledProfile
 
@@ -51,11 +58,12 @@ def kernel_families(
         if fam.kernel is None:
             continue
         key = f"families.{fname}"
+        if fam.kernel not in FAMILIES:
+            raise Invalid(f"{key}.kernel", f"unknown kernel family {fam.kernel!r} (built-in: {', '.join(sorted(FAMILIES))})")
         try:
             family = get_family(fam.kernel, **fam.options)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise Invalid(f"{key}.kernel" if isinstance(exc, KeyError) else f"{key}.options",
-                          str(exc).strip("'\"")) from None
+        except TunerError as exc:
+            raise Invalid(f"{key}.options", str(exc)) from None
         space = _narrowed(family.space, fam.space, f"{key}.space")
         for i, op in enumerate(operators):
             if op.family == fname:

@@ -30,7 +30,7 @@ from .model import (
 )
 
 
-def load_problem(path: str | Path, resources: object | None = None) -> Problem:
+def load_problem(path: str | Path, resources: object | None = None, device: str | None = None) -> Problem:
     """Read and validate a problem file.
 
     Args:
@@ -38,6 +38,7 @@ def load_problem(path: str | Path, resources: object | None = None) -> Problem:
         resources: where built-in kernel families get compiled resources from (a
             :class:`tuner.profile.cache.CompileCache`); by default a compile cache in
             ``$TUNER_STORAGE`` or ``sqlite:///results.db``, opened on first use.
+        device: a device preset to profile built-in families on instead of the file's.
 
     Raises:
         ProblemError: the file is missing, unreadable, malformed or inconsistent; the
@@ -50,7 +51,7 @@ def load_problem(path: str | Path, resources: object | None = None) -> Problem:
     except ValidationError as exc:
         raise ProblemError(f"{path}: {explain(exc, document)}") from None
     try:
-        return _build(spec, path, hashlib.sha256(raw).hexdigest(), resources)
+        return _build(spec, path, hashlib.sha256(raw).hexdigest(), resources, device)
     except Invalid as exc:
         raise ProblemError(f"{path}: {exc}") from None
 
@@ -61,7 +62,8 @@ def _expr(
     return checked(key, lambda: compile_expr(value, allowed, constants, unit))
 
 
-def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | None) -> Problem:
+def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | None,
+           device_override: str | None = None) -> Problem:
     base = path.parent
     batching = spec.service.batching
     size_fields = regimes.size_fields(spec.regimes, base, batching)
@@ -71,7 +73,7 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     operators = _operators(spec, batch_vars, constants)
     families = _families(spec, operators, batch_vars, constants)
     if any(fam.kernel is not None for fam in spec.families.values()):
-        preset = kernels.device_preset(spec.device.name)
+        preset = kernels.device_preset(device_override or spec.device.name)
         device = Device(preset.name, preset.sms)
         families.update(kernels.kernel_families(spec, operators, preset, resources))
     service = _service(spec, operators, size_fields, constants, device)

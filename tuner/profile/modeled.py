@@ -102,7 +102,8 @@ class ModeledProfile:
             # A persistent grid is SMs × occupancy, and occupancy needs the compiled kernel.
             occupancy = min(r.ctas_per_sm for r, l in zip(compiled, plan.launches) if l.persistent)
             plan = self.family.plan(config, shape, self.device.sms * occupancy)
-        timings = tuple(launch_time(l, r, self.device, self.factors) for l, r in zip(plan.launches, compiled))
+        timings = tuple(launch_time(l, r, self.device, self.factors, shape=shape)
+                        for l, r in zip(plan.launches, compiled))
         result = ShapeTiming(plan, timings)
         if len(self._memo) >= _MEMO_LIMIT:
             self._memo.clear()

@@ -1,0 +1,164 @@
+"""``tuner profile``: fill the compile cache for a problem, or answer one profile query."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..errors import TunerError
+from . import DEFAULT_PROBLEM, main, one_line_errors
+
+DEVICES = ["a100", "h100", "h200", "cuda"]
+
+
+def _value(text: str) -> object:
+    """What a typed value means: ``true``/``false``, an integer, a float, else the text."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _pairs(texts: tuple[str, ...], what: str) -> dict[str, object]:
+    """``K=V,K=V`` (repeatable) → a dict with numbers and booleans parsed."""
+    pairs: dict[str, object] = {}
+    for text in texts:
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise TunerError(f"{what} {item!r}: expected KEY=VALUE")
+            pairs[key.strip()] = _value(value.strip())
+    return pairs
+
+
+@main.command()
+@click.argument("problem", required=False, type=click.Path(path_type=Path))
+@click.option("--device", type=click.Choice(DEVICES), default=None,
+              help="Device preset to profile on (default: the problem's); 'cuda' measures on this machine's GPU.")
+@click.option("--storage", default="sqlite:///results.db", show_default=True, help="Database of the compile cache.")
+@click.option("--workers", default=2, show_default=True, help="Processes compiling at once.")
+@click.option("--family", default=None, help="Profile one shape of this kernel family instead of a problem.")
+@click.option("--option", "options", multiple=True, metavar="K=V", help="Family option, e.g. epilogue=gated_silu.")
+@click.option("--shape", "shape", multiple=True, metavar="K=V,...", help="Shape, e.g. M=16,N=4096,K=4096.")
+@click.option("--config", "config", multiple=True, metavar="K=V,...", help="Config parameters (defaults fill the rest).")
+@click.option("--best", is_flag=True, help="Pick the config with the lowest isolated latency (triton.autotune's choice).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@one_line_errors
+def profile(problem: Path | None, device: str | None, storage: str, workers: int, family: str | None,
+            options: tuple[str, ...], shape: tuple[str, ...], config: tuple[str, ...], best: bool,
+            as_json: bool) -> None:
+    """Profile kernel configs: compiled resources, occupancy and modeled latency."""
+    if device == "cuda":
+        from ..profile.measure import require_cuda
+
+        require_cuda()
+    from ..profile.cache import CompileCache
+
+    if workers < 1:
+        raise TunerError(f"--workers must be at least 1 but got {workers}")
+    with CompileCache(storage) as cache:
+        if family is not None:
+            _one(family, options, shape, config, best, device, cache, as_json)
+        else:
+            if shape or config or best or options:
+                raise TunerError("--shape, --config, --option and --best go with --family")
+            _fill(problem or DEFAULT_PROBLEM, device, cache, workers, as_json)
+
+
+def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...], config_text: tuple[str, ...],
+         best: bool, device_name: str | None, cache: object, as_json: bool) -> None:
+    from ..kernels import FAMILIES, get_family
+    from ..profile.devices import PRESETS
+    from ..profile.fill import profile_one
+
+    if family_name not in FAMILIES:
+        raise TunerError(f"--family {family_name!r}: unknown kernel family (built-in: {', '.join(sorted(FAMILIES))})")
+    family = get_family(family_name, **_pairs(options, "--option"))
+    shape = _pairs(shape_text, "--shape")
+    missing = [k for k in family.shape_keys if k not in shape]
+    unknown = [k for k in shape if k not in family.shape_keys]
+    if missing or unknown:
+        raise TunerError(f"--shape: family {family_name!r} takes {', '.join(family.shape_keys)}"
+                         + (f"; {missing[0]!r} is missing" if missing else f"; {unknown[0]!r} is not one"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape.values()):
+        raise TunerError(f"--shape: sizes must be positive integers but got {shape}")
+    config = _pairs(config_text, "--config")
+    for key, value in config.items():
+        if key not in family.space:
+            raise TunerError(f"--config {key}: not a parameter of {family_name} ({', '.join(family.space)})")
+        if value not in family.space[key]:
+            raise TunerError(f"--config {key}={value!r}: outside the space {list(family.space[key])}")
+    if best and config:
+        raise TunerError("give --config or --best, not both")
+    device = PRESETS[device_name or "h100"] if device_name != "cuda" else None
+    if device is None:
+        raise TunerError("--family with --device cuda is measured by `tuner profile PROBLEM --device cuda`")
+    reason = None if best else family.illegal({**{k: v[0] for k, v in family.space.items()}, **config}, shape)
+    if reason is not None:
+        raise TunerError(f"{family_name} at {shape}: {reason}")
+    answer = profile_one(family, shape, device, cache, config=config, best=best)
+    if as_json:
+        click.echo(json.dumps(answer, indent=2))
+        return
+    click.echo(f"{answer['family']} {answer['shape']} on {answer['device']} ({answer['source']}): "
+               f"{answer['latency_s'] * 1e6:.1f} us, workspace {answer['workspace_bytes'] / 2**20:.1f} MiB")
+    click.echo("  config " + ", ".join(f"{k}={v}" for k, v in answer["config"].items()))
+    for launch in answer["launches"]:
+        click.echo(f"  {launch['name']}: {launch['latency_s'] * 1e6:.1f} us, {launch['ctas']} CTAs, "
+                   f"{launch['ctas_per_sm']}/SM ({launch['limiter']}), {launch['smem_bytes']} B smem, "
+                   f"{launch['regs_per_thread']} regs, {launch['waves']} waves")
+
+
+def _fill(path: Path, device: str | None, cache: object, workers: int, as_json: bool) -> None:
+    from ..problem import load_problem
+    from ..profile.fill import fill_problem
+
+    if device == "cuda":
+        from ..profile.measure import measure_problem
+
+        problem = load_problem(path, resources=cache)
+        report = measure_problem(problem, cache)
+        click.echo(json.dumps(report, indent=2) if as_json else report["summary"])
+        return
+    problem = load_problem(path, resources=cache, device=device)
+    bar = _progress(quiet=as_json)
+    report = fill_problem(problem, cache, workers=workers, progress=bar.update)
+    bar.close()
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    click.echo(f"{report.problem} on {report.device}: {report.launches} launches, {report.compiled_keys} "
+               f"distinct compiles, {report.seconds:.1f} s")
+    for fam in report.families:
+        click.echo(f"  {fam.family} ({fam.kernel}): {fam.legal}/{fam.configs} configs legal")
+        for reason, count in fam.illegal_reasons.most_common(3):
+            click.echo(f"    {count} illegal: {reason}")
+
+
+class _progress:
+    """A rich progress bar on stderr over compiles (nothing when quiet or not a terminal)."""
+
+    def __init__(self, quiet: bool) -> None:
+        import sys
+
+        self._bar = None
+        if not quiet and sys.stderr.isatty():
+            from rich.progress import Progress
+
+            self._bar = Progress(transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("compiling", total=None)
+
+    def update(self, done: int, total: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,0 +1,161 @@
+"""Fill the compile cache for a problem, and answer one profile query.
+
+``tuner profile PROBLEM`` compiles every launch every config of the problem's built-in
+families can make (at the shapes its operators take at the largest batch and at the
+smallest), once per architecture, so that tuning and simulating never wait on the
+compiler; it then reports which configs are legal at those shapes and why the others
+are not. ``tuner profile --family F --shape ...`` profiles one shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import IllegalConfigError, TunerError
+from ..kernels.family import KernelFamily, KernelLaunch, all_configs
+from ..problem.model import Problem
+from ..problem.probe import probe_points
+from .cache import CompileCache
+from .devices import DevicePreset
+from .modeled import ModeledProfile
+
+#: The configs ``--best`` searches when no narrower space is given: the tile sizes,
+#: warps, stages and splits a Triton autotune list typically holds.
+AUTOTUNE_SPACES: dict[str, dict[str, tuple[Any, ...]]] = {
+    "matmul": {"BLOCK_M": (16, 32, 64, 128), "BLOCK_N": (64, 128, 256), "BLOCK_K": (32, 64),
+               "num_warps": (4, 8), "num_stages": (3, 4), "SPLIT_K": (1, 4)},
+}
+
+
+@dataclass
+class FamilyReport:
+    """Legality of one problem family's configs at the shapes its operators take."""
+
+    family: str
+    kernel: str
+    configs: int
+    legal: int
+    illegal_reasons: Counter = field(default_factory=Counter)
+
+
+@dataclass
+class FillReport:
+    problem: str
+    device: str
+    launches: int
+    compiled_keys: int
+    seconds: float
+    families: list[FamilyReport]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "problem": self.problem, "device": self.device, "launches": self.launches,
+            "distinct_compiles": self.compiled_keys, "seconds": round(self.seconds, 3),
+            "families": [
+                {"family": f.family, "kernel": f.kernel, "configs": f.configs, "legal": f.legal,
+                 "illegal": f.configs - f.legal, "illegal_reasons": dict(f.illegal_reasons.most_common())}
+                for f in self.families
+            ],
+        }
+
+
+def fill_problem(problem: Problem, cache: CompileCache, workers: int = 1,
+                 progress: Callable[[int, int], None] | None = None) -> FillReport:
+    """Compile everything the problem's built-in families launch; report legality."""
+    started = time.perf_counter()
+    points = [variables for _, variables in probe_points(problem.service, problem.size_fields)]
+    launches: list[KernelLaunch] = []
+    jobs: list[tuple[str, ModeledProfile, dict[str, int]]] = []
+    device: DevicePreset | None = None
+    for op in problem.service.operators:
+        family = problem.families[op.family]
+        for config in family.configs:
+            profile = config.profile
+            if not isinstance(profile, ModeledProfile):
+                continue
+            device = profile.device
+            for variables in points:
+                shape = profile.shape_of(op.variables(variables))
+                jobs.append((family.name, profile, shape))
+                if profile.family.illegal(profile.config, shape) is None:
+                    launches.extend(profile.family.plan(profile.config, shape, device.sms).launches)
+    if device is None:
+        raise TunerError(f"{problem.path}: no built-in kernel family to profile (families with 'kernel:')")
+    cache.warm(launches, device, progress=progress, workers=workers)
+    reports: dict[str, FamilyReport] = {}
+    verdicts: dict[tuple[str, str], str | None] = {}
+    for name, profile, shape in jobs:
+        key = (name, str(profile.params))
+        try:
+            profile.at(shape)
+        except IllegalConfigError as exc:
+            verdicts.setdefault(key, str(exc).rsplit(": ", 1)[-1])
+        else:
+            verdicts.setdefault(key, None)
+    for (name, _), reason in verdicts.items():
+        kernel = problem.families[name].configs[0].profile.family.name
+        report = reports.setdefault(name, FamilyReport(name, kernel, 0, 0))
+        report.configs += 1
+        if reason is None:
+            report.legal += 1
+        else:
+            report.illegal_reasons[reason] += 1
+    distinct = len({launch.compile_key() for launch in launches})
+    return FillReport(problem.name, device.name, len(launches), distinct,
+                      time.perf_counter() - started, list(reports.values()))
+
+
+def profile_one(family: KernelFamily, shape: Mapping[str, int], device: DevicePreset, cache: CompileCache,
+                config: Mapping[str, Any] | None = None, best: bool = False,
+                space: Mapping[str, tuple[Any, ...]] | None = None) -> dict[str, Any]:
+    """One profile query: a given config (defaults filled in), or the isolated-fastest.
+
+    Raises:
+        IllegalConfigError: the given config cannot run the shape, or none can (``best``).
+    """
+    defaults = {name: values[0] for name, values in family.space.items()}
+    if best:
+        candidates = [c for c in all_configs({**{k: (v,) for k, v in defaults.items()},
+                                              **(space or AUTOTUNE_SPACES.get(family.name, family.space))})
+                      if family.illegal(c, shape) is None]
+        if not candidates:
+            raise IllegalConfigError(f"no config of {family.name} can run {dict(shape)}")
+        launches = [l for c in candidates for l in family.plan(c, shape, device.sms).launches]
+        cache.warm(launches, device)
+        timed = []
+        for candidate in candidates:
+            try:
+                timed.append((_profile(family, candidate, shape, device, cache), candidate))
+            except IllegalConfigError:
+                continue
+        if not timed:
+            raise IllegalConfigError(f"no config of {family.name} compiles for {dict(shape)} on {device.name}")
+        answer = min(timed, key=lambda pair: pair[0]["latency_s"])[0]
+        answer["candidates"] = len(candidates)
+        return answer
+    return _profile(family, {**defaults, **(config or {})}, shape, device, cache)
+
+
+def _profile(family: KernelFamily, config: Mapping[str, Any], shape: Mapping[str, int],
+             device: DevicePreset, cache: CompileCache) -> dict[str, Any]:
+    profile = ModeledProfile(family, tuple(config.items()), device, cache)
+    timing = profile.at(shape)
+    resources = [cache.get_or_compile(launch, device) for launch in timing.plan.launches]
+    main = max(range(len(timing.timings)), key=lambda i: timing.timings[i].latency_s)
+    return {
+        "family": family.name, "shape": dict(shape), "device": device.name, "config": dict(config),
+        "latency_s": timing.latency_s, "workspace_bytes": timing.plan.workspace_bytes,
+        "smem_bytes": resources[main].smem_bytes, "regs_per_thread": resources[main].regs_per_thread,
+        "ctas": timing.plan.launches[main].grid, "ctas_per_sm": resources[main].ctas_per_sm,
+        "persistent": timing.plan.launches[main].persistent, "source": profile.source,
+        "launches": [
+            {"name": launch.name, "latency_s": t.latency_s, "ctas": launch.grid, "smem_bytes": r.smem_bytes,
+             "regs_per_thread": r.regs_per_thread, "ctas_per_sm": r.ctas_per_sm, "limiter": r.limiter,
+             "waves": t.waves}
+            for launch, t, r in zip(timing.plan.launches, timing.timings, resources)
+        ],
+    }
