@@ -7,7 +7,8 @@ single line and exit code 2. Messages name the thing, the value and the reason::
     ├── ProblemError      a problem file is malformed or inconsistent
     │   └── TraceError    a request trace cannot be read
     ├── AssignmentError   a requested config assignment does not fit the problem
-    └── IllegalConfigError a config cannot run a shape (limit, compile, device)
+    ├── IllegalConfigError a config cannot run a shape (limit, compile, device)
+    └── StorageError      a database cannot be opened, read or written
 """
 
 from __future__ import annotations
@@ -31,3 +32,7 @@ class AssignmentError(TunerError):
 
 class IllegalConfigError(TunerError):
     """A config cannot run a shape: a shape limit, a failed compile or a device limit."""
+
+
+class StorageError(TunerError):
+    """A database (the compile cache, the config table) cannot be opened, read or written."""

@@ -35,6 +35,10 @@ class KernelLaunch:
         persistent: the grid is sized to the GPU and loops over tiles.
         flops: useful floating-point operations.
         dram_bytes: bytes it must read and write at least (compulsory traffic).
+        divisible_by_16: the arguments Triton's JIT would specialise as divisible by 16
+            at this shape (pointers to fresh allocations; integers whose value is a
+            multiple of 16). It changes the binary — without it loads do not vectorise
+            and the pipeliner keeps one stage — so it is part of the compile key.
     """
 
     name: str
@@ -47,10 +51,13 @@ class KernelLaunch:
     persistent: bool
     flops: float
     dram_bytes: float
+    divisible_by_16: tuple[str, ...] = ()
 
     def compile_key(self) -> tuple:
-        """What the compiled binary depends on (not the grid or the shape)."""
-        return (self.name, self.signature, self.constexprs, self.num_warps, self.num_stages)
+        """What the compiled binary depends on (not the grid; the shape only through
+        which integer arguments are multiples of 16)."""
+        return (self.name, self.signature, self.constexprs, self.num_warps, self.num_stages,
+                self.divisible_by_16)
 
 
 @dataclass(frozen=True)
@@ -93,3 +100,27 @@ def all_configs(space: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, Any]
     names = list(space)
     for values in product(*(space[name] for name in names)):
         yield dict(zip(names, values))
+
+
+def ast_source(launch: KernelLaunch) -> Any:
+    """The ``triton.compiler.ASTSource`` of ``launch``, ready for ``triton.compile``, with
+    the divisibility hints Triton's JIT would give it (``launch.divisible_by_16``).
+
+    Raises:
+        KernelError: the kernel was loaded under ``TRITON_INTERPRET=1`` and cannot compile.
+    """
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    if not isinstance(launch.fn, JITFunction):
+        from ._common import KernelError
+
+        raise KernelError(
+            f"launch {launch.name!r} cannot be compiled in this process: its kernel was loaded "
+            "under TRITON_INTERPRET=1 (as was Triton's own library); compile in a process "
+            "where TRITON_INTERPRET is unset."
+        )
+    attrs = {(i,): [["tt.divisibility", 16]] for i, (name, _) in enumerate(launch.signature)
+             if name in launch.divisible_by_16}
+    return ASTSource(launch.fn, signature=dict(launch.signature), constexprs=dict(launch.constexprs),
+                     attrs=attrs)

@@ -50,9 +50,12 @@ def kernel_families(
     """Families declared as ``kernel: NAME`` with modeled profiles for their configs."""
     from ..kernels import FAMILIES, get_family
     from ..kernels.family import all_configs
+    from ..profile.measured import MeasuredStore
     from ..profile.modeled import LazyCompileCache, ModeledProfile
 
     source = resources if resources is not None else LazyCompileCache.from_environment()
+    url = getattr(source, "url", None)
+    measured = MeasuredStore(url) if url else None
     families: dict[str, Family] = {}
     for fname, fam in spec.families.items():
         if fam.kernel is None:
@@ -74,7 +77,7 @@ def kernel_families(
                                   f"{missing[0]!r} is missing")
         configs = tuple(
             Config(fname, config_name(params), tuple(params.items()),
-                   ModeledProfile(family, tuple(params.items()), preset, source))
+                   ModeledProfile(family, tuple(params.items()), preset, source, measured=measured))
             for params in all_configs(space)
         )
         families[fname] = Family(fname, tuple(space.items()), configs)

@@ -52,10 +52,12 @@ class LazyCompileCache:
 
 @dataclass(frozen=True)
 class ShapeTiming:
-    """One config at one shape: its plan and each launch's modeled timing."""
+    """One config at one shape: its plan and each launch's timing (modeled, or steered by
+    measurements — ``modeled_latency_s`` keeps the model's own total)."""
 
     plan: LaunchPlan
     timings: tuple[LaunchTiming, ...]
+    modeled_latency_s: float = 0.0
 
     @property
     def latency_s(self) -> float:
@@ -71,12 +73,33 @@ class ModeledProfile:
     device: DevicePreset
     resources: ResourceSource
     factors: Efficiency = DEFAULT
-    source: str = "modeled"
+    measured: Any = None  # a MeasuredStore (or anything with .latencies(...)), read on first use
     _memo: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def measurements(self) -> Mapping[tuple[tuple[str, int], ...], float]:
+        """Measured latency by shape for this config on this kind of GPU (may be empty)."""
+        found = self._memo.get("measured")
+        if found is None:
+            found = {}
+            if self.measured is not None:
+                import importlib.metadata
+
+                from .measured import family_options
+
+                found = self.measured.latencies(self.family.name, family_options(self.family), self.config,
+                                                self.device.name, importlib.metadata.version("triton"))
+            self._memo["measured"] = found
+        return found
 
     @property
     def config(self) -> dict[str, Any]:
         return dict(self.params)
+
+    @property
+    def source(self) -> str:
+        """``measured`` when real GPU timings of this config steer it, else ``modeled``."""
+        return "measured" if self.measurements else "modeled"
 
     def shape_of(self, variables: Mapping[str, float]) -> dict[str, int]:
         """The family's shape from an operator's variables (sizes rounded up to integers)."""
@@ -104,11 +127,26 @@ class ModeledProfile:
             plan = self.family.plan(config, shape, self.device.sms * occupancy)
         timings = tuple(launch_time(l, r, self.device, self.factors, shape=shape)
                         for l, r in zip(plan.launches, compiled))
-        result = ShapeTiming(plan, timings)
+        modeled = sum(t.latency_s for t in timings)
+        if self.measurements:
+            timings = self._steered(shape, timings)
+        result = ShapeTiming(plan, timings, modeled)
         if len(self._memo) >= _MEMO_LIMIT:
             self._memo.clear()
         self._memo[key] = result
         return result
+
+    def _steered(self, shape: Mapping[str, int], timings: tuple[LaunchTiming, ...]) -> tuple[LaunchTiming, ...]:
+        """Scale the model so it agrees with the measurement at the nearest measured shape
+        (exactly, at a measured shape): measured beats modeled."""
+        here = tuple(sorted(shape.items()))
+        nearest = min(self.measurements, key=lambda key: _distance(key, here))
+        if nearest == here:
+            modeled_there = sum(t.latency_s for t in timings)
+        else:
+            modeled_there = self.at(dict(nearest)).modeled_latency_s
+        ratio = self.measurements[nearest] / modeled_there if modeled_there > 0 else 1.0
+        return tuple(t.scaled(ratio) for t in timings)
 
     def _compiled(self, launch: KernelLaunch) -> CompiledResources:
         resources = self.resources.get_or_compile(launch, self.device)
@@ -126,6 +164,11 @@ class ModeledProfile:
 
     def workspace_bytes(self, variables: Mapping[str, float]) -> float:
         return self.at(self.shape_of(variables)).plan.workspace_bytes
+
+
+def _distance(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> float:
+    """How far apart two shapes are: the sum of |log ratio| over their dimensions."""
+    return sum(abs(math.log(x / y)) for (_, x), (_, y) in zip(a, b))
 
 
 def _describe(config: Mapping[str, Any]) -> str:

@@ -11,7 +11,10 @@ class CompiledResources:
 
     ``ctas_per_sm`` is the occupancy the device's limits allow (0 when the launch cannot
     run at all, with ``reason`` saying which limit it breaks); ``limiter`` names the
-    binding limit (``"registers"``, ``"shared memory"``, ``"warps"``, ``"blocks"``).
+    binding limit (``"registers"``, ``"shared memory"``, ``"warps"``, ``"blocks"``, or
+    ``"compile"`` when the config does not compile). ``spill_bytes`` is the per-thread
+    local memory ptxas gave the kernel (its stack frame: in a Triton kernel, register
+    spills); 0 when nothing spills.
     """
 
     arch: str
@@ -21,6 +24,7 @@ class CompiledResources:
     ctas_per_sm: int
     limiter: str
     reason: str | None = None
+    spill_bytes: int = 0
 
     @property
     def legal(self) -> bool:

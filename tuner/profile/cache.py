@@ -1,0 +1,338 @@
+"""A persistent cache of compiled resources: compile each launch once per architecture.
+
+Compiling a config takes 0.3 s to several seconds; a study profiles hundreds. The cache
+stores what a compile for an *architecture* tells (:class:`~tuner.profile.compiled.ArchUsage`)
+in the table ``tuner_compiled`` of any SQLAlchemy database (the project's tables all
+start with ``tuner_`` so they can live beside Optuna's), and recomputes the *device's*
+occupancy from the stored numbers on every lookup: H100 and H200 share one sm_90 row.
+
+The key is everything the binary depends on (:class:`CompileKey`):
+
+* the kernel's source hash: Triton's own ``JITFunction.cache_key``, a SHA-256 over the
+  kernel's source, the sources of the ``@triton.jit`` functions it calls (transitively),
+  the ``constexpr`` globals it reads, and its first line number. The line number makes
+  the key stricter than needed (moving a kernel within its file recompiles it), never
+  looser, and reusing Triton's walk of the call graph beats keeping a copy of it here;
+* the launch name;
+* the compile configuration as canonical JSON: signature (argument types), constexprs,
+  ``num_warps``, ``num_stages``, the argument hints (``tt.divisibility``) and the
+  compile options the JIT would use (FP fusion);
+* the architecture and the Triton version (which pins the bundled ptxas).
+
+A failed compile is cached too, with its reason: an illegal config stays illegal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import multiprocessing
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from tuner.errors import StorageError
+from tuner.kernels.family import KernelLaunch
+from tuner.profile import compiled as _compiled
+from tuner.profile.devices import DevicePreset
+from tuner.profile.resources import CompiledResources
+
+Progress = Callable[[int, int], None]
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class CompiledRecord(_Base):
+    """One compile of one launch for one architecture (a row of ``tuner_compiled``)."""
+
+    __tablename__ = "tuner_compiled"
+    __table_args__ = (
+        UniqueConstraint("source_hash", "launch_name", "config_hash", "arch", "triton_version",
+                         name="uq_tuner_compiled_key"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    source_hash: Mapped[str] = mapped_column(String(64), index=True)
+    launch_name: Mapped[str] = mapped_column(String(200))
+    config_hash: Mapped[str] = mapped_column(String(64))
+    config_json: Mapped[str] = mapped_column(Text)
+    arch: Mapped[str] = mapped_column(String(16))
+    triton_version: Mapped[str] = mapped_column(String(32))
+    smem_bytes: Mapped[int] = mapped_column(Integer)
+    regs_per_thread: Mapped[int] = mapped_column(Integer)
+    spill_bytes: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    compile_seconds: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileKey:
+    """What a compiled binary depends on; ``config_json`` is canonical (sorted, compact)."""
+
+    source_hash: str
+    launch_name: str
+    config_json: str
+    arch: str
+    triton_version: str
+
+    @property
+    def config_hash(self) -> str:
+        return hashlib.sha256(self.config_json.encode()).hexdigest()
+
+
+def _jit_function(fn: Any) -> Any:
+    """The ``JITFunction`` under ``fn`` (autotuner and heuristics wrappers keep it in ``.fn``)."""
+    while not hasattr(fn, "cache_key") and hasattr(fn, "fn"):
+        fn = fn.fn
+    if not hasattr(fn, "cache_key"):
+        raise TypeError(f"{fn!r} is not a @triton.jit function")
+    return fn
+
+
+def kernel_source_hash(fn: Any) -> str:
+    """SHA-256 of a kernel's source and of the jit functions and constexpr globals it uses."""
+    return _jit_function(fn).cache_key
+
+
+def config_json(launch: KernelLaunch) -> str:
+    """The compile configuration of ``launch`` as canonical JSON."""
+    attrs = _compiled.ast_source(launch).attrs
+    document = {
+        "signature": [list(pair) for pair in launch.signature],
+        "constexprs": {name: value for name, value in launch.constexprs},
+        "num_warps": launch.num_warps,
+        "num_stages": launch.num_stages,
+        "attrs": sorted([list(index), value] for index, value in attrs.items()),
+        "options": {k: v for k, v in _compiled.compile_options(launch).items()
+                    if k not in ("num_warps", "num_stages")},
+    }
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def compile_key(launch: KernelLaunch, arch: str) -> CompileKey:
+    """The cache key of compiling ``launch`` for ``arch`` (``"sm_90"``)."""
+    import triton
+
+    return CompileKey(kernel_source_hash(launch.fn), launch.name, config_json(launch), arch, triton.__version__)
+
+
+def _usage(record: CompiledRecord) -> _compiled.ArchUsage:
+    return _compiled.ArchUsage(arch=record.arch, smem_bytes=record.smem_bytes,
+                               regs_per_thread=record.regs_per_thread, spill_bytes=record.spill_bytes,
+                               error=record.error, compile_seconds=record.compile_seconds)
+
+
+def _shown(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 — an unparsable URL is shown as given
+        return repr(url)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class CompileCache:
+    """Compiled resources of launches, compiled once per (key, architecture) and stored.
+
+    Lifecycle: the constructor connects and creates ``tuner_compiled`` if missing;
+    :meth:`close` (or leaving a ``with`` block) releases the connections. Each call opens
+    its own session, so one cache may serve several threads, and several processes or
+    machines may share one database: when two compile the same key at once, the first
+    row stored wins and the other's result is discarded.
+
+    Raises:
+        StorageError: from the constructor, when ``url`` is not a database URL, its
+            driver is not installed or the database cannot be reached; from any method,
+            when the database fails.
+    """
+
+    def __init__(self, url: str = "sqlite:///results.db") -> None:
+        self.url = url
+        self._memo: dict[CompileKey, _compiled.ArchUsage] = {}
+        try:
+            self._engine = create_engine(url)
+            try:
+                _Base.metadata.create_all(self._engine, tables=[CompiledRecord.__table__])
+            except SQLAlchemyError:  # another process created the table between check and create
+                _Base.metadata.create_all(self._engine, tables=[CompiledRecord.__table__])
+        except (SQLAlchemyError, ImportError, ValueError) as e:
+            raise StorageError(
+                f"cannot open the compile cache at {_shown(url)}: {_first_line(e)}; give a reachable "
+                f"SQLAlchemy database URL, e.g. sqlite:///results.db or postgresql+psycopg://user@host/db"
+            ) from e
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> CompileCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[Session]:
+        try:
+            with Session(self._engine) as session, session.begin():
+                yield session
+        except SQLAlchemyError as e:
+            raise StorageError(f"compile cache at {_shown(self.url)} failed: {_first_line(e)}") from e
+
+    def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources:
+        """The compiled resources of ``launch`` on ``device``, compiling only on a miss.
+
+        Never raises for a bad config: one that does not compile comes back with
+        ``ctas_per_sm`` 0 and the compiler's reason.
+        """
+        key = compile_key(launch, device.arch)
+        usage = self._memo.get(key) or self._lookup([key]).get(key)
+        if usage is None:
+            usage = self._store(key, _compiled.compile_usage(launch, device.compute_capability))
+        self._memo[key] = usage
+        return _compiled.on_device(usage, device, launch.num_warps)
+
+    def warm(
+        self,
+        launches: Iterable[KernelLaunch],
+        device: DevicePreset,
+        progress: Progress | None = None,
+        workers: int = 1,
+    ) -> list[CompiledResources]:
+        """Make sure every launch is compiled for ``device``'s architecture.
+
+        Launches with the same key compile once. With ``workers`` > 1 the misses compile
+        in a pool of that many processes (compiling is CPU-bound); a kernel the workers
+        cannot import by module and name (one defined inside a function) compiles here.
+
+        Args:
+            launches: the launches, in any order, duplicates allowed.
+            device: the device whose architecture to compile for and whose limits apply.
+            progress: called as ``progress(done, total)`` over distinct keys: once after
+                the cached ones are found, then after each compile.
+            workers: processes compiling at once, at least 1.
+
+        Returns:
+            The resources of each launch, in the order given.
+        """
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1 but got {workers}.")
+        launches = list(launches)
+        keys = [compile_key(launch, device.arch) for launch in launches]
+        first: dict[CompileKey, KernelLaunch] = {}
+        for key, launch in zip(keys, launches):
+            first.setdefault(key, launch)
+        usages = {key: usage for key, usage in self._memo.items() if key in first}
+        usages.update(self._lookup([key for key in first if key not in usages]))
+        missing = [key for key in first if key not in usages]
+        total, finished = len(first), len(first) - len(missing)
+        if progress is not None:
+            progress(finished, total)
+
+        def done(key: CompileKey, usage: _compiled.ArchUsage) -> None:
+            nonlocal finished
+            usages[key] = self._store(key, usage)
+            finished += 1
+            if progress is not None:
+                progress(finished, total)
+
+        cc = device.compute_capability
+        references = {key: _reference(first[key].fn) for key in missing} if workers > 1 else {}
+        pooled = {key for key in missing if references.get(key) is not None}
+        if len(pooled) < 2:
+            pooled = set()
+        with contextlib.ExitStack() as stack:
+            futures: dict[Future[_compiled.ArchUsage], CompileKey] = {}
+            if pooled:
+                pool = stack.enter_context(ProcessPoolExecutor(
+                    max_workers=min(workers, len(pooled)), mp_context=multiprocessing.get_context("spawn")))
+                for key in missing:
+                    if key in pooled:
+                        portable = dataclasses.replace(first[key], fn=None)
+                        futures[pool.submit(_compile_by_reference, references[key], portable, cc)] = key
+            for key in missing:
+                if key not in pooled:
+                    done(key, _compiled.compile_usage(first[key], cc))
+            for future in as_completed(futures):
+                done(futures[future], future.result())
+        self._memo.update(usages)
+        return [_compiled.on_device(usages[key], device, launch.num_warps) for key, launch in zip(keys, launches)]
+
+    def _lookup(self, keys: list[CompileKey]) -> dict[CompileKey, _compiled.ArchUsage]:
+        if not keys:
+            return {}
+        wanted = {(k.source_hash, k.launch_name, k.config_hash, k.arch, k.triton_version): k for k in keys}
+        found: dict[CompileKey, _compiled.ArchUsage] = {}
+        hashes = sorted({k.source_hash for k in keys})
+        with self._session() as session:
+            for start in range(0, len(hashes), 500):
+                rows = session.scalars(select(CompiledRecord).where(
+                    CompiledRecord.source_hash.in_(hashes[start:start + 500]),
+                    CompiledRecord.arch.in_(sorted({k.arch for k in keys})),
+                    CompiledRecord.triton_version.in_(sorted({k.triton_version for k in keys})),
+                ))
+                for row in rows:
+                    key = wanted.get((row.source_hash, row.launch_name, row.config_hash, row.arch,
+                                      row.triton_version))
+                    if key is not None:
+                        found[key] = _usage(row)
+        return found
+
+    def _store(self, key: CompileKey, usage: _compiled.ArchUsage) -> _compiled.ArchUsage:
+        """Store ``usage`` under ``key``; if another writer got there first, theirs."""
+        record = CompiledRecord(
+            source_hash=key.source_hash, launch_name=key.launch_name, config_hash=key.config_hash,
+            config_json=key.config_json, arch=key.arch, triton_version=key.triton_version,
+            smem_bytes=usage.smem_bytes, regs_per_thread=usage.regs_per_thread,
+            spill_bytes=usage.spill_bytes, error=usage.error, compile_seconds=usage.compile_seconds,
+            created_at=datetime.now(timezone.utc),
+        )
+        try:
+            with Session(self._engine) as session, session.begin():
+                session.add(record)
+        except IntegrityError:
+            return self._lookup([key]).get(key, usage)
+        except SQLAlchemyError as e:
+            raise StorageError(f"compile cache at {_shown(self.url)} failed: {_first_line(e)}") from e
+        return usage
+
+
+def _reference(fn: Any) -> tuple[str, str] | None:
+    """``(module, name)`` that imports back to ``fn`` in a fresh process, or None."""
+    import importlib
+
+    python_fn = getattr(_jit_function(fn), "fn", None)
+    module, name = getattr(python_fn, "__module__", None), getattr(python_fn, "__qualname__", "")
+    if not module or module == "__main__" or "<" in name:
+        return None
+    try:
+        target: Any = importlib.import_module(module)
+        for part in name.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError):
+        return None
+    return (module, name) if target is fn else None
+
+
+def _compile_by_reference(reference: tuple[str, str], launch: KernelLaunch, cc: int) -> _compiled.ArchUsage:
+    """Worker side of :meth:`CompileCache.warm`: import the kernel, then compile."""
+    import importlib
+
+    module, name = reference
+    fn: Any = importlib.import_module(module)
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return _compiled.compile_usage(dataclasses.replace(launch, fn=fn), cc)
