@@ -18,8 +18,9 @@ Variants:
   of B·H·NUM_SPLITS·(D+2)·4 bytes; ``decode_reduce`` then combines the splits. With
   NUM_SPLITS = 1 the CTA writes the final output: one launch, no workspace. The context is
   cut into whole BLOCK_N tiles spread evenly over the splits. A context shorter than
-  NUM_SPLITS tiles runs with one split per tile (as flash-decoding's split heuristics
-  do), so a config stays legal as contexts grow and shrink during decoding.
+  NUM_SPLITS tiles runs with fewer splits (the largest power of two not above its tile
+  count, as flash-decoding's split heuristics clamp), so a config stays legal as
+  contexts grow and shrink during decoding.
 * ``materialize`` — ``decode_scores`` writes the whole scaled score matrix
   S = QK^T / sqrt(D) (B·H·L fp32, a workspace growing linearly with L) with a CTA per
   (sequence, KV head, BLOCK_N tile of the context); ``decode_softmax_pv`` then runs a CTA
@@ -236,8 +237,10 @@ class DecodeAttentionFamily:
 
     @staticmethod
     def _splits(config: ConfigParams, shape: Shape) -> int:
-        """Splits that run: at most one per context tile."""
-        return min(config["NUM_SPLITS"], cdiv(shape["L"], config["BLOCK_N"]))
+        """Splits that run: at most one per context tile, kept a power of two (the reduce
+        kernel's arange over splits needs one)."""
+        tiles = cdiv(shape["L"], config["BLOCK_N"])
+        return min(config["NUM_SPLITS"], 1 << (tiles.bit_length() - 1))
 
     def _buffers(self, config: ConfigParams, shape: Shape, dtype: str) -> dict[str, Buffer]:
         B, H, D, L = shape["B"], shape["H"], shape["D"], shape["L"]
