@@ -27,24 +27,29 @@ class Program:
     peak_sm: float
 
 
-def merge(launches: list[Launch], overhead_s: float) -> Launch:
+def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> Launch:
     """One launch standing for a whole batch that runs alone on the GPU.
 
     A stream alone on the GPU runs every kernel at rate 1, so the batch takes the sum of
     its kernels' times and gaps, and the SM-seconds it occupies are Σ s·t; one phase with
     that duration and the time-weighted shares keeps both exact, at a fraction of the
     events. The GPU adds one launch overhead itself, so the other gaps go in the phase.
+    ``blocks`` are (launches, repeat) pairs, summed once per block, not per repeat.
     """
     seconds = sm_seconds = dram_seconds = 0.0
-    for _, phases in launches:
-        for t, s, b in phases:
-            seconds += t
-            sm_seconds += s * t
-            dram_seconds += b * t
-    total = seconds + overhead_s * (len(launches) - 1)
+    count = 0
+    for launches, repeat in blocks:
+        for _, phases in launches:
+            for t, s, b in phases:
+                seconds += t * repeat
+                sm_seconds += s * t * repeat
+                dram_seconds += b * t * repeat
+        count += len(launches) * repeat
+    total = seconds + overhead_s * (count - 1)
     if total <= 0.0:
         return ("batch", ((0.0, 0.0, 0.0),))
     return ("batch", ((total, sm_seconds / total, dram_seconds / total),))
+
 
 _CACHE_LIMIT = 8192
 
@@ -82,14 +87,15 @@ class BoundService:
         if cached is not None:
             return cached
         device = self.service.device
-        launches: list[Launch] = []
-        for ops, repeat in self.blocks:
-            launches.extend([launch for op in ops for launch in op.launches(variables, device)] * repeat)
-        peak = max((s for _, phases in launches for _, s, _ in phases), default=0.0)
-        if self.merged and len(launches) > 1:
-            program = Program((merge(launches, self.service.launch_overhead_s),), len(launches), peak)
+        blocks = [(tuple(launch for op in ops for launch in op.launches(variables, device)), repeat)
+                  for ops, repeat in self.blocks]
+        kernels = sum(len(launches) * repeat for launches, repeat in blocks)
+        peak = max((s for launches, _ in blocks for _, phases in launches for _, s, _ in phases), default=0.0)
+        if self.merged and kernels > 1:
+            program = Program((merge(blocks, self.service.launch_overhead_s),), kernels, peak)
         else:
-            program = Program(tuple(launches), len(launches), peak)
+            program = Program(tuple(launch for launches, repeat in blocks for launch in launches * repeat),
+                              kernels, peak)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = program
