@@ -1,0 +1,190 @@
+"""``tuner tune`` and ``tuner table``: the default run, resuming, exports, and bad input
+(one line on stderr, exit code 2, nothing overwritten)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tuner.cli import main
+from tuner.cli.tune import default_problem
+from tuner.store import SCHEMA_VERSION
+
+ROOT = Path(__file__).resolve().parents[1]
+SPACES = ROOT / "search_spaces"
+ROW_KEYS = {"problem", "regime", "op", "config", "goodput_rps", "goodput_ci_rps", "baseline_goodput_rps",
+            "oracle_goodput_rps", "source", "device"}
+
+
+def run(*args: object):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def one_line_error(result, *needles: str) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("tuner: error: ") and "Traceback" not in result.output
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> Path:
+    """``tuner tune --horizon 10`` run from a fresh directory: default problem and storage."""
+    here = tmp_path_factory.mktemp("tune")
+    (here / "search_spaces").symlink_to(SPACES)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(here)
+        result = run("tune", "--horizon", 10, "--oracle")
+    assert result.exit_code == 0, (result.output, result.exception)
+    (here / "output.txt").write_text(result.stdout)
+    return here
+
+
+def db(here: Path) -> str:
+    return f"sqlite:///{here / 'results.db'}"
+
+
+def test_default_tune_writes_the_table_and_reports_baselines(tuned):
+    out = (tuned / "output.txt").read_text()
+    for needle in ("seed_example: config table", "light", "heavy", "fast", "lean", "isolated-fastest",
+                   "smallest-footprint", "tuned / oracle 1.000×", "3 rows written to sqlite:///results.db"):
+        assert needle in out, needle
+    assert (tuned / "results.db").exists()
+
+
+def test_table_show_json_lists_row_objects(tuned):
+    result = run("table", "show", "--storage", db(tuned), "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["regime"], r["op"]) for r in rows] == [("light", "stage"), ("bursty", "stage"), ("heavy", "stage")]
+    assert all(ROW_KEYS <= set(r) for r in rows)
+    by_regime = {r["regime"]: r for r in rows}
+    assert by_regime["light"]["config"] == {"name": "fast", "params": {"variant": "fast"}}
+    assert by_regime["heavy"]["config"]["name"] == "lean"
+    assert by_regime["heavy"]["goodput_rps"] > 10 * by_regime["heavy"]["baseline_goodput_rps"]
+    assert by_regime["heavy"]["oracle_goodput_rps"] == pytest.approx(by_regime["heavy"]["goodput_rps"])
+
+
+def test_table_show_prints_a_table(tuned):
+    result = run("table", "show", "--storage", db(tuned), "--problem", "seed_example")
+    assert result.exit_code == 0 and "tuner:seed_example:heavy:" in result.stdout
+
+
+def test_table_export_json_and_vllm(tuned, tmp_path):
+    result = run("table", "export", "--format", "json", tmp_path / "t.json", "--storage", db(tuned))
+    assert result.exit_code == 0, result.output
+    document = json.loads((tmp_path / "t.json").read_text())
+    assert document["schema_version"] == SCHEMA_VERSION and document["problem"] == "seed_example"
+    assert len(document["rows"]) == 3
+    result = run("table", "export", "--format", "vllm", tmp_path / "vllm", "--storage", db(tuned))
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "vllm").iterdir()) == [
+        "seed_example_bursty_stage.json", "seed_example_heavy_stage.json", "seed_example_light_stage.json"]
+    assert json.loads((tmp_path / "vllm" / "seed_example_light_stage.json").read_text()) == {"1": {"variant": "fast"}}
+    assert "no vLLM tile parameters" in result.stdout
+
+
+def test_a_rerun_resumes_and_other_settings_are_refused(tuned):
+    result = run("tune", SPACES / "seed_example.yaml", "--storage", db(tuned), "--horizon", 10, "--regimes", "heavy")
+    assert result.exit_code == 0, result.output
+    assert "1 rows written" in result.stdout
+    before = (tuned / "results.db").read_bytes()
+    result = run("tune", SPACES / "seed_example.yaml", "--storage", db(tuned), "--horizon", 10, "--seeds", 2)
+    one_line_error(result, "tuner:seed_example:light", "seeds [0, 1, 2]", "--fresh")
+    assert (tuned / "results.db").read_bytes() == before
+
+
+def test_fresh_starts_the_study_over(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    args = ("tune", SPACES / "seed_example.yaml", "--storage", url, "--regimes", "light", "--horizon", 5)
+    assert run(*args).exit_code == 0
+    assert run(*args, "--seeds", 2).exit_code == 2
+    result = run(*args, "--seeds", 2, "--fresh")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(run("table", "show", "--storage", url, "--json").stdout)
+    assert [r["regime"] for r in rows] == ["light"]
+
+
+def test_default_problem_prefers_llm_decode(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "search_spaces").mkdir()
+    assert default_problem() == Path("search_spaces") / "seed_example.yaml"
+    (tmp_path / "search_spaces" / "llm_decode.yaml").write_text("name: x\n")
+    assert default_problem() == Path("search_spaces") / "llm_decode.yaml"
+
+
+def test_interrupt_says_how_to_resume(monkeypatch, tmp_path):
+    import tuner.search
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tuner.search, "tune_problem", interrupted)
+    result = run("tune", SPACES / "seed_example.yaml", "--storage", f"sqlite:///{tmp_path / 'r.db'}")
+    assert result.exit_code == 130
+    assert "interrupted; finished trials are kept" in result.stderr and "rerun the same command" in result.stderr
+
+
+def bumped_schema(tmp_path: Path, source: Path) -> Path:
+    target = tmp_path / "old.db"
+    target.write_bytes((source / "results.db").read_bytes())
+    with sqlite3.connect(target) as connection:
+        connection.execute("UPDATE tuner_schema SET version = ?", (SCHEMA_VERSION + 1,))
+    return target
+
+
+@pytest.mark.parametrize("command", [
+    ("tune", SPACES / "seed_example.yaml", "--horizon", 5),
+    ("table", "show"),
+    ("table", "export", "--format", "json", "OUT"),
+])
+def test_another_schema_version_is_refused_untouched(tuned, tmp_path, command):
+    target = bumped_schema(tmp_path, tuned)
+    before = target.read_bytes()
+    args = [str(tmp_path / "out.json") if a == "OUT" else a for a in command]
+    one_line_error(run(*args, "--storage", f"sqlite:///{target}"),
+                   f"version {SCHEMA_VERSION + 1} found", f"version {SCHEMA_VERSION}", str(target))
+    assert target.read_bytes() == before and not (tmp_path / "out.json").exists()
+
+
+def test_bad_input_is_one_line(tuned, tmp_path):
+    seed = SPACES / "seed_example.yaml"
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n")
+    one_line_error(run("tune", tmp_path / "missing.yaml"), "missing.yaml")
+    one_line_error(run("tune", seed, "--regimes", "medium", "--storage", f"sqlite:///{tmp_path}/x.db"),
+                   "no regime 'medium'", "light, bursty, heavy")
+    assert not (tmp_path / "x.db").exists()
+    one_line_error(run("tune", seed, "--storage", "not a url"), "not a database URL")
+    one_line_error(run("tune", seed, "--storage", "postgresql+psycopg://nobody@127.0.0.1:1/db"),
+                   "cannot open the database")
+    one_line_error(run("tune", seed, "--storage", f"sqlite:///{notes}"), "is not a SQLite database")
+    assert notes.read_text() == "not a database\n"
+    one_line_error(run("tune", seed, "--trials", 0, "--storage", f"sqlite:///{tmp_path}/y.db"),
+                   "trials must be at least 1 but got 0")
+    one_line_error(run("tune", seed, "--horizon", -1, "--storage", f"sqlite:///{tmp_path}/y.db"),
+                   "horizon must be a finite number")
+    one_line_error(run("table", "show", "--storage", f"sqlite:///{tmp_path}/none.db"), "no such database file")
+    assert not (tmp_path / "none.db").exists()
+    one_line_error(run("table", "show", "--storage", db(tuned), "--problem", "toy"),
+                   "no rows for problem 'toy'", "seed_example")
+    one_line_error(run("table", "export", "--format", "json", tmp_path, "--storage", db(tuned)), "is a directory")
+    one_line_error(run("table", "export", "--format", "vllm", notes, "--storage", db(tuned)), "not a directory")
+    assert notes.read_text() == "not a database\n"
+
+
+def test_oracle_too_large_is_reported_with_the_size(tmp_path):
+    from tests.test_search import tradeoff_problem, write_yaml
+
+    problem = write_yaml(tmp_path / "tradeoff.yaml", tradeoff_problem(horizon="0.2 s"))
+    result = run("tune", problem, "--storage", f"sqlite:///{tmp_path / 'r.db'}", "--trials", 2, "--seeds", 1,
+                 "--oracle", "--oracle-limit", 100)
+    assert result.exit_code == 0, result.output
+    assert "oracle not computed: the joint space has 216 assignments (more than --oracle-limit 100)" in result.stdout

@@ -1,0 +1,110 @@
+"""``tuner tune``: search each regime's joint assignment and write the config table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import TunerError
+from . import DEFAULT_PROBLEM, fail, main, one_line_errors
+
+STORAGE_HELP = "Database URL (any SQLAlchemy/Optuna URL) [default: $TUNER_STORAGE or sqlite:///results.db]"
+
+
+def default_problem() -> Path:
+    """``search_spaces/llm_decode.yaml`` when it exists, else the seed example."""
+    llm = DEFAULT_PROBLEM.parent / "llm_decode.yaml"
+    return llm if llm.exists() else DEFAULT_PROBLEM
+
+
+def storage_option(command):
+    return click.option("--storage", envvar="TUNER_STORAGE", default="sqlite:///results.db",
+                        show_envvar=False, help=STORAGE_HELP)(command)
+
+
+@main.command()
+@click.argument("problem", required=False, type=click.Path(path_type=Path))
+@storage_option
+@click.option("--trials", default=40, show_default=True, type=int,
+              help="Finished trials per regime's study (a rerun continues to this number).")
+@click.option("--seeds", default=3, show_default=True, type=int, help="Traffic samples per assignment (K).")
+@click.option("--regimes", default=None, metavar="A,B", help="Regimes to tune, comma-separated (default: all).")
+@click.option("--oracle", is_flag=True, help="Also evaluate every joint assignment (when the space is small).")
+@click.option("--oracle-limit", default=512, show_default=True, type=int,
+              help="Largest joint space --oracle evaluates exhaustively.")
+@click.option("--horizon", type=float, default=None, help="Seconds of traffic per simulation (default: the regime's).")
+@click.option("--seed", default=0, show_default=True, type=int, help="First workload seed; also seeds the sampler.")
+@click.option("--fresh", is_flag=True, help="Delete the chosen regimes' studies first and start over.")
+@one_line_errors
+def tune(problem: Path | None, storage: str, trials: int, seeds: int, regimes: str | None, oracle: bool,
+         oracle_limit: int, horizon: float | None, seed: int, fresh: bool) -> None:
+    """Tune each regime's joint assignment by goodput and write the config table.
+
+    One Optuna study per regime (named tuner:PROBLEM:REGIME) in the storage; a rerun
+    resumes it. The table's rows for a regime are replaced when the regime is done.
+    """
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ..problem import load_problem
+    from ..search import TuneSettings, tune_problem
+    from ..search.report import print_outcomes
+
+    loaded = load_problem(problem or default_problem())
+    chosen = [name.strip() for name in regimes.split(",") if name.strip()] if regimes else None
+    settings = TuneSettings(trials=trials, seeds=seeds, base_seed=seed, horizon_s=horizon, oracle=oracle,
+                            oracle_limit=oracle_limit)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with TrialProgress() as progress:
+            outcomes = tune_problem(loaded, storage, settings, chosen, fresh=fresh, progress=progress)
+    except KeyboardInterrupt:
+        click.echo(f"tuner: interrupted; finished trials are kept in {storage}; rerun the same command to resume",
+                   err=True)
+        sys.exit(130)
+    except TunerError:
+        raise
+    except (SQLAlchemyError, optuna.exceptions.OptunaError) as exc:
+        text = str(exc).strip().splitlines()
+        fail(f"{storage}: {text[0] if text else type(exc).__name__}")
+    print_outcomes(loaded, outcomes, storage)
+
+
+class TrialProgress:
+    """Implements :class:`tuner.search.Progress`: trials done/total, best goodput, ETA."""
+
+    def __init__(self) -> None:
+        self._progress = None
+        self._task = None
+
+    def __enter__(self) -> TrialProgress:
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("trials"),
+                TextColumn("best {task.fields[best]}"), TextColumn("ETA"), TimeRemainingColumn(),
+                console=Console(stderr=True), transient=False,
+            )
+            self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def start(self, regime: str, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._task = self._progress.add_task(f"regime {regime}", total=total, completed=done, best="—")
+
+    def update(self, done: int, best: float | None) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=done, best="—" if best is None else f"{best:.2f}/s")
+
+    def finish(self) -> None:
+        if self._progress is not None and self._task is not None:
+            task = self._progress.tasks[self._task]
+            self._progress.update(self._task, total=task.completed)

@@ -1,0 +1,142 @@
+"""Score a joint assignment in a regime: constraints first, then goodput over K seeds.
+
+Seed ``k`` of a study is ``base_seed + k`` for every assignment, so two assignments are
+compared on the same requests (common random numbers) and their per-seed goodputs pair
+up: that is what the Wilcoxon pruner and the confidence intervals rest on.
+
+Constraints (DESIGN §5), both reported as Optuna constraint values, feasible when ≤ 0:
+
+* ``memory`` = (fixed + reserved workspace + one request's minimal state − budget) / budget.
+  Positive exactly when no request can ever be admitted (the simulator's admission rule),
+  so the assignment serves nothing whatever the traffic.
+* ``legality`` = 1 when some config cannot run a shape the service reaches
+  (:class:`~tuner.errors.IllegalConfigError`, at the largest batch or during the
+  simulation), else 0.
+
+An infeasible assignment is scored 0 requests/s and kept, never dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..errors import IllegalConfigError
+from ..problem.model import Config, Problem
+from ..sim import Metrics, bind, simulate
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Constraint values of one assignment in one regime (feasible when both are ≤ 0)."""
+
+    memory: float = 0.0
+    legality: float = 0.0
+    reason: str | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return self.memory <= 0.0 and self.legality <= 0.0
+
+    def values(self) -> dict[str, float]:
+        return {"memory": self.memory, "legality": self.legality}
+
+
+def check_constraints(problem: Problem, assignment: Mapping[str, Config], regime: str) -> Constraints:
+    """Memory and legality of ``assignment`` before any simulation (cheap)."""
+    service = problem.service
+    try:
+        reserved = bind(service, assignment, problem.size_fields).reserved_workspace
+    except IllegalConfigError as exc:
+        return Constraints(legality=1.0, reason=f"illegal: {exc}")
+    chosen = problem.regimes[regime]
+    budget = chosen.memory_budget if chosen.memory_budget is not None else service.memory.budget
+    minimal_state = service.memory.per_request.evaluate({name: 1.0 for name in problem.size_fields})
+    need = service.memory.fixed + reserved + minimal_state
+    memory = (need - budget) / budget if budget > 0 else (1.0 if need > 0 else 0.0)
+    if memory > 0.0:
+        return Constraints(
+            memory=memory,
+            reason=(f"memory: fixed {_gib(service.memory.fixed)} + reserved workspace {_gib(reserved)} "
+                    f"+ one request {_gib(minimal_state)} exceeds the budget {_gib(budget)}"),
+        )
+    return Constraints(memory=memory)
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per-seed goodput of one assignment in one regime (empty when infeasible).
+
+    ``latency_p50_s`` is the mean over seeds of the median latency (None when nothing
+    completed); it breaks exact goodput ties, because when every request meets its SLO
+    whatever the config, the faster config is the right one.
+    """
+
+    goodputs: tuple[float, ...]
+    constraints: Constraints = Constraints()
+    latency_p50_s: float | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return self.constraints.feasible
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.goodputs) if self.goodputs else 0.0
+
+    @property
+    def ci(self) -> float | None:
+        """Half-width of the 95% confidence interval of the mean (None under 2 seeds)."""
+        return ci_half_width(self.goodputs)
+
+
+def ci_half_width(values: Sequence[float], confidence: float = 0.95) -> float | None:
+    """Student-t half-width of the mean's confidence interval; None for fewer than 2 values."""
+    n = len(values)
+    if n < 2:
+        return None
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n))
+
+
+def evaluate(
+    problem: Problem,
+    assignment: Mapping[str, Config],
+    regime: str,
+    seeds: Sequence[int],
+    horizon_s: float | None,
+    on_seed: Callable[[int, Metrics], None] | None = None,
+    known: Mapping[int, float] | None = None,
+) -> Evaluation:
+    """Constraints, then one simulation per seed not already ``known`` (step → goodput).
+
+    ``on_seed(step, metrics)`` runs after each simulation (a trial reports and may
+    prune there, by raising). Known steps are not re-simulated; their latency is not
+    known, so ``latency_p50_s`` averages the simulated seeds only.
+    """
+    constraints = check_constraints(problem, assignment, regime)
+    if not constraints.feasible:
+        return Evaluation((), constraints)
+    goodputs: list[float] = []
+    latencies: list[float] = []
+    try:
+        for step, seed in enumerate(seeds):
+            if known is not None and step in known:
+                goodputs.append(known[step])
+                continue
+            metrics = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s).metrics
+            goodputs.append(metrics.goodput_rps)
+            if metrics.latency_p50_s is not None:
+                latencies.append(metrics.latency_p50_s)
+            if on_seed is not None:
+                on_seed(step, metrics)
+    except IllegalConfigError as exc:
+        return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {exc}"))
+    return Evaluation(tuple(goodputs), constraints, statistics.fmean(latencies) if latencies else None)

@@ -1,0 +1,133 @@
+"""Tune a problem: every chosen regime's study, then its rows of the config table.
+
+The order of writes is what makes an interruption safe: the store's schema is checked
+before Optuna touches the database (a database of another schema version is refused
+with nothing written); each trial is committed by Optuna as it finishes; a regime's
+table rows are replaced in one transaction only after its study, baselines and oracle
+are done. Regimes run in the problem file's order, so later regimes warm-start from
+the earlier ones' best assignments.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+
+import optuna
+from optuna.trial import FrozenTrial
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..problem.model import Problem
+from ..store import Store, StoreError, TableRow
+from ..store.store import parse_url, resolve_url, shown
+from .errors import SearchError
+from .space import representative_variables
+from .study import Progress, RegimeOutcome, TuneSettings, study_name, tune_regime
+
+
+def open_storage(url: str) -> optuna.storages.RDBStorage:
+    """Optuna's storage on ``url``, its failures as one-line :class:`StoreError`."""
+    try:
+        return optuna.storages.RDBStorage(resolve_url(url))
+    except (SQLAlchemyError, optuna.exceptions.OptunaError, RuntimeError, ValueError, ImportError) as exc:
+        text = str(exc).strip().splitlines()
+        raise StoreError(f"{shown(parse_url(url))}: Optuna cannot use this storage: "
+                         f"{text[0] if text else type(exc).__name__}") from None
+
+
+def tune_problem(
+    problem: Problem,
+    url: str,
+    settings: TuneSettings | None = None,
+    regimes: Sequence[str] | None = None,
+    *,
+    fresh: bool = False,
+    progress: Progress | None = None,
+    callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
+    on_regime: Callable[[RegimeOutcome], None] | None = None,
+) -> list[RegimeOutcome]:
+    """Tune ``regimes`` (default: all, in file order) and write their table rows to ``url``.
+
+    Args:
+        fresh: delete the chosen regimes' studies first (their table rows stay until
+            replaced).
+        on_regime: called with each regime's outcome once its rows are written.
+
+    Raises:
+        SearchError: an unknown regime, or a study run with other settings.
+        StoreError: the URL cannot be used; SchemaMismatchError: another schema version.
+    """
+    settings = settings or TuneSettings()
+    chosen = list(regimes) if regimes else list(problem.regimes)
+    for name in chosen:
+        if name not in problem.regimes:
+            raise SearchError(f"{problem.path}: no regime {name!r} (regimes: {', '.join(problem.regimes)})")
+    store = Store(url, create=True)
+    try:
+        storage = open_storage(url)
+        if fresh:
+            existing = {s.study_name for s in storage.get_all_studies()}
+            for name in chosen:
+                if study_name(problem.name, name) in existing:
+                    optuna.delete_study(study_name=study_name(problem.name, name), storage=storage)
+        outcomes = []
+        for name in chosen:
+            outcome = tune_regime(problem, name, storage, settings, callbacks=callbacks, progress=progress)
+            store.replace_regime(problem.name, name, table_rows(outcome))
+            outcomes.append(outcome)
+            if on_regime is not None:
+                on_regime(outcome)
+        return outcomes
+    finally:
+        store.close()
+
+
+def triton_version() -> str | None:
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> list[TableRow]:
+    """One row per operator for the regime's tuned assignment, with its provenance.
+
+    A profile may expose ``source_hash`` (a hash of its kernel's source); declared
+    profiles have none, and their rows say None.
+    """
+    problem = outcome.problem
+    created_at = created_at or datetime.now(timezone.utc)
+    assignment = outcome.space.assignment(outcome.tuned.point)
+    largest = representative_variables(problem)
+    regime_index = list(problem.regimes).index(outcome.regime)
+    tuned = outcome.tuned.evaluation
+    oracle = outcome.oracle.best.evaluation.mean if outcome.oracle and outcome.oracle.best else None
+    version = triton_version()
+    rows = []
+    for index, op in enumerate(problem.service.operators):
+        config = assignment[op.name]
+        values = op.variables(largest)
+        shape = {dim: _number(values[dim]) for dim, _ in op.shape}
+        rows.append(TableRow(
+            problem=problem.name, regime=outcome.regime, op=op.name, regime_index=regime_index, op_index=index,
+            config=config.name, params={k: _jsonable(v) for k, v in config.params}, shape=shape or None,
+            device=problem.service.device.name, source=str(config.profile.source), triton_version=version,
+            kernel_source_hash=getattr(config.profile, "source_hash", None), problem_hash=problem.file_hash,
+            study_name=outcome.study_name, trial_number=int(outcome.tuned.trial or 0),
+            seeds=outcome.settings.seeds, horizon_s=outcome.horizon_s,
+            goodput_rps=tuned.mean, goodput_ci_rps=tuned.ci,
+            baseline_goodput_rps=outcome.isolated_fastest.evaluation.mean, oracle_goodput_rps=oracle,
+            created_at=created_at,
+        ))
+    return rows
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def _jsonable(value: object) -> object:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)

@@ -1,0 +1,492 @@
+"""One Optuna study per (problem, regime): objective, warm starts, pruning, the pick.
+
+Contract of a study (DESIGN §5). It is named ``tuner:{problem}:{regime}`` and lives
+in any storage Optuna accepts; everything a worker needs is in that storage, so many
+workers on many machines may share it (run the same command against the same URL).
+The study's user attributes record what its numbers mean — regime description, seeds,
+horizon, problem-file hash — and a run with other settings is refused rather than
+mixed in. One trial is one joint assignment: a categorical parameter per operator,
+named after it, over its family's config names. Its value is the mean goodput over
+seeds ``base_seed + k``; each seed's goodput is reported at step ``k`` so the Wilcoxon
+pruner compares it with the best trial pairwise (common random numbers). Constraints
+(memory, legality) are set with ``trial.set_constraint`` and mirrored in the user
+attribute ``constraint`` as ``[memory, legality]``; infeasible trials score 0.
+
+Warm starts (enqueued once): the isolated-fastest assignment, the smallest-footprint
+one, the *footprint ladder* between them (per workspace cap, each operator's fastest
+config under it — the engine reserves the peak workspace, so this is the memory
+trade-off's natural axis), and the best of the neighbouring regimes' studies.
+
+Optuna commits each finished trial, so an interruption loses at most the trial in
+flight, and a rerun continues: ``trials`` is the target number of finished (complete
+or pruned) trials in the study, not the number to add. A point already evaluated in
+the study is not simulated again: the new trial replays the stored values.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from ..problem.model import Problem
+from ..sim import Metrics
+from .errors import SearchError
+from .evaluate import Constraints, Evaluation, evaluate
+from .space import JointSpace, Point, footprint_ladder, isolated_fastest, smallest_footprint
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+#: Goodputs within this relative distance of the best count as a tie (broken by latency).
+TIE_TOLERANCE = 1e-9
+
+
+def study_name(problem: str, regime: str) -> str:
+    return f"tuner:{problem}:{regime}"
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """How to tune a regime.
+
+    Attributes:
+        trials: target number of finished trials in each study (a rerun continues to it).
+        seeds: traffic samples per assignment (K); seed ``k`` is ``base_seed + k``.
+        base_seed: first workload seed; also seeds the sampler (same seed, same table).
+        horizon_s: measurement window of each simulation (None: the regime's own).
+        oracle: also evaluate every joint assignment when there are at most ``oracle_limit``.
+        p_threshold: the Wilcoxon pruner's p-value (with K seeds it cannot prune
+            before ``2**-K < p_threshold``, i.e. K ≥ 4 at the default 0.1).
+    """
+
+    trials: int = 40
+    seeds: int = 3
+    base_seed: int = 0
+    horizon_s: float | None = None
+    oracle: bool = False
+    oracle_limit: int = 512
+    p_threshold: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise SearchError(f"trials must be at least 1 but got {self.trials}")
+        if self.seeds < 1:
+            raise SearchError(f"seeds must be at least 1 but got {self.seeds}")
+        if self.base_seed < 0:
+            raise SearchError(f"seed must be >= 0 but got {self.base_seed}")
+        if self.horizon_s is not None and not (math.isfinite(self.horizon_s) and self.horizon_s > 0):
+            raise SearchError(f"horizon must be a finite number of seconds > 0 but got {self.horizon_s}")
+        if self.oracle_limit < 1:
+            raise SearchError(f"oracle_limit must be at least 1 but got {self.oracle_limit}")
+        if not 0.0 <= self.p_threshold <= 1.0:
+            raise SearchError(f"p_threshold must be between 0 and 1 but got {self.p_threshold}")
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        return tuple(self.base_seed + k for k in range(self.seeds))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A joint assignment and its evaluation; ``trial`` is its study trial number, if any."""
+
+    point: Point
+    evaluation: Evaluation
+    trial: int | None = None
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """The exhaustive search, or why it was skipped (``best`` None: the space is too large).
+
+    ``simulations`` counts the simulations this run made for it (points the study had
+    already evaluated are reused); ``cost`` is what it costs from scratch, feasible
+    points × seeds — the number the search's own simulation count is compared with.
+    """
+
+    size: int
+    limit: int
+    best: Choice | None = None
+    simulations: int = 0
+    cost: int = 0
+
+
+@dataclass(frozen=True)
+class RegimeOutcome:
+    """Everything a regime's tuning produced, for the table and the report."""
+
+    problem: Problem
+    regime: str
+    study_name: str
+    space: JointSpace
+    settings: TuneSettings
+    horizon_s: float
+    tuned: Choice
+    isolated_fastest: Choice
+    smallest_footprint: Choice
+    oracle: OracleResult | None
+    trials: int
+    study_simulations: int
+    run_simulations: int
+
+
+class Progress(Protocol):
+    """What a study reports while it runs (the CLI draws a bar; the default does nothing)."""
+
+    def start(self, regime: str, done: int, total: int) -> None: ...
+
+    def update(self, done: int, best: float | None) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+class _Silent:
+    def start(self, regime: str, done: int, total: int) -> None:
+        pass
+
+    def update(self, done: int, best: float | None) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+@dataclass
+class _Counter:
+    simulations: int = 0
+
+
+def tune_regime(
+    problem: Problem,
+    regime: str,
+    storage: optuna.storages.BaseStorage | str,
+    settings: TuneSettings | None = None,
+    *,
+    callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
+    progress: Progress | None = None,
+) -> RegimeOutcome:
+    """Run (or continue) the regime's study, then evaluate baselines and, if asked, the oracle.
+
+    Args:
+        callbacks: extra Optuna callbacks, called after each finished trial.
+        progress: told the trial count and best goodput as trials finish.
+
+    Raises:
+        SearchError: the regime is unknown, the stored study was made with other seeds,
+            horizon or problem file, or no assignment is feasible.
+    """
+    if regime not in problem.regimes:
+        raise SearchError(f"{problem.path}: no regime {regime!r} (regimes: {', '.join(problem.regimes)})")
+    progress = progress or _Silent()
+    settings = settings or TuneSettings()
+    space = JointSpace.of(problem)
+    horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
+    seeds = settings.seed_list
+    name = study_name(problem.name, regime)
+    counter = _Counter()
+    if isinstance(storage, str):
+        storage = optuna.storages.RDBStorage(storage)
+    fastest, footprint = isolated_fastest(space), smallest_footprint(space)  # before any write
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        pruner = optuna.pruners.WilcoxonPruner(p_threshold=settings.p_threshold, n_startup_steps=2)
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
+                                pruner=pruner, load_if_exists=True)
+    attrs = study_attrs(problem, regime, seeds, horizon)
+    _check_attrs(study, attrs)
+    finished = _finished(study)
+    # Seeded by the run's seed, the regime and the trials already there: the same command
+    # on the same storage suggests the same points, and a resumed run does not replay the
+    # suggestions its first part already evaluated.
+    study.sampler = optuna.samplers.TPESampler(
+        seed=zlib.crc32(f"{settings.base_seed}:{regime}:{len(finished)}".encode()) & 0x7FFFFFFF
+    )
+    remaining = settings.trials - len(finished)
+    progress.start(regime, len(finished), settings.trials)
+    if remaining > 0 and len(_points(space, finished)) < space.size:
+        for point in warm_starts(problem, regime, space, storage):
+            study.enqueue_trial(space.params(point), skip_if_exists=True)
+        objective = _Objective(problem, regime, space, seeds, horizon, counter)
+        stop = _Stop(space, settings.trials, progress)
+        study.optimize(objective, n_trials=remaining, callbacks=[stop, *callbacks], gc_after_trial=False)
+    progress.finish()
+
+    finished = _finished(study)
+    known = _known(space, finished, len(seeds))
+    tuned = select_best(space, finished, len(seeds))
+    if tuned is None:
+        reason = known.get(fastest, Evaluation(())).constraints.reason or "every trial was infeasible"
+        raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
+                          f"{len(finished)} trials (isolated-fastest: {reason})")
+    baselines = []
+    for point in (fastest, footprint):
+        baselines.append(Choice(point, _complete(problem, regime, space, point, seeds, horizon, known, counter),
+                                _trial_of(space, finished, point)))
+    oracle = None
+    if settings.oracle:
+        oracle = exhaustive(problem, regime, space, seeds, horizon, settings.oracle_limit, known, counter)
+    return RegimeOutcome(
+        problem=problem, regime=regime, study_name=name, space=space, settings=settings, horizon_s=horizon,
+        tuned=tuned, isolated_fastest=baselines[0], smallest_footprint=baselines[1], oracle=oracle,
+        trials=len(finished), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in finished),
+        run_simulations=counter.simulations,
+    )
+
+
+def study_attrs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float) -> dict[str, Any]:
+    """What a study's numbers mean; the first three keys must match for trials to mix."""
+    return {
+        "seeds": list(seeds),
+        "horizon_s": float(horizon_s),
+        "problem_hash": problem.file_hash,
+        "problem": problem.name,
+        "problem_path": problem.path,
+        "regime": regime,
+        "regime_description": problem.regimes[regime].description,
+    }
+
+
+_MUST_MATCH = ("seeds", "horizon_s", "problem_hash")
+
+
+def _check_attrs(study: optuna.Study, attrs: Mapping[str, Any]) -> None:
+    stored = study.user_attrs
+    if not stored:
+        for key, value in attrs.items():
+            study.set_user_attr(key, value)
+        return
+    for key in _MUST_MATCH:
+        if stored.get(key) != attrs[key]:
+            raise SearchError(
+                f"study {study.study_name!r} was run with {key} {stored.get(key)!r} but this run asks for "
+                f"{attrs[key]!r}; rerun with the same settings to continue it, or add --fresh to start over"
+            )
+
+
+def _finished(study: optuna.Study) -> list[FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=FINISHED)
+
+
+def _points(space: JointSpace, trials: Sequence[FrozenTrial]) -> set[Point]:
+    return {p for t in trials if (p := space.point(t.params)) is not None}
+
+
+def _infeasible(trial: FrozenTrial) -> bool:
+    return any(v > 0.0 for v in trial.constraints.values())
+
+
+def select_best(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) -> Choice | None:
+    """The best feasible complete trial: highest mean goodput; ties (relative 1e-9) go to
+    the lower median latency, then the earlier trial. None when no trial qualifies."""
+    candidates = [
+        t for t in trials
+        if t.state == TrialState.COMPLETE and not _infeasible(t) and len(t.intermediate_values) == n_seeds
+        and space.point(t.params) is not None
+    ]
+    if not candidates:
+        return None
+    top = max(t.value for t in candidates)
+    tied = [t for t in candidates if t.value >= top - abs(top) * TIE_TOLERANCE]
+    best = min(tied, key=lambda t: (_latency_key(t.user_attrs.get("latency_p50_s")), t.number))
+    return Choice(space.point(best.params), _evaluation_of(best), best.number)
+
+
+def _latency_key(latency: float | None) -> float:
+    return math.inf if latency is None else latency
+
+
+def _evaluation_of(trial: FrozenTrial) -> Evaluation:
+    goodputs = tuple(v for _, v in sorted(trial.intermediate_values.items()))
+    constraints = Constraints(trial.constraints.get("memory", 0.0), trial.constraints.get("legality", 0.0),
+                              trial.user_attrs.get("infeasible"))
+    return Evaluation(goodputs if constraints.feasible else (), constraints, trial.user_attrs.get("latency_p50_s"))
+
+
+def _known(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) -> dict[Point, Evaluation]:
+    """What the study already knows per point: complete evaluations and infeasible verdicts,
+    else the seeds a pruned trial measured (goodputs of a prefix of the seeds)."""
+    known: dict[Point, Evaluation] = {}
+    for trial in sorted(trials, key=lambda t: t.number):
+        point = space.point(trial.params)
+        if point is None:
+            continue
+        evaluation = _evaluation_of(trial)
+        previous = known.get(point)
+        if previous is None or len(evaluation.goodputs) > len(previous.goodputs) or not evaluation.feasible:
+            known[point] = evaluation
+    return known
+
+
+def _trial_of(space: JointSpace, trials: Sequence[FrozenTrial], point: Point) -> int | None:
+    numbers = [t.number for t in trials if t.state == TrialState.COMPLETE and space.point(t.params) == point]
+    return min(numbers) if numbers else None
+
+
+def _complete(problem: Problem, regime: str, space: JointSpace, point: Point, seeds: Sequence[int],
+              horizon: float, known: dict[Point, Evaluation], counter: _Counter) -> Evaluation:
+    """A full evaluation of ``point``: the study's if complete, else the missing seeds simulated."""
+    have = known.get(point)
+    if have is not None and (not have.feasible or len(have.goodputs) == len(seeds)):
+        return have
+    prefix = dict(enumerate(have.goodputs)) if have is not None else {}
+
+    def count(step: int, metrics: Metrics) -> None:
+        counter.simulations += 1
+
+    result = evaluate(problem, space.assignment(point), regime, seeds, horizon, on_seed=count, known=prefix)
+    if have is not None and have.latency_p50_s is not None and result.latency_p50_s is None:
+        result = Evaluation(result.goodputs, result.constraints, have.latency_p50_s)
+    known[point] = result
+    return result
+
+
+def exhaustive(problem: Problem, regime: str, space: JointSpace, seeds: Sequence[int], horizon: float,
+               limit: int, known: dict[Point, Evaluation], counter: _Counter | None = None) -> OracleResult:
+    """Evaluate every joint assignment (when there are at most ``limit``) and keep the best,
+    by the same rule as :func:`select_best`."""
+    if space.size > limit:
+        return OracleResult(space.size, limit)
+    counter = counter or _Counter()
+    before = counter.simulations
+    best: tuple | None = None
+    feasible = 0
+    for point in space.points():
+        evaluation = _complete(problem, regime, space, point, seeds, horizon, known, counter)
+        if not evaluation.feasible:
+            continue
+        feasible += 1
+        if best is None or _better(evaluation, best[1]):
+            best = (point, evaluation)
+    choice = None if best is None else Choice(best[0], best[1])
+    return OracleResult(space.size, limit, choice, counter.simulations - before, feasible * len(seeds))
+
+
+def _better(a: Evaluation, b: Evaluation) -> bool:
+    """``a`` beats ``b`` (strictly more goodput, or a tie with lower latency); earlier wins ties."""
+    if a.mean > b.mean + abs(b.mean) * TIE_TOLERANCE:
+        return True
+    if a.mean < b.mean - abs(b.mean) * TIE_TOLERANCE:
+        return False
+    return _latency_key(a.latency_p50_s) < _latency_key(b.latency_p50_s)
+
+
+def warm_starts(problem: Problem, regime: str, space: JointSpace,
+                storage: optuna.storages.BaseStorage) -> list[Point]:
+    """The points a study starts from, in order, without repeats: isolated-fastest,
+    smallest-footprint, the footprint ladder between them, then the best of this
+    problem's other regimes already in the storage."""
+    points: list[Point] = []
+    for point in (isolated_fastest(space), smallest_footprint(space), *footprint_ladder(space),
+                  *_neighbour_bests(problem, regime, space, storage)):
+        if point not in points:
+            points.append(point)
+    return points
+
+
+def _neighbour_bests(problem: Problem, regime: str, space: JointSpace,
+                     storage: optuna.storages.BaseStorage) -> list[Point]:
+    """The best points of this problem's other regimes' studies in the storage, nearest
+    regime (in file order) first; studies of another version of the problem are ignored."""
+    names = list(problem.regimes)
+    here = names.index(regime)
+    existing = {s.study_name for s in storage.get_all_studies()}
+    points: list[Point] = []
+    for other in sorted((n for n in names if n != regime), key=lambda n: (abs(names.index(n) - here), names.index(n))):
+        other_name = study_name(problem.name, other)
+        if other_name not in existing:
+            continue
+        study = optuna.load_study(study_name=other_name, storage=storage)
+        attrs = study.user_attrs
+        if attrs.get("problem_hash") != problem.file_hash:
+            continue
+        best = select_best(space, _finished(study), len(attrs.get("seeds", ())))
+        if best is not None and best.point not in points:
+            points.append(best.point)
+    return points
+
+
+@dataclass
+class _Objective:
+    """Optuna's objective for one regime; holds only the run's constants (re-entrant)."""
+
+    problem: Problem
+    regime: str
+    space: JointSpace
+    seeds: tuple[int, ...]
+    horizon: float
+    counter: _Counter = field(default_factory=_Counter)
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        space = self.space
+        point = tuple(trial.suggest_categorical(op, list(names)) for op, names in zip(space.operators, space.choices))
+        prior = self._prior(trial, point)
+        if prior is not None:
+            return self._replay(trial, prior)
+        simulations = 0
+
+        def on_seed(step: int, metrics: Metrics) -> None:
+            nonlocal simulations
+            simulations += 1
+            self.counter.simulations += 1
+            trial.report(metrics.goodput_rps, step)
+            if step < len(self.seeds) - 1 and trial.should_prune():
+                _record(trial, Constraints(), simulations)
+                raise optuna.TrialPruned(f"worse than the best trial after {step + 1} seeds (Wilcoxon)")
+
+        evaluation = evaluate(self.problem, space.assignment(point), self.regime, self.seeds, self.horizon, on_seed)
+        _record(trial, evaluation.constraints, simulations, evaluation.latency_p50_s)
+        return evaluation.mean
+
+    def _prior(self, trial: optuna.Trial, point: Point) -> FrozenTrial | None:
+        for other in trial.study.get_trials(deepcopy=False, states=FINISHED):
+            if other.number != trial.number and self.space.point(other.params) == point:
+                return other
+        return None
+
+    def _replay(self, trial: optuna.Trial, prior: FrozenTrial) -> float:
+        """Repeat a finished trial of the same point without simulating (same seeds, same numbers)."""
+        for step, value in sorted(prior.intermediate_values.items()):
+            trial.report(value, step)
+        constraints = _evaluation_of(prior).constraints
+        _record(trial, constraints, 0, prior.user_attrs.get("latency_p50_s"))
+        trial.set_user_attr("duplicate_of", prior.number)
+        if prior.state == TrialState.PRUNED:
+            raise optuna.TrialPruned(f"same assignment as pruned trial {prior.number}")
+        return float(prior.value)
+
+
+def _record(trial: optuna.Trial, constraints: Constraints, simulations: int, latency: float | None = None) -> None:
+    for key, value in constraints.values().items():
+        trial.set_constraint(key, value)
+    trial.set_user_attr("constraint", [constraints.memory, constraints.legality])
+    trial.set_user_attr("simulations", simulations)
+    if constraints.reason is not None:
+        trial.set_user_attr("infeasible", constraints.reason)
+    if latency is not None:
+        trial.set_user_attr("latency_p50_s", latency)
+
+
+@dataclass
+class _Stop:
+    """Stop at the target number of finished trials, or once every point has been tried."""
+
+    space: JointSpace
+    target: int
+    progress: Progress
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        finished = _finished(study)
+        try:
+            best: float | None = study.best_value
+        except ValueError:
+            best = None
+        self.progress.update(len(finished), best)
+        if len(finished) >= self.target or len(_points(self.space, finished)) >= self.space.size:
+            study.stop()

@@ -1,0 +1,68 @@
+"""The SQL schema of tuner's tables (SQLAlchemy 2 declarative models).
+
+Every tuner table is named ``tuner_*`` and registered on :class:`Base`, so they can
+share a database with Optuna's tables (which we never touch; Optuna owns
+``alembic_version``) and with each other. ``tuner_schema`` holds one row, the integer
+version of this schema; a database at another version is refused, never migrated in
+place. A new tuner table (a compile cache, say) registers on :class:`Base` and bumps
+:data:`SCHEMA_VERSION` when it changes an existing table.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, Integer, String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from .version import SCHEMA_VERSION
+
+__all__ = ["SCHEMA_VERSION", "Base", "ConfigEntry", "SchemaVersion"]
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every ``tuner_*`` table."""
+
+
+class SchemaVersion(Base):
+    """One row (``id`` = 1): the schema version of the tuner tables in this database."""
+
+    __tablename__ = "tuner_schema"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class ConfigEntry(Base):
+    """One row of the config table: (problem, regime, operator) → config, with provenance.
+
+    ``goodput_rps`` and ``goodput_ci_rps`` describe the whole joint assignment of the
+    regime (every operator row of a regime carries the same figures), as do the
+    baselines'. ``regime_index`` and ``op_index`` keep the problem file's order.
+    """
+
+    __tablename__ = "tuner_configs"
+
+    problem: Mapped[str] = mapped_column(String(200), primary_key=True)
+    regime: Mapped[str] = mapped_column(String(200), primary_key=True)
+    op: Mapped[str] = mapped_column(String(200), primary_key=True)
+    regime_index: Mapped[int] = mapped_column(Integer, nullable=False)
+    op_index: Mapped[int] = mapped_column(Integer, nullable=False)
+    config: Mapped[str] = mapped_column(String(500), nullable=False)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    shape: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    device: Mapped[str] = mapped_column(String(200), nullable=False)
+    source: Mapped[str] = mapped_column(String(20), nullable=False)
+    triton_version: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    kernel_source_hash: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    problem_hash: Mapped[str] = mapped_column(String(128), nullable=False)
+    study_name: Mapped[str] = mapped_column(String(500), nullable=False)
+    trial_number: Mapped[int] = mapped_column(Integer, nullable=False)
+    seeds: Mapped[int] = mapped_column(Integer, nullable=False)
+    horizon_s: Mapped[float] = mapped_column(Float, nullable=False)
+    goodput_rps: Mapped[float] = mapped_column(Float, nullable=False)
+    goodput_ci_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    baseline_goodput_rps: Mapped[float] = mapped_column(Float, nullable=False)
+    oracle_goodput_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)

@@ -1,0 +1,205 @@
+"""Open a database through SQLAlchemy, check its tuner schema, read and replace table rows.
+
+A :class:`Store` is one engine on one URL (any SQLAlchemy URL; SQLite by default).
+Opening checks, before anything is written: the URL parses and its driver loads, the
+database answers, and its ``tuner_schema`` version is :data:`SCHEMA_VERSION`. With
+``create=True`` a database without tuner tables gets them; otherwise it is refused.
+Every failure is a :class:`StoreError` whose one line names the URL (password hidden).
+
+Writes are whole regimes in one transaction (:meth:`Store.replace_regime`), so a
+reader sees a regime's old rows or its new ones, never a mix. The class keeps no
+per-call state; sessions are opened per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timezone
+from pathlib import Path
+
+from sqlalchemy import create_engine, delete, inspect, select
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from .errors import SchemaMismatchError, StoreError
+from .models import SCHEMA_VERSION, Base, ConfigEntry, SchemaVersion
+from .table import ROW_FIELDS, TableRow
+
+DEFAULT_URL = "sqlite:///results.db"
+
+
+def parse_url(url: str) -> URL:
+    """The URL, or a :class:`StoreError` saying why it is not a database URL."""
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise StoreError(f"{url}: not a database URL ({exc}); expected e.g. {DEFAULT_URL} "
+                         "or postgresql://user@host/db") from None
+
+
+def resolve_url(url: str) -> str:
+    """``url`` with a driver that is installed: a bare ``postgresql://`` means psycopg2 to
+    SQLAlchemy; when only psycopg 3 is installed, use it instead."""
+    parsed = parse_url(url)
+    if parsed.drivername == "postgresql" and not _importable("psycopg2") and _importable("psycopg"):
+        return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return url
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def shown(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+class Store:
+    """The tuner tables of one database.
+
+    Args:
+        url: a SQLAlchemy URL.
+        create: create the database file (SQLite) and the tuner tables when missing;
+            when False, a database without them is an error.
+
+    Raises:
+        StoreError: bad URL, missing driver, unreachable server, a file that is not a
+            database, no tuner tables (``create=False``).
+        SchemaMismatchError: the database's tuner schema version differs from the code's.
+    """
+
+    def __init__(self, url: str, *, create: bool = False) -> None:
+        parsed = parse_url(resolve_url(url))
+        self.url = shown(parsed)
+        if parsed.get_backend_name() == "sqlite":
+            _check_sqlite_path(parsed, self.url, create)
+        try:
+            self.engine: Engine = create_engine(parsed)
+        except (NoSuchModuleError, ImportError, ArgumentError) as exc:
+            raise StoreError(f"{self.url}: cannot load a database driver for this URL ({_first_line(exc)})") from None
+        self._check_schema(create)
+
+    @contextmanager
+    def _session(self, what: str) -> Iterator[Session]:
+        """A session in one transaction; database errors become one-line StoreErrors."""
+        try:
+            with Session(self.engine) as session, session.begin():
+                yield session
+        except StoreError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{self.url}: cannot {what}: {_first_line(exc)}") from exc
+
+    def _check_schema(self, create: bool) -> None:
+        try:
+            tables = set(inspect(self.engine).get_table_names())
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{self.url}: cannot open the database: {_first_line(exc)}") from exc
+        if SchemaVersion.__tablename__ not in tables:
+            ours = sorted(t for t in tables if t in Base.metadata.tables)
+            if ours:
+                raise SchemaMismatchError(
+                    f"{self.url}: tuner tables {', '.join(ours)} have no {SchemaVersion.__tablename__} version "
+                    f"(expected version {SCHEMA_VERSION}); use another database or remove them"
+                )
+            if not create:
+                raise StoreError(f"{self.url}: holds no tuner table (run `tuner tune --storage {self.url}` first)")
+            self._create()
+            return
+        with self._session("read the schema version") as session:
+            versions = session.scalars(select(SchemaVersion.version)).all()
+        found = versions[0] if len(versions) == 1 else None
+        if found != SCHEMA_VERSION:
+            raise SchemaMismatchError(
+                f"{self.url}: tuner schema version {found if found is not None else 'unknown'} found, "
+                f"this tuner reads and writes version {SCHEMA_VERSION}; "
+                f"{'upgrade tuner' if found is not None and found > SCHEMA_VERSION else 'use another database'} "
+                "(nothing was changed)"
+            )
+        if create:  # tables added to the schema since (other tuner_* tables) — never altered
+            self._create_tables()
+
+    def _create_tables(self) -> None:
+        try:
+            Base.metadata.create_all(self.engine)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{self.url}: cannot create the tuner tables: {_first_line(exc)}") from exc
+
+    def _create(self) -> None:
+        self._create_tables()
+        try:
+            with Session(self.engine) as session, session.begin():
+                if session.get(SchemaVersion, 1) is None:
+                    session.add(SchemaVersion(id=1, version=SCHEMA_VERSION))
+        except IntegrityError:  # another worker wrote it first
+            pass
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{self.url}: cannot write the schema version: {_first_line(exc)}") from exc
+        self._check_schema(create=False)
+
+    def replace_regime(self, problem: str, regime: str, rows: Sequence[TableRow]) -> None:
+        """Replace every row of (problem, regime) with ``rows``, in one transaction."""
+        for row in rows:
+            if (row.problem, row.regime) != (problem, regime):
+                raise ValueError(f"row {row.problem}/{row.regime}/{row.op} is not of {problem}/{regime}")
+        with self._session(f"write the rows of {problem}/{regime}") as session:
+            session.execute(delete(ConfigEntry).where(ConfigEntry.problem == problem, ConfigEntry.regime == regime))
+            session.add_all(ConfigEntry(**{name: getattr(row, name) for name in ROW_FIELDS}) for row in rows)
+
+    def rows(self, problem: str | None = None) -> list[TableRow]:
+        """Rows, ordered by problem, then the problem file's order of regimes and operators."""
+        query = select(ConfigEntry).order_by(ConfigEntry.problem, ConfigEntry.regime_index, ConfigEntry.regime,
+                                             ConfigEntry.op_index, ConfigEntry.op)
+        if problem is not None:
+            query = query.where(ConfigEntry.problem == problem)
+        with self._session("read the config table") as session:
+            return [_row(entry) for entry in session.scalars(query)]
+
+    def problems(self) -> list[str]:
+        with self._session("read the config table") as session:
+            return list(session.scalars(select(ConfigEntry.problem).distinct().order_by(ConfigEntry.problem)))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _row(entry: ConfigEntry) -> TableRow:
+    values = {name: getattr(entry, name) for name in ROW_FIELDS}
+    if values["created_at"].tzinfo is None:  # SQLite drops the zone; rows are written in UTC
+        values["created_at"] = values["created_at"].replace(tzinfo=timezone.utc)
+    return TableRow(**values)
+
+
+def _check_sqlite_path(url: URL, shown_url: str, create: bool) -> None:
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return
+    path = Path(database)
+    if path.is_dir():
+        raise StoreError(f"{shown_url}: {path} is a directory, not a database file")
+    if not path.exists():
+        if not create:
+            raise StoreError(f"{shown_url}: no such database file {path} "
+                             f"(run `tuner tune --storage {shown_url}` first)")
+        if not path.parent.is_dir():
+            raise StoreError(f"{shown_url}: cannot create {path}: no directory {path.parent}")
+        return
+    with path.open("rb") as file:
+        header = file.read(16)
+    if header and header != b"SQLite format 3\x00":
+        raise StoreError(f"{shown_url}: {path} is not a SQLite database")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
