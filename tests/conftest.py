@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from sqlalchemy import create_engine, text
 
 from tuner.problem import Problem, load_problem
 
@@ -65,3 +68,35 @@ def write_problem(tmp_path: Path):
 @pytest.fixture(scope="session")
 def seed_example() -> Problem:
     return load_problem(SEED_EXAMPLE)
+
+
+POSTGRES = os.environ.get("TUNER_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def postgres_admin():
+    """An AUTOCOMMIT engine on the local PostgreSQL server; skips when it is unreachable."""
+    engine = create_engine(POSTGRES, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 2})
+    try:
+        with engine.connect():
+            pass
+    except Exception as e:  # noqa: BLE001 - any failure to reach the server skips
+        engine.dispose()
+        pytest.skip(f"PostgreSQL at {POSTGRES} unreachable: {str(e).splitlines()[0]}")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_url(request, tmp_path):
+    """A fresh, empty database: a SQLite file, or a throw-away PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tuner.db'}"
+        return
+    admin = request.getfixturevalue("postgres_admin")
+    name = f"tuner_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    yield admin.url.set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

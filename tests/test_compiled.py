@@ -9,14 +9,12 @@ skipped only when the server cannot be reached).
 from __future__ import annotations
 
 import importlib
-import os
 import sys
-import uuid
 import warnings
 
 import pytest
 import triton.language as tl
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import create_engine, select
 from triton.runtime.jit import JITFunction
 
 from tuner.errors import StorageError, TunerError
@@ -27,7 +25,6 @@ from tuner.profile.compiled import ArchUsage, compile_launch, compile_options, c
 from tuner.profile.devices import A100, H100, H200
 from tuner.profile.occupancy import occupancy
 
-POSTGRES = os.environ.get("TUNER_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
 def compilable(fn):
@@ -193,33 +190,6 @@ def test_source_hash_covers_the_jit_functions_a_kernel_calls(tmp_path, monkeypat
 
 
 # ---------------------------------------------------------------- the cache
-
-
-@pytest.fixture(scope="session")
-def postgres_admin():
-    engine = create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect():
-            pass
-    except Exception as e:  # noqa: BLE001 — any failure to reach the server skips
-        engine.dispose()
-        pytest.skip(f"PostgreSQL at {POSTGRES} unreachable: {str(e).splitlines()[0]}")
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def storage_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'cache.db'}"
-        return
-    admin = request.getfixturevalue("postgres_admin")
-    name = f"tuner_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    yield admin.url.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from tuner.search import (
 )
 from tuner.store import Store
 
-from tests.test_store import storage_url  # noqa: F401  (SQLite and PostgreSQL)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -326,7 +325,7 @@ class Interrupt:
             raise KeyboardInterrupt
 
 
-def test_interrupting_loses_no_trial_and_a_rerun_resumes(tradeoff, storage_url):  # noqa: F811
+def test_interrupting_loses_no_trial_and_a_rerun_resumes(tradeoff, storage_url):
     settings = TuneSettings(trials=9, seeds=2, horizon_s=0.5)
     with pytest.raises(KeyboardInterrupt):
         tune_problem(tradeoff, storage_url, settings, ["heavy"], callbacks=[Interrupt(4)])

@@ -4,51 +4,19 @@ skipped when unreachable), and its exports."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from tuner.store import SCHEMA_VERSION, SchemaMismatchError, Store, StoreError, TableRow
+from tuner.errors import SchemaMismatchError, StorageError
+from tuner.store import SCHEMA_VERSION, Store, TableRow
 from tuner.store.export import export_json, export_vllm, read_json, vllm_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "results.db.example"
-PG_ADMIN = os.environ.get("TUNER_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-
-
-def _pg_admin():
-    try:
-        engine = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 2})
-        with engine.connect():
-            pass
-        return engine
-    except Exception:  # unreachable server or missing driver: skip, never fail
-        return None
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def storage_url(request, tmp_path):
-    """A fresh, empty database: a SQLite file, or a throw-away PostgreSQL database."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tuner.db'}"
-        return
-    admin = _pg_admin()
-    if admin is None:
-        pytest.skip(f"PostgreSQL unreachable at {PG_ADMIN} (set TUNER_TEST_POSTGRES)")
-    name = f"tuner_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    yield admin.url.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
-
-
 def row(regime: str = "heavy", op: str = "qkv", config: str = "tile128", **changes) -> TableRow:
     values = dict(
         problem="toy", regime=regime, op=op, regime_index={"light": 0, "heavy": 1}.get(regime, 2),
@@ -85,7 +53,7 @@ def test_replacing_a_regime_replaces_only_its_rows(storage_url):
 def test_a_failed_replacement_changes_nothing(storage_url):
     with Store(storage_url, create=True) as store:
         store.replace_regime("toy", "heavy", [row("heavy", "qkv")])
-        with pytest.raises(StoreError, match="cannot write the rows of toy/heavy"):
+        with pytest.raises(StorageError, match="cannot write the rows of toy/heavy"):
             store.replace_regime("toy", "heavy", [row("heavy", "o"), row("heavy", "o")])  # duplicate key
         assert [r.op for r in store.rows()] == ["qkv"]
 
@@ -128,12 +96,12 @@ def _engine_url(url: str) -> str:
 
 def test_reading_needs_an_existing_table(tmp_path):
     missing = tmp_path / "none.db"
-    with pytest.raises(StoreError, match="no such database file"):
+    with pytest.raises(StorageError, match="no such database file"):
         Store(f"sqlite:///{missing}")
     assert not missing.exists()
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     create_engine(empty).connect().close()
-    with pytest.raises(StoreError, match=r"holds no tuner table \(run `tuner tune"):
+    with pytest.raises(StorageError, match=r"holds no tuner table \(run `tuner tune"):
         Store(empty)
 
 
@@ -143,7 +111,7 @@ def test_reading_needs_an_existing_table(tmp_path):
     ("postgresql+psycopg://nobody@127.0.0.1:1/none", "cannot open the database"),
 ])
 def test_unusable_urls_are_one_line_errors(url, message):
-    with pytest.raises(StoreError, match=message) as info:
+    with pytest.raises(StorageError, match=message) as info:
         Store(url, create=True)
     assert "\n" not in str(info.value)
 
@@ -151,7 +119,7 @@ def test_unusable_urls_are_one_line_errors(url, message):
 def test_a_file_that_is_not_sqlite_is_refused_and_kept(tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("these are my notes\n")
-    with pytest.raises(StoreError, match="is not a SQLite database"):
+    with pytest.raises(StorageError, match="is not a SQLite database"):
         Store(f"sqlite:///{path}", create=True)
     assert path.read_text() == "these are my notes\n"
 

@@ -36,12 +36,14 @@ def one_line_error(result, *needles: str) -> str:
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory) -> Path:
-    """``tuner tune --horizon 10`` run from a fresh directory: default problem and storage."""
+    """``tuner tune search_spaces/seed_example.yaml --horizon 10`` run from a fresh
+    directory, with the default storage (the default problem, llm_decode, is exercised by
+    benchmarks/bench_tune.py: it takes minutes)."""
     here = tmp_path_factory.mktemp("tune")
     (here / "search_spaces").symlink_to(SPACES)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(here)
-        result = run("tune", "--horizon", 10, "--oracle")
+        result = run("tune", "search_spaces/seed_example.yaml", "--horizon", 10, "--oracle")
     assert result.exit_code == 0, (result.output, result.exception)
     (here / "output.txt").write_text(result.stdout)
     return here

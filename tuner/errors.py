@@ -8,7 +8,9 @@ single line and exit code 2. Messages name the thing, the value and the reason::
     │   └── TraceError    a request trace cannot be read
     ├── AssignmentError   a requested config assignment does not fit the problem
     ├── IllegalConfigError a config cannot run a shape (limit, compile, device)
+    ├── SearchError       a study cannot run as asked (unknown regime, other settings)
     └── StorageError      a database cannot be opened, read or written
+        └── SchemaMismatchError  its tuner_schema version is not this code's
 """
 
 from __future__ import annotations
@@ -36,3 +38,12 @@ class IllegalConfigError(TunerError):
 
 class StorageError(TunerError):
     """A database (the compile cache, the config table) cannot be opened, read or written."""
+
+
+class SearchError(TunerError):
+    """A study cannot run as asked: an unknown regime, a study made with other settings,
+    a space with no legal baseline."""
+
+
+class SchemaMismatchError(StorageError):
+    """The database's ``tuner_schema`` version is not the one this code reads and writes."""

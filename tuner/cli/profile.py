@@ -41,7 +41,8 @@ def _pairs(texts: tuple[str, ...], what: str) -> dict[str, object]:
 @click.argument("problem", required=False, type=click.Path(path_type=Path))
 @click.option("--device", type=click.Choice(DEVICES), default=None,
               help="Device preset to profile on (default: the problem's); 'cuda' measures on this machine's GPU.")
-@click.option("--storage", default="sqlite:///results.db", show_default=True, help="Database of the compile cache.")
+@click.option("--storage", envvar="TUNER_STORAGE", default="sqlite:///results.db", show_default=True,
+              help="Database of the compile cache.")
 @click.option("--workers", default=2, show_default=True, help="Processes compiling at once.")
 @click.option("--family", default=None, help="Profile one shape of this kernel family instead of a problem.")
 @click.option("--option", "options", multiple=True, metavar="K=V", help="Family option, e.g. epilogue=gated_silu.")
@@ -59,10 +60,11 @@ def profile(problem: Path | None, device: str | None, storage: str, workers: int
 
         require_cuda()
     from ..profile.cache import CompileCache
+    from ..profile.modeled import EXAMPLE_DATABASE
 
     if workers < 1:
         raise TunerError(f"--workers must be at least 1 but got {workers}")
-    with CompileCache(storage) as cache:
+    with CompileCache(storage, fallback=CompileCache.read_only(EXAMPLE_DATABASE)) as cache:
         if family is not None:
             _one(family, options, shape, config, best, device, cache, as_json)
         else:

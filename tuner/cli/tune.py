@@ -49,10 +49,12 @@ def tune(problem: Path | None, storage: str, trials: int, seeds: int, regimes: s
     from sqlalchemy.exc import SQLAlchemyError
 
     from ..problem import load_problem
+    from ..profile.modeled import LazyCompileCache
     from ..search import TuneSettings, tune_problem
     from ..search.report import print_outcomes
+    from ..store.store import resolve_url
 
-    loaded = load_problem(problem or default_problem())
+    loaded = load_problem(problem or default_problem(), resources=LazyCompileCache(resolve_url(storage)))
     chosen = [name.strip() for name in regimes.split(",") if name.strip()] if regimes else None
     settings = TuneSettings(trials=trials, seeds=seeds, base_seed=seed, horizon_s=horizon, oracle=oracle,
                             oracle_limit=oracle_limit)

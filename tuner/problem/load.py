@@ -26,7 +26,7 @@ from .document import read_document
 from .explain import Invalid, checked, explain
 from .model import (
     CONTINUOUS_VARIABLES, Config, Device, Family, KernelProfile, Memory, Neighbor, Operator,
-    PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables,
+    PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables, service_variables,
 )
 
 
@@ -288,8 +288,18 @@ def _service(
         jitter = Jitter(sv.jitter.kind, sv.jitter.cv)
     except ValueError as exc:
         raise Invalid("service.jitter.cv", f"{exc}; only kind: lognormal takes a free cv") from None
+    baseline_batch: tuple[tuple[str, float], ...] = ()
+    if sv.baseline_batch is not None:
+        allowed = service_variables(sv.batching, size_fields)
+        for name, value in sv.baseline_batch.items():
+            if name not in allowed:
+                raise Invalid(f"service.baseline_batch.{name}",
+                              f"not a batch variable (variables: {', '.join(sorted(allowed))})")
+            if not (math.isfinite(value) and value >= 0):
+                raise Invalid(f"service.baseline_batch.{name}", f"must be a finite number >= 0 but got {value}")
+        baseline_batch = tuple(sv.baseline_batch.items())
     return Service(
-        batching=sv.batching, operators=operators,
+        batching=sv.batching, operators=operators, baseline_batch=baseline_batch,
         memory=Memory(sv.memory.budget, sv.memory.fixed, per_request), slo=slo,
         max_batch=sv.max_batch, max_wait_s=sv.max_wait, max_tokens=sv.max_tokens,
         max_context=sv.max_context, executors=sv.executors, priority=sv.priority,

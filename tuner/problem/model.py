@@ -26,6 +26,11 @@ CONTINUOUS_VARIABLES = frozenset(
 )
 
 
+def service_variables(batching: str, size_fields: frozenset[str]) -> frozenset[str]:
+    """The batch variables a batching policy exposes to expressions."""
+    return CONTINUOUS_VARIABLES if batching == "continuous" else dynamic_variables(size_fields)
+
+
 def dynamic_variables(size_fields: frozenset[str]) -> frozenset[str]:
     """``batch``, plus per size field ``f`` its batch maximum ``f`` and sum ``f_total``."""
     return frozenset({"batch"} | set(size_fields) | {f"{name}_total" for name in size_fields})
@@ -226,6 +231,12 @@ class Service:
     neighbors: tuple[Neighbor, ...] = ()
     jitter: Jitter = Jitter()
     device: Device = Device()
+    baseline_batch: tuple[tuple[str, float], ...] = ()
+
+    def baseline_batch_variables(self, size_fields: frozenset[str]) -> dict[str, float]:
+        """The batch an autotuner keyed on shape would judge configs at: the file's
+        ``baseline_batch`` over the largest batch (which it defaults to)."""
+        return {**self.largest_batch_variables(size_fields), **dict(self.baseline_batch)}
 
     def largest_batch_variables(self, size_fields: frozenset[str]) -> dict[str, float]:
         """Batch variables at the largest batch the engine runs (for workspace reservation)."""

@@ -215,6 +215,7 @@ class ServiceSpec(Strict):
     launch_overhead: Seconds = 0.0
     neighbors: list[NeighborSpec] = []
     jitter: JitterSpec = JitterSpec()
+    baseline_batch: dict[str, float] | None = None
 
 
 class PoissonSpec(Strict):

@@ -32,9 +32,10 @@ import multiprocessing
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, select
+from sqlalchemy import DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, inspect, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -160,8 +161,9 @@ class CompileCache:
             when the database fails.
     """
 
-    def __init__(self, url: str = "sqlite:///results.db") -> None:
+    def __init__(self, url: str = "sqlite:///results.db", fallback: CompileCache | None = None) -> None:
         self.url = url
+        self.fallback = fallback
         self._memo: dict[CompileKey, _compiled.ArchUsage] = {}
         try:
             self._engine = create_engine(url)
@@ -175,8 +177,25 @@ class CompileCache:
                 f"SQLAlchemy database URL, e.g. sqlite:///results.db or postgresql+psycopg://user@host/db"
             ) from e
 
+    @classmethod
+    def read_only(cls, path: Path) -> CompileCache:
+        """A cache that is only read (the committed ``results.db.example``): nothing is
+        created in it, and a file without a compile cache answers nothing."""
+        cache = cls.__new__(cls)
+        cache.url, cache.fallback, cache._memo = f"sqlite:///{path}", None, {}
+        cache._engine = None
+        if path.is_file():
+            engine = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
+            try:
+                if inspect(engine).has_table(CompiledRecord.__tablename__):
+                    cache._engine = engine
+            except SQLAlchemyError:
+                pass
+        return cache
+
     def close(self) -> None:
-        self._engine.dispose()
+        if self._engine is not None:
+            self._engine.dispose()
 
     def __enter__(self) -> CompileCache:
         return self
@@ -200,6 +219,9 @@ class CompileCache:
         """
         key = compile_key(launch, device.arch)
         usage = self._memo.get(key) or self._lookup([key]).get(key)
+        if usage is None and self.fallback is not None:
+            known = self.fallback._lookup([key]).get(key)
+            usage = self._store(key, known) if known is not None else None
         if usage is None:
             usage = self._store(key, _compiled.compile_usage(launch, device.compute_capability))
         self._memo[key] = usage
@@ -237,6 +259,9 @@ class CompileCache:
             first.setdefault(key, launch)
         usages = {key: usage for key, usage in self._memo.items() if key in first}
         usages.update(self._lookup([key for key in first if key not in usages]))
+        if self.fallback is not None:
+            for key, usage in self.fallback._lookup([key for key in first if key not in usages]).items():
+                usages[key] = self._store(key, usage)
         missing = [key for key in first if key not in usages]
         total, finished = len(first), len(first) - len(missing)
         if progress is not None:
@@ -272,7 +297,7 @@ class CompileCache:
         return [_compiled.on_device(usages[key], device, launch.num_warps) for key, launch in zip(keys, launches)]
 
     def _lookup(self, keys: list[CompileKey]) -> dict[CompileKey, _compiled.ArchUsage]:
-        if not keys:
+        if not keys or self._engine is None:
             return {}
         wanted = {(k.source_hash, k.launch_name, k.config_hash, k.arch, k.triton_version): k for k in keys}
         found: dict[CompileKey, _compiled.ArchUsage] = {}

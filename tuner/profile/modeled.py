@@ -9,8 +9,10 @@ memoised per shape, because batches repeat shapes.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,8 +33,16 @@ class ResourceSource(Protocol):
     def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources: ...
 
 
+#: The committed database whose compile cache lets a fresh checkout run without compiling.
+EXAMPLE_DATABASE = Path(__file__).resolve().parents[2] / "results.db.example"
+
+
 class LazyCompileCache:
-    """A compile cache opened on first use, so loading a problem touches no database."""
+    """A compile cache opened on first use, so loading a problem touches no database.
+
+    Misses fall back on the compile cache committed in ``results.db.example`` (read
+    only) before compiling, and what is found there is copied into ``url``.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -42,12 +52,15 @@ class LazyCompileCache:
     def from_environment(cls) -> LazyCompileCache:
         return cls(os.environ.get("TUNER_STORAGE", "sqlite:///results.db"))
 
-    def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources:
+    def opened(self) -> ResourceSource:
         if self._cache is None:
             from .cache import CompileCache
 
-            self._cache = CompileCache(self.url)
-        return self._cache.get_or_compile(launch, device)
+            self._cache = CompileCache(self.url, fallback=CompileCache.read_only(EXAMPLE_DATABASE))
+        return self._cache
+
+    def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources:
+        return self.opened().get_or_compile(launch, device)
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,18 @@ class ModeledProfile:
     @property
     def config(self) -> dict[str, Any]:
         return dict(self.params)
+
+    @property
+    def source_hash(self) -> str | None:
+        """Hash of the Triton sources this config launches (None before any shape is timed),
+        so a table row can tell whether the kernels changed since it was tuned."""
+        timings = [v for v in self._memo.values() if isinstance(v, ShapeTiming)]
+        if not timings:
+            return None
+        from .cache import kernel_source_hash
+
+        hashes = sorted({kernel_source_hash(launch.fn) for launch in timings[0].plan.launches})
+        return hashlib.sha256("".join(hashes).encode()).hexdigest()[:16]
 
     @property
     def source(self) -> str:
@@ -149,7 +174,10 @@ class ModeledProfile:
         return tuple(t.scaled(ratio) for t in timings)
 
     def _compiled(self, launch: KernelLaunch) -> CompiledResources:
-        resources = self.resources.get_or_compile(launch, self.device)
+        key = ("compiled", launch.compile_key())  # many shapes share a binary: skip the cache's key hashing
+        resources = self._memo.get(key)
+        if resources is None:
+            resources = self._memo[key] = self.resources.get_or_compile(launch, self.device)
         if not resources.legal:
             raise IllegalConfigError(
                 f"{self.family.name} {_describe(self.config)}: launch {launch.name!r} on "

@@ -3,7 +3,7 @@
 Optuna is imported here, never by :mod:`tuner.sim` or the runtime.
 """
 
-from .errors import SearchError
+from ..errors import SearchError
 from .evaluate import Constraints, Evaluation, check_constraints, ci_half_width, evaluate
 from .run import open_storage, table_rows, tune_problem
 from .space import (

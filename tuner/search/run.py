@@ -19,20 +19,21 @@ from optuna.trial import FrozenTrial
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..problem.model import Problem
-from ..store import Store, StoreError, TableRow
+from ..errors import StorageError
+from ..store import Store, TableRow
 from ..store.store import parse_url, resolve_url, shown
-from .errors import SearchError
+from ..errors import SearchError
 from .space import representative_variables
 from .study import Progress, RegimeOutcome, TuneSettings, study_name, tune_regime
 
 
 def open_storage(url: str) -> optuna.storages.RDBStorage:
-    """Optuna's storage on ``url``, its failures as one-line :class:`StoreError`."""
+    """Optuna's storage on ``url``, its failures as one-line :class:`StorageError`."""
     try:
         return optuna.storages.RDBStorage(resolve_url(url))
     except (SQLAlchemyError, optuna.exceptions.OptunaError, RuntimeError, ValueError, ImportError) as exc:
         text = str(exc).strip().splitlines()
-        raise StoreError(f"{shown(parse_url(url))}: Optuna cannot use this storage: "
+        raise StorageError(f"{shown(parse_url(url))}: Optuna cannot use this storage: "
                          f"{text[0] if text else type(exc).__name__}") from None
 
 
@@ -56,7 +57,7 @@ def tune_problem(
 
     Raises:
         SearchError: an unknown regime, or a study run with other settings.
-        StoreError: the URL cannot be used; SchemaMismatchError: another schema version.
+        StorageError: the URL cannot be used; SchemaMismatchError: another schema version.
     """
     settings = settings or TuneSettings()
     chosen = list(regimes) if regimes else list(problem.regimes)
@@ -99,7 +100,7 @@ def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> li
     problem = outcome.problem
     created_at = created_at or datetime.now(timezone.utc)
     assignment = outcome.space.assignment(outcome.tuned.point)
-    largest = representative_variables(problem)
+    representative = representative_variables(problem)
     regime_index = list(problem.regimes).index(outcome.regime)
     tuned = outcome.tuned.evaluation
     oracle = outcome.oracle.best.evaluation.mean if outcome.oracle and outcome.oracle.best else None
@@ -107,7 +108,7 @@ def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> li
     rows = []
     for index, op in enumerate(problem.service.operators):
         config = assignment[op.name]
-        values = op.variables(largest)
+        values = op.variables(representative)
         shape = {dim: _number(values[dim]) for dim, _ in op.shape}
         rows.append(TableRow(
             problem=problem.name, regime=outcome.regime, op=op.name, regime_index=regime_index, op_index=index,

@@ -5,10 +5,11 @@ builds them: a point of the space is a tuple of config names in operator order, 
 is what Optuna stores (one categorical parameter per operator, named after it).
 
 Both baselines judge a config alone, at one shape: the operator's shape at the
-**representative batch**, which we define as the largest batch the engine runs
-(:meth:`Service.largest_batch_variables` — the batch an engine profiles before sizing
-its request state). That is what ``@triton.autotune`` would keep if it were keyed on
-that shape: the config with the lowest isolated latency.
+**representative batch** — the problem's ``service.baseline_batch`` (the batch an
+autotuner keyed on shape would first meet in this service, e.g. a typical decode step),
+by default the largest batch the engine runs. The isolated-fastest config there is what
+``@triton.autotune`` keyed on that shape would keep. Workspace is always judged at the
+largest batch, where the engine reserves it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from ..errors import IllegalConfigError
 from ..problem.model import Config, Problem
-from .errors import SearchError
+from ..errors import SearchError
 
 #: A joint assignment as the search stores it: config names in operator order.
 Point = tuple[str, ...]
@@ -78,8 +79,9 @@ class JointSpace:
 
 
 def representative_variables(problem: Problem) -> dict[str, float]:
-    """Batch variables of the representative batch: the largest batch the engine runs."""
-    return problem.service.largest_batch_variables(problem.size_fields)
+    """Batch variables of the representative batch (``service.baseline_batch``, by default
+    the largest batch the engine runs)."""
+    return problem.service.baseline_batch_variables(problem.size_fields)
 
 
 def isolated_latency(problem: Problem, op_name: str, config: Config) -> float:
@@ -98,7 +100,7 @@ def isolated_latency(problem: Problem, op_name: str, config: Config) -> float:
 def workspace_at_largest(problem: Problem, op_name: str, config: Config) -> float:
     """Global workspace bytes ``config`` needs for ``op_name`` at the largest batch."""
     op = next(o for o in problem.service.operators if o.name == op_name)
-    return config.profile.workspace_bytes(op.variables(representative_variables(problem)))
+    return config.profile.workspace_bytes(op.variables(problem.service.largest_batch_variables(problem.size_fields)))
 
 
 def isolated_fastest(space: JointSpace) -> Point:

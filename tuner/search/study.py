@@ -37,7 +37,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..problem.model import Problem
 from ..sim import Metrics
-from .errors import SearchError
+from ..errors import SearchError
 from .evaluate import Constraints, Evaluation, evaluate
 from .space import JointSpace, Point, footprint_ladder, isolated_fastest, smallest_footprint
 

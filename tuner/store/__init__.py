@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import SchemaMismatchError, StoreError
 from .table import TableRow
 from .version import SCHEMA_VERSION
 
@@ -19,7 +18,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "DEFAULT_URL", "SCHEMA_VERSION", "Base", "SchemaMismatchError", "Store", "StoreError", "TableRow",
+    "DEFAULT_URL", "SCHEMA_VERSION", "Base", "Store", "TableRow",
     "export_json", "export_vllm", "parse_url", "read_json",
 ]
 

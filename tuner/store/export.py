@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import SchemaMismatchError, StoreError
+from ..errors import SchemaMismatchError, StorageError
 from .table import TableRow
 from .version import SCHEMA_VERSION
 
@@ -52,23 +52,23 @@ def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
     """Read a project JSON export: ``(problem, rows)``.
 
     Raises:
-        StoreError: unreadable or malformed file.
+        StorageError: unreadable or malformed file.
         SchemaMismatchError: written by a tuner with another schema version.
     """
     path = Path(path)
     try:
         document = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"{path}: cannot read the exported table ({exc})") from None
+        raise StorageError(f"{path}: cannot read the exported table ({exc})") from None
     if not isinstance(document, dict) or "schema_version" not in document:
-        raise StoreError(f"{path}: not a tuner table export (no schema_version)")
+        raise StorageError(f"{path}: not a tuner table export (no schema_version)")
     if document["schema_version"] != SCHEMA_VERSION:
         raise SchemaMismatchError(f"{path}: tuner schema version {document['schema_version']!r} found, "
                                   f"this tuner reads version {SCHEMA_VERSION}")
     try:
         return str(document["problem"]), [TableRow.from_dict(row) for row in document["rows"]]
     except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"{path}: malformed row in the exported table ({exc!r})") from None
+        raise StorageError(f"{path}: malformed row in the exported table ({exc!r})") from None
 
 
 def vllm_config(row: TableRow) -> tuple[dict[str, Any], str | None]:
@@ -99,7 +99,7 @@ def export_vllm(rows: Sequence[TableRow], out_dir: str | Path) -> tuple[list[Pat
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise StoreError(f"{out}: exists and is not a directory")
+        raise StorageError(f"{out}: exists and is not a directory")
     entries = []
     notes = []
     for row in rows:
@@ -120,7 +120,7 @@ def _safe(name: str) -> str:
 
 def _write_atomic(path: Path, text: str) -> None:
     if not path.parent.is_dir():
-        raise StoreError(f"{path}: no directory {path.parent}")
+        raise StorageError(f"{path}: no directory {path.parent}")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as file:

@@ -4,7 +4,7 @@ A :class:`Store` is one engine on one URL (any SQLAlchemy URL; SQLite by default
 Opening checks, before anything is written: the URL parses and its driver loads, the
 database answers, and its ``tuner_schema`` version is :data:`SCHEMA_VERSION`. With
 ``create=True`` a database without tuner tables gets them; otherwise it is refused.
-Every failure is a :class:`StoreError` whose one line names the URL (password hidden).
+Every failure is a :class:`StorageError` whose one line names the URL (password hidden).
 
 Writes are whole regimes in one transaction (:meth:`Store.replace_regime`), so a
 reader sees a regime's old rows or its new ones, never a mix. The class keeps no
@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from .errors import SchemaMismatchError, StoreError
+from ..errors import SchemaMismatchError, StorageError
 from .models import SCHEMA_VERSION, Base, ConfigEntry, SchemaVersion
 from .table import ROW_FIELDS, TableRow
 
@@ -31,11 +31,11 @@ DEFAULT_URL = "sqlite:///results.db"
 
 
 def parse_url(url: str) -> URL:
-    """The URL, or a :class:`StoreError` saying why it is not a database URL."""
+    """The URL, or a :class:`StorageError` saying why it is not a database URL."""
     try:
         return make_url(url)
     except (ArgumentError, ValueError) as exc:
-        raise StoreError(f"{url}: not a database URL ({exc}); expected e.g. {DEFAULT_URL} "
+        raise StorageError(f"{url}: not a database URL ({exc}); expected e.g. {DEFAULT_URL} "
                          "or postgresql://user@host/db") from None
 
 
@@ -67,7 +67,7 @@ class Store:
             when False, a database without them is an error.
 
     Raises:
-        StoreError: bad URL, missing driver, unreachable server, a file that is not a
+        StorageError: bad URL, missing driver, unreachable server, a file that is not a
             database, no tuner tables (``create=False``).
         SchemaMismatchError: the database's tuner schema version differs from the code's.
     """
@@ -80,25 +80,25 @@ class Store:
         try:
             self.engine: Engine = create_engine(parsed)
         except (NoSuchModuleError, ImportError, ArgumentError) as exc:
-            raise StoreError(f"{self.url}: cannot load a database driver for this URL ({_first_line(exc)})") from None
+            raise StorageError(f"{self.url}: cannot load a database driver for this URL ({_first_line(exc)})") from None
         self._check_schema(create)
 
     @contextmanager
     def _session(self, what: str) -> Iterator[Session]:
-        """A session in one transaction; database errors become one-line StoreErrors."""
+        """A session in one transaction; database errors become one-line StorageErrors."""
         try:
             with Session(self.engine) as session, session.begin():
                 yield session
-        except StoreError:
+        except StorageError:
             raise
         except SQLAlchemyError as exc:
-            raise StoreError(f"{self.url}: cannot {what}: {_first_line(exc)}") from exc
+            raise StorageError(f"{self.url}: cannot {what}: {_first_line(exc)}") from exc
 
     def _check_schema(self, create: bool) -> None:
         try:
             tables = set(inspect(self.engine).get_table_names())
         except SQLAlchemyError as exc:
-            raise StoreError(f"{self.url}: cannot open the database: {_first_line(exc)}") from exc
+            raise StorageError(f"{self.url}: cannot open the database: {_first_line(exc)}") from exc
         if SchemaVersion.__tablename__ not in tables:
             ours = sorted(t for t in tables if t in Base.metadata.tables)
             if ours:
@@ -107,7 +107,7 @@ class Store:
                     f"(expected version {SCHEMA_VERSION}); use another database or remove them"
                 )
             if not create:
-                raise StoreError(f"{self.url}: holds no tuner table (run `tuner tune --storage {self.url}` first)")
+                raise StorageError(f"{self.url}: holds no tuner table (run `tuner tune --storage {self.url}` first)")
             self._create()
             return
         with self._session("read the schema version") as session:
@@ -127,7 +127,7 @@ class Store:
         try:
             Base.metadata.create_all(self.engine)
         except SQLAlchemyError as exc:
-            raise StoreError(f"{self.url}: cannot create the tuner tables: {_first_line(exc)}") from exc
+            raise StorageError(f"{self.url}: cannot create the tuner tables: {_first_line(exc)}") from exc
 
     def _create(self) -> None:
         self._create_tables()
@@ -138,7 +138,7 @@ class Store:
         except IntegrityError:  # another worker wrote it first
             pass
         except SQLAlchemyError as exc:
-            raise StoreError(f"{self.url}: cannot write the schema version: {_first_line(exc)}") from exc
+            raise StorageError(f"{self.url}: cannot write the schema version: {_first_line(exc)}") from exc
         self._check_schema(create=False)
 
     def replace_regime(self, problem: str, regime: str, rows: Sequence[TableRow]) -> None:
@@ -186,18 +186,18 @@ def _check_sqlite_path(url: URL, shown_url: str, create: bool) -> None:
         return
     path = Path(database)
     if path.is_dir():
-        raise StoreError(f"{shown_url}: {path} is a directory, not a database file")
+        raise StorageError(f"{shown_url}: {path} is a directory, not a database file")
     if not path.exists():
         if not create:
-            raise StoreError(f"{shown_url}: no such database file {path} "
+            raise StorageError(f"{shown_url}: no such database file {path} "
                              f"(run `tuner tune --storage {shown_url}` first)")
         if not path.parent.is_dir():
-            raise StoreError(f"{shown_url}: cannot create {path}: no directory {path.parent}")
+            raise StorageError(f"{shown_url}: cannot create {path}: no directory {path.parent}")
         return
     with path.open("rb") as file:
         header = file.read(16)
     if header and header != b"SQLite format 3\x00":
-        raise StoreError(f"{shown_url}: {path} is not a SQLite database")
+        raise StorageError(f"{shown_url}: {path} is not a SQLite database")
 
 
 def _first_line(exc: BaseException) -> str:
