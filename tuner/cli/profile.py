@@ -56,7 +56,7 @@ def profile(problem: Path | None, device: str | None, storage: str, workers: int
             as_json: bool) -> None:
     """Profile kernel configs: compiled resources, occupancy and modeled latency."""
     if device == "cuda":
-        from ..profile.measure import require_cuda
+        from ..profiling.measure import require_cuda
 
         require_cuda()
     from ..profile.cache import CompileCache
@@ -77,7 +77,7 @@ def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...]
          best: bool, device_name: str | None, cache: object, as_json: bool) -> None:
     from ..kernels import FAMILIES, get_family
     from ..profile.devices import PRESETS
-    from ..profile.fill import profile_one
+    from ..profiling.fill import profile_one
 
     if family_name not in FAMILIES:
         raise TunerError(f"--family {family_name!r}: unknown kernel family (built-in: {', '.join(sorted(FAMILIES))})")
@@ -119,10 +119,10 @@ def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...]
 
 def _fill(path: Path, device: str | None, cache: object, workers: int, as_json: bool) -> None:
     from ..problem import load_problem
-    from ..profile.fill import fill_problem
+    from ..profiling.fill import fill_problem
 
     if device == "cuda":
-        from ..profile.measure import measure_problem
+        from ..profiling.measure import measure_problem
 
         problem = load_problem(path, resources=cache)
         report = measure_problem(problem, cache)

@@ -15,8 +15,8 @@ from typing import Any
 from ..errors import IllegalConfigError, TunerError
 from ..problem.model import Problem
 from ..problem.probe import probe_points
-from .measured import MeasuredStore, family_options
-from .modeled import ModeledProfile
+from ..profile.measured import MeasuredStore, family_options
+from ..profile.modeled import ModeledProfile
 
 
 def require_cuda() -> Any:

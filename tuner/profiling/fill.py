@@ -19,9 +19,9 @@ from ..errors import IllegalConfigError, TunerError
 from ..kernels.family import KernelFamily, KernelLaunch, all_configs
 from ..problem.model import Problem
 from ..problem.probe import probe_points
-from .cache import CompileCache
-from .devices import DevicePreset
-from .modeled import ModeledProfile
+from ..profile.cache import CompileCache
+from ..profile.devices import DevicePreset
+from ..profile.modeled import ModeledProfile
 
 #: The configs ``--best`` searches when no narrower space is given: the tile sizes,
 #: warps, stages and splits a Triton autotune list typically holds.
