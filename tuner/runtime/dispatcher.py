@@ -1,0 +1,304 @@
+"""The dispatcher: the table's config for the current regime, and :func:`load_table`.
+
+Lifecycle. :func:`load_table` reads the table once (never raising: a bad table gives a
+dispatcher serving the caller's fallback, with one warning naming the cause). The
+service then feeds the load monitor (``observe_*``), calls :meth:`Dispatcher.tick` at
+its safe points (between batches, say), and asks :meth:`Dispatcher.config` per launch.
+
+Thread safety. Everything a lookup reads is one immutable snapshot: the current
+regime's ``op -> params`` mapping, held in one attribute and replaced whole by
+:meth:`~Dispatcher.tick` (a regime change) or :meth:`~Dispatcher.reload` (a new table),
+both under a lock. A lookup takes no lock and sees the old assignment or the new one,
+never a mix, and every operator of a launch sequence that reads between two ticks gets
+the same regime's config.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from .classify import RateClassifier
+from .monitor import LoadMonitor, LoadSnapshot
+from .table import Table, read_table
+
+__all__ = ["Dispatcher", "load_table"]
+
+logger = logging.getLogger("tuner.runtime")
+
+Params = Mapping[str, Any]
+Classifier = Callable[[LoadSnapshot, str], str]
+_EMPTY: Params = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class _State:
+    table: Table | None
+    regime: str | None
+    reason: str | None  # why the fallback is served (None when the table is)
+
+
+class Dispatcher:
+    """Answers ``config(op)`` from a regime-indexed table, switching regimes with the load.
+
+    Build one with :func:`load_table`. Contract:
+
+    * :meth:`config` never raises and never blocks; it returns a read-only mapping that
+      is shared (do not rely on its identity; copy it to change it).
+    * A regime change takes effect only in :meth:`tick`, for every operator at once, and
+      only after the classifier has asked for the same new regime at ``confirm``
+      consecutive ticks.
+    * :meth:`reload` replaces the table atomically; when the new one cannot be read it
+      warns and keeps serving what it served.
+    * An operator the table does not know gets the fallback, with one warning per
+      operator per dispatcher.
+
+    Args:
+        table: the table to serve, or None to serve the fallback.
+        fallback: per operator (``{op: params}``, with an optional ``"*"`` entry for any
+            other op) or one ``params`` mapping for every op; None serves ``{}`` (the
+            kernel's own defaults).
+        reason: why the fallback is served when ``table`` is None.
+        regime_rates: mean arrival rate per regime (req/s), overriding the table's.
+        classifier: a custom ``(snapshot, current) -> regime``; default: by rate.
+        initial_regime: the regime served before the load says otherwise; default the
+            table's first (the problem file's order).
+        confirm: consecutive ticks a new regime must be asked for before it is taken.
+        margin: the rate classifier's hysteresis band (relative).
+        alpha: the load monitor's EWMA weight.
+        clock: time source of the monitor.
+        reader: how :meth:`reload` reads a table (``source -> Table``).
+        source: what :meth:`reload` reads by default (else the table's own source).
+    """
+
+    def __init__(
+        self,
+        table: Table | None,
+        *,
+        fallback: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+        regime_rates: Mapping[str, float] | None = None,
+        classifier: Classifier | None = None,
+        initial_regime: str | None = None,
+        confirm: int = 2,
+        margin: float = 0.15,
+        alpha: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
+        reader: Callable[[str | Path], Table] | None = None,
+        source: str | Path | None = None,
+    ) -> None:
+        if confirm < 1:
+            raise ValueError(f"confirm must be at least 1 but got {confirm!r}.")
+        self.monitor = LoadMonitor(alpha=alpha, clock=clock)
+        self._per_op, self._default = _split_fallback(fallback)
+        self._regime_rates = dict(regime_rates) if regime_rates is not None else None
+        self._custom = classifier
+        self._initial = initial_regime
+        self._confirm = confirm
+        self._margin = margin
+        self._reader = reader
+        self._source = source
+        self._lock = threading.Lock()
+        self._warn_lock = threading.Lock()
+        self._warned: set[str] = set()
+        self._pending: tuple[str | None, int] = (None, 0)
+        self._classifier: Classifier | None = None
+        self._state = _State(None, None, reason or "no table given")
+        self._lookup: Mapping[str, Params] = MappingProxyType(dict(self._per_op))
+        if table is not None:
+            self._install(table, initial_regime)
+
+    # --- lookups (the hot path: no lock) ---------------------------------------------
+
+    def config(self, op: str, shape: Mapping[str, Any] | None = None) -> Params:
+        """The params of ``op`` for the current regime (``shape`` is accepted for
+        interface stability; the table holds one config per regime and operator)."""
+        try:
+            return self._lookup[op]
+        except KeyError:
+            return self._missing(op)
+
+    def config_name(self, op: str) -> str | None:
+        """The table's config name for ``op`` in the current regime (None on fallback)."""
+        state = self._state
+        if state.table is None or state.regime is None:
+            return None
+        return state.table.names[state.regime].get(op)
+
+    @property
+    def regime(self) -> str | None:
+        """The regime whose configs are served; None when serving the fallback."""
+        return self._state.regime
+
+    @property
+    def table(self) -> Table | None:
+        return self._state.table
+
+    @property
+    def fallback_reason(self) -> str | None:
+        """Why the fallback is served, or None when the table is."""
+        return self._state.reason
+
+    # --- the load monitor ------------------------------------------------------------
+
+    def observe_arrival(self, t: float | None = None) -> None:
+        self.monitor.observe_arrival(t)
+
+    def observe_queue(self, depth: int) -> None:
+        self.monitor.observe_queue(depth)
+
+    def observe_free_memory(self, free_bytes: int) -> None:
+        self.monitor.observe_free_memory(free_bytes)
+
+    def load(self, now: float | None = None) -> LoadSnapshot:
+        return self.monitor.snapshot(now)
+
+    # --- state changes (under the lock) ----------------------------------------------
+
+    def tick(self, now: float | None = None) -> str | None:
+        """The safe point: classify the load and, if confirmed, switch every operator to
+        the new regime at once. Returns the regime served after the tick."""
+        with self._lock:
+            state, classifier = self._state, self._classifier
+            if state.table is None or state.regime is None or classifier is None:
+                return state.regime
+            try:
+                wanted = classifier(self.monitor.snapshot(now), state.regime)
+            except Exception as exc:  # noqa: BLE001 — a broken custom classifier must not take the service down
+                self._warn_once("classifier", f"tuner.runtime: the regime classifier raised {exc!r}; "
+                                f"keeping regime {state.regime!r}")
+                return state.regime
+            if wanted == state.regime or wanted not in state.table.configs:
+                self._pending = (None, 0)
+                return state.regime
+            name, count = self._pending
+            count = count + 1 if name == wanted else 1
+            if count < self._confirm:
+                self._pending = (wanted, count)
+                return state.regime
+            self._pending = (None, 0)
+            self._set(state.table, wanted)
+            logger.info("tuner.runtime: regime %s -> %s", state.regime, wanted)
+            return wanted
+
+    def set_regime(self, regime: str) -> None:
+        """Serve ``regime`` now (an operator's override, or a service that classifies
+        load itself). Raises KeyError for a regime the table does not have."""
+        with self._lock:
+            table = self._state.table
+            if table is None or regime not in table.configs:
+                raise KeyError(f"regime {regime!r} is not in the table "
+                               f"(it has {', '.join(table.regimes) if table else 'no table'})")
+            self._pending = (None, 0)
+            self._set(table, regime)
+
+    def reload(self, source: str | Path | None = None) -> bool:
+        """Read the table again (from ``source``, default the current one) and swap it in.
+
+        Returns True when swapped. On failure logs one warning and keeps serving what it
+        served. The regime stays when the new table has it.
+        """
+        current = self._state
+        where = source if source is not None else self._source
+        if where is None and current.table is not None:
+            where = current.table.source
+        if where is None or self._reader is None:
+            logger.warning("tuner.runtime: reload has no table source; keeping the current configs")
+            return False
+        try:
+            table = self._reader(where)
+        except Exception as exc:  # noqa: BLE001 — a bad new table keeps the old one serving
+            logger.warning("tuner.runtime: reload of %s failed, keeping the current configs: %s", where, exc)
+            return False
+        with self._lock:
+            keep = self._state.regime
+            self._install(table, keep if keep in table.configs else self._initial)
+            self._source = where
+        return True
+
+    # --- internals -------------------------------------------------------------------
+
+    def _install(self, table: Table, regime: str | None) -> None:
+        rates = self._regime_rates if self._regime_rates is not None else table.rates
+        known = {k: v for k, v in (rates or {}).items() if k in table.configs}
+        if self._custom is not None:
+            self._classifier = self._custom
+        elif known:
+            self._classifier = RateClassifier(known, margin=self._margin)
+        else:
+            self._classifier = None
+            if len(table.regimes) > 1:
+                logger.info("tuner.runtime: no arrival rates for the regimes of %s; serving one regime "
+                            "until set_regime() (pass regime_rates= to switch with the load)", table.source)
+        if regime is None or regime not in table.configs:
+            regime = table.regimes[0]
+        self._pending = (None, 0)
+        self._set(table, regime)
+
+    def _set(self, table: Table, regime: str) -> None:
+        self._state = _State(table, regime, None)
+        self._lookup = table.configs[regime]
+
+    def _missing(self, op: str) -> Params:
+        params = self._per_op.get(op, self._default)
+        if self._state.table is not None and op not in self._warned:
+            self._warn_once(op, f"tuner.runtime: operator {op!r} is not in the table "
+                            f"{self._state.table.source}; serving its fallback {dict(params)!r}")
+        return params
+
+    def _warn_once(self, key: str, message: str) -> None:
+        with self._warn_lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        logger.warning(message)
+
+
+def _split_fallback(fallback: Mapping[str, Any] | None) -> tuple[dict[str, Params], Params]:
+    """(per-op fallbacks, the default for any other op)."""
+    if not fallback:
+        return {}, _EMPTY
+    if all(isinstance(v, Mapping) for v in fallback.values()):
+        per_op = {op: MappingProxyType(dict(v)) for op, v in fallback.items() if op != "*"}
+        return per_op, MappingProxyType(dict(fallback.get("*", {})))
+    return {}, MappingProxyType(dict(fallback))
+
+
+def load_table(
+    source: str | Path,
+    problem: str | None = None,
+    device: str | None = None,
+    fallback: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Dispatcher:
+    """A dispatcher serving ``source``'s table; never raises for a bad table.
+
+    Args:
+        source: a SQLite file, a ``sqlite:///PATH`` URL or a project JSON export.
+        problem: the problem to serve (needed when the database holds several).
+        device: refuse a table tuned for another device.
+        fallback: what to serve when the table cannot be (see :class:`Dispatcher`).
+        **options: the remaining keyword arguments of :class:`Dispatcher`
+            (``regime_rates``, ``classifier``, ``initial_regime``, ``confirm``, ``margin``,
+            ``alpha``, ``clock``).
+
+    A missing, corrupt or empty table, another schema version, another device or an
+    unknown problem logs one warning naming the cause, and the dispatcher serves
+    ``fallback`` (:attr:`Dispatcher.fallback_reason` says why).
+    """
+    def reader(where: str | Path) -> Table:
+        return read_table(where, problem=problem, device=device)
+
+    try:
+        table = reader(source)
+    except Exception as exc:  # noqa: BLE001 — the serving path never raises for a table
+        reason = str(exc) or repr(exc)
+        logger.warning("tuner.runtime: cannot serve the config table, serving the fallback: %s", reason)
+        return Dispatcher(None, fallback=fallback, reason=reason, reader=reader, source=source, **options)
+    return Dispatcher(table, fallback=fallback, reader=reader, source=source, **options)
