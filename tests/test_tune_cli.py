@@ -190,3 +190,17 @@ def test_oracle_too_large_is_reported_with_the_size(tmp_path):
                  "--oracle", "--oracle-limit", 100)
     assert result.exit_code == 0, result.output
     assert "oracle not computed: the joint space has 216 assignments (more than --oracle-limit 100)" in result.stdout
+
+
+def test_simulate_with_the_tuned_table_as_policy(tuned):
+    common = ["simulate", SPACES / "seed_example.yaml", "--regime", "heavy", "--horizon", 5, "--json"]
+    table = run(*common, "--policy", "table", "--storage", db(tuned))
+    fastest = run(*common, "--policy", "isolated-fastest")
+    static_light = run(*common, "--policy", "static:light", "--storage", db(tuned))
+    assert table.exit_code == fastest.exit_code == static_light.exit_code == 0, (table.output, fastest.output)
+    goodput = {name: json.loads(r.stdout)["goodput_rps"] for name, r in
+               (("table", table), ("fastest", fastest), ("light", static_light))}
+    assert goodput["table"] > 5 * goodput["fastest"]  # heavy traffic: the table serves lean
+    assert goodput["light"] == goodput["fastest"]  # light's row is fast, the isolated-fastest choice
+    missing = run(*common, "--policy", "static:nope", "--storage", db(tuned))
+    one_line_error(missing, "no regime 'nope'")

@@ -36,9 +36,15 @@ def validate(problem: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a Chrome Trace Event file (open it in Perfetto); one regime only.")
+@click.option("--policy", default=None, metavar="table|static:REGIME|isolated-fastest",
+              help="Choose configs at run time: the tuned table's dispatcher fed by the simulated load, "
+                   "one regime's row of the table held fixed, or the isolated-fastest baseline.")
+@click.option("--storage", envvar="TUNER_STORAGE", default="sqlite:///results.db", show_default=True,
+              help="The tuned table --policy reads (a SQLite file or URL, or a JSON export).")
 @one_line_errors
 def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, ...], seed: int,
-             horizon: float | None, as_json: bool, trace_path: Path | None) -> None:
+             horizon: float | None, as_json: bool, trace_path: Path | None, policy: str | None,
+             storage: str) -> None:
     """Simulate the service under traffic regimes and report goodput and resources."""
     from ..problem import load_problem, resolve_assignment
     from ..report import metrics_table, stream_names
@@ -54,6 +60,11 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     chosen = list(regimes) or list(loaded.regimes)
     if trace_path is not None and len(chosen) != 1:
         raise TunerError("--trace needs exactly one --regime")
+    if policy is not None:
+        if assign or trace_path is not None:
+            raise TunerError("--policy chooses the configs: drop --assign and --trace")
+        _simulate_policy(loaded, policy, storage, chosen, seed, horizon, as_json)
+        return
     assignment = resolve_assignment(loaded, assign)
     results = []
     for name in chosen:
@@ -76,6 +87,57 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     metrics_table(loaded, assignment, [(n, r.metrics) for n, r in results], seed)
     if trace_path is not None:
         click.echo(f"trace written to {trace_path} (open it at ui.perfetto.dev)")
+
+
+def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str], seed: int,
+                     horizon: float | None, as_json: bool) -> None:
+    from ..problem import resolve_assignment
+    from ..sim import DispatcherPolicy, StaticPolicy, simulate_policy
+
+    if policy_text == "isolated-fastest":
+        from ..search.space import JointSpace, isolated_fastest
+
+        space = JointSpace.of(problem)
+        assignments = {"isolated-fastest": space.assignment(isolated_fastest(space))}
+        make = lambda: StaticPolicy("isolated-fastest")  # noqa: E731
+    elif policy_text == "table" or policy_text.startswith("static:"):
+        from ..runtime import Dispatcher
+        from ..runtime.problem_rates import regime_rates_from_problem
+        from ..runtime.table import read_table
+
+        source = storage.removeprefix("sqlite:///") if storage.startswith("sqlite:///") else storage
+        try:
+            table = read_table(source, problem=problem.name)
+        except Exception as exc:  # noqa: BLE001 - any unreadable table is one line for the user
+            raise TunerError(f"--policy {policy_text}: cannot read the table in {storage}: {exc}") from None
+        assignments = {
+            regime: resolve_assignment(problem, [f"{op}={name}" for op, name in table.names[regime].items()])
+            for regime in table.regimes
+        }
+        if policy_text == "table":
+            rates = regime_rates_from_problem(problem.path)
+            make = lambda: DispatcherPolicy(Dispatcher(table, regime_rates=rates))  # noqa: E731
+        else:
+            key = policy_text.removeprefix("static:")
+            if key not in assignments:
+                raise TunerError(f"--policy {policy_text}: the table has no regime {key!r} "
+                                 f"(regimes: {', '.join(assignments)})")
+            make = lambda: StaticPolicy(key)  # noqa: E731
+    else:
+        raise TunerError(f"--policy {policy_text!r}: expected table, static:REGIME or isolated-fastest")
+    documents = []
+    for regime in regimes:
+        with _status(f"simulating regime {regime!r} under --policy {policy_text}", quiet=as_json):
+            metrics = simulate_policy(problem, assignments, make(), regime, seed=seed, horizon_s=horizon).metrics
+        documents.append({"problem": problem.name, "regime": regime, "seed": seed, "policy": policy_text,
+                          **metrics.to_dict()})
+    if as_json:
+        click.echo(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+        return
+    for d in documents:
+        click.echo(f"{d['regime']}: --policy {policy_text}: goodput {d['goodput_rps']:.2f}/s, "
+                   f"SLO met {d['slo_attainment']:.1%}, p99 {d['latency_p99_s'] or float('nan'):.3f} s, "
+                   f"{d['config_switches']} switches (simulated)")
 
 
 class _status:

@@ -7,9 +7,11 @@ from .gpu import FluidGPU, Kernel
 from .metrics import Metrics
 from .program import BoundService, bind
 from .recording import Recording, write_chrome_trace
-from .service import ServiceRun, SimResult, simulate
+from .policy import DispatcherPolicy, StaticPolicy, SwitchPolicy
+from .service import ServiceRun, SimResult, simulate, simulate_policy
 
 __all__ = [
     "BoundService", "FluidGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",
-    "bind", "simulate", "write_chrome_trace",
+    "DispatcherPolicy", "StaticPolicy", "SwitchPolicy", "bind", "simulate", "simulate_policy",
+    "write_chrome_trace",
 ]

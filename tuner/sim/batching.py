@@ -33,6 +33,7 @@ class DynamicBatching:
         self.max_wait = service.max_wait_s
         self.fields = [(name, run.sizes[name]) for name in sorted(run.size_fields)]
         self._by_size: dict[int, Program] = {}  # programs by batch size, when sizes don't matter
+        self._bound = run.bound
 
     def admitted(self, request: int) -> None:
         self.queue.append(request)
@@ -62,6 +63,8 @@ class DynamicBatching:
             run.start_program(executor, self._program(batch, size), scale, now)
 
     def _program(self, batch: list[int], size: int) -> Program:
+        if self._bound is not self.run.bound:  # the assignment was switched: new programs
+            self._bound, self._by_size = self.run.bound, {}
         if not self.fields:
             program = self._by_size.get(size)
             if program is None:

@@ -42,6 +42,7 @@ class Metrics:
     ttft_p99_s: float | None = None
     tpot_p99_s: float | None = None
     neighbor_progress_ratio: float | None = None
+    config_switches: int = 0
 
     def to_dict(self) -> dict[str, float | int | None]:
         return asdict(self)

@@ -26,6 +26,7 @@ from ..problem.model import Config, Problem, Slo
 from ..traffic import Workload
 from .batching import ContinuousBatching, DynamicBatching
 from .gpu import FluidGPU, Kernel
+from .policy import SwitchPolicy
 from .metrics import Metrics, percentile
 from .program import BoundService, Launch, Program, bind
 from .recording import Recording
@@ -63,13 +64,44 @@ def simulate(
     return ServiceRun(bound, workload, budget, problem.size_fields, record).run()
 
 
+def simulate_policy(
+    problem: Problem,
+    assignments: Mapping[str, Mapping[str, Config]],
+    policy: SwitchPolicy,
+    regime: str,
+    seed: int = 0,
+    horizon_s: float | None = None,
+) -> SimResult:
+    """Simulate with the assignment chosen at run time by ``policy`` among ``assignments``
+    (keyed as the policy answers, e.g. by regime name).
+
+    Switching is not free: a switch to an assignment that reserves more workspace waits
+    until that memory is free, and admission pauses meanwhile.
+    """
+    chosen = problem.regimes[regime]
+    workload = chosen.workload(seed, problem.service.jitter, horizon_s)
+    bound = {key: bind(problem.service, a, problem.size_fields) for key, a in assignments.items()}
+    budget = chosen.memory_budget if chosen.memory_budget is not None else problem.service.memory.budget
+    start = policy.choose(0.0)
+    return ServiceRun(bound[start], workload, budget, problem.size_fields,
+                      alternatives=bound, policy=policy, key=start).run()
+
+
 class ServiceRun:
     """One simulation; create, call :meth:`run` once, discard."""
 
     def __init__(self, bound: BoundService, workload: Workload, budget: float,
-                 size_fields: frozenset[str], record: bool = False) -> None:
+                 size_fields: frozenset[str], record: bool = False,
+                 alternatives: Mapping[str, BoundService] | None = None,
+                 policy: SwitchPolicy | None = None, key: str | None = None) -> None:
         service = bound.service
         self.bound = bound
+        self.budget = budget
+        self.alternatives = alternatives or {}
+        self.switch_policy = policy
+        self._key = key
+        self._pending: str | None = None
+        self.switches = 0
         self.workload = workload
         self.horizon = workload.horizon_s
         self.size_fields = size_fields
@@ -178,12 +210,40 @@ class ServiceRun:
     def _on_program_done(self, executor: int, now: float) -> None:
         self.policy.program_done(executor, now)
         self.idle.append(executor)
+        if self.switch_policy is not None:
+            self._maybe_switch(now)
         if self._queue:
             self._admit(now)
         self.policy.dispatch(now)
 
+    def _maybe_switch(self, now: float) -> None:
+        """At a safe point: take the policy's assignment when its workspace fits beside
+        the admitted requests; else hold admission until it does."""
+        key = self.switch_policy.choose(now)
+        if key == self._key:
+            self._pending = None
+            self.capacity = self.budget - self.base_memory
+            return
+        target = self.alternatives[key]
+        fixed = self.bound.service.memory.fixed
+        if target.blocks == self.bound.blocks:  # another regime, the same configs: nothing to switch
+            self._key, self._pending = key, None
+            self.capacity = self.budget - self.base_memory
+        elif fixed + target.reserved_workspace + self._memory_used <= self.budget:
+            self.bound, self._key, self._pending = target, key, None
+            self.base_memory = fixed + target.reserved_workspace
+            self.capacity = self.budget - self.base_memory
+            self.switches += 1
+        else:
+            self._pending = key
+            reserve = max(target.reserved_workspace, self.bound.reserved_workspace)
+            self.capacity = self.budget - fixed - reserve
+
     def _on_arrival(self, r: int, now: float) -> None:
-        if self.state[r] > self.capacity:
+        if self.switch_policy is not None:
+            self.switch_policy.observe_arrival(now)
+            self._maybe_switch(now)
+        if self.state[r] > self.budget - self.bound.service.memory.fixed - self.bound.reserved_workspace:
             self._judged += 1  # can never fit: rejected, counted as missed
             return
         self._queue.append(r)
@@ -312,6 +372,7 @@ class ServiceRun:
             ttft_p99_s=percentile(ttft, 99) if ttft is not None else None,
             tpot_p99_s=percentile(tpot, 99) if tpot is not None else None,
             neighbor_progress_ratio=neighbor_ratio,
+            config_switches=self.switches,
         )
 
 
