@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import SchemaMismatchError, StorageError
-from ..store.version import SCHEMA_VERSION
+from ..store.version import SCHEMA_VERSION, check_export
 
 __all__ = ["Table", "read_table"]
 
@@ -159,11 +159,7 @@ def _json_rows(path: Path) -> tuple[list[tuple[Any, ...]], dict[str, float] | No
         document = json.loads(path.read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StorageError(f"{path}: neither a SQLite database nor JSON ({exc})") from None
-    if not isinstance(document, dict) or "schema_version" not in document:
-        raise StorageError(f"{path}: not a tuner table export (no schema_version)")
-    if document["schema_version"] != SCHEMA_VERSION:
-        raise SchemaMismatchError(f"{path}: tuner schema version {document['schema_version']!r} found, "
-                                  f"this tuner reads version {SCHEMA_VERSION}")
+    check_export(document, path)
     try:
         rows = [(r["problem"], r["regime"], r["op"], r["regime_index"], r["op_index"], r["config"]["name"],
                  r["config"]["params"], r["device"]) for r in document["rows"]]

@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import SchemaMismatchError, StorageError
+from ..errors import StorageError
 from .table import TableRow
-from .version import SCHEMA_VERSION
+from .version import SCHEMA_VERSION, check_export
 
 VLLM_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 _ALIASES = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K",
@@ -60,11 +60,7 @@ def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
         document = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StorageError(f"{path}: cannot read the exported table ({exc})") from None
-    if not isinstance(document, dict) or "schema_version" not in document:
-        raise StorageError(f"{path}: not a tuner table export (no schema_version)")
-    if document["schema_version"] != SCHEMA_VERSION:
-        raise SchemaMismatchError(f"{path}: tuner schema version {document['schema_version']!r} found, "
-                                  f"this tuner reads version {SCHEMA_VERSION}")
+    check_export(document, path)
     try:
         return str(document["problem"]), [TableRow.from_dict(row) for row in document["rows"]]
     except (KeyError, TypeError, ValueError) as exc:
