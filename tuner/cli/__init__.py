@@ -45,7 +45,7 @@ def main() -> None:
     """Load-aware autotuning: pick kernel configs by service goodput, not isolated latency."""
 
 
-from . import profile, simulate  # noqa: E402,F401  (registers the subcommands)
+from . import attribute, gate, profile, simulate  # noqa: E402,F401  (registers the subcommands)
 from . import tune  # noqa: E402,F401  (tuner tune)
 from . import table  # noqa: E402,F401  (tuner table show|export)
 

@@ -1,0 +1,61 @@
+"""BASE and CAND: a config table (one row per regime) or ``op=config`` specs.
+
+A value is a table when it is a ``sqlite:`` URL, an existing file, or has no ``=`` in it
+(then a missing file is reported as such). Otherwise it is one or more ``OP=CONFIG``
+specs separated by spaces or ``;`` (``OP=K=V,K=V`` picks a config by parameters, as
+``tuner simulate --assign`` does); operators not named keep the family default. The
+word ``default`` alone is the default assignment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from ..errors import StorageError, TunerError
+from ..problem import resolve_assignment
+from ..problem.model import Config, Problem
+
+
+def check_regimes(problem: Problem, regimes: Iterable[str]) -> tuple[str, ...]:
+    """The named regimes (default: all of the problem's), checked, deduplicated, sorted."""
+    chosen = sorted(set(regimes)) or sorted(problem.regimes)
+    for name in chosen:
+        if name not in problem.regimes:
+            raise TunerError(f"{problem.path}: regimes: no regime {name!r} (regimes: {', '.join(problem.regimes)})")
+    return tuple(chosen)
+
+
+def _is_table(text: str) -> bool:
+    if text.startswith("sqlite:"):
+        return True
+    if text.strip() == "default":
+        return False
+    return "=" not in text or Path(text).is_file()
+
+
+def assignments_per_regime(problem: Problem, text: str, regimes: Iterable[str],
+                           what: str = "assignment") -> dict[str, dict[str, Config]]:
+    """``regime -> op -> Config`` for ``text`` (see the module doc).
+
+    Raises:
+        StorageError: an unreadable table, or one without a row for a regime.
+        AssignmentError: an unknown operator or config.
+    """
+    regimes = tuple(regimes)
+    if _is_table(text):
+        from ..runtime.table import read_table
+
+        table = read_table(text, problem=problem.name)
+        out: dict[str, dict[str, Config]] = {}
+        for regime in regimes:
+            row: Mapping[str, str] | None = table.names.get(regime)
+            if row is None:
+                raise StorageError(f"{table.source}: {what}: the table has no row for regime {regime!r} "
+                                   f"(regimes: {', '.join(table.regimes)})")
+            out[regime] = resolve_assignment(problem, [f"{op}={name}" for op, name in sorted(row.items())])
+        return out
+    specs = [] if text.strip() == "default" else [s for s in re.split(r"[;\s]+", text) if s]
+    assignment = resolve_assignment(problem, specs)
+    return {regime: dict(assignment) for regime in regimes}

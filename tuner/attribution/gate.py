@@ -1,0 +1,91 @@
+"""The regression gate: a per-regime non-inferiority test on paired seeds.
+
+With ``d_i = goodput(CAND, seed i) - goodput(BASE, seed i)`` and ``B`` the base's mean
+goodput, a regime passes when the one-sided ``confidence`` lower bound of mean(d) is at
+least ``-tolerance × B``: we are that confident the candidate is not worse by more than
+the tolerance. It fails otherwise (including when the seeds are too noisy to tell).
+The gate passes when every regime passes; regimes are judged independently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..errors import TunerError
+from ..problem.model import Config, Problem
+from .attribute import Attribution, Comparison, attribute, compare
+
+
+@dataclass(frozen=True)
+class RegimeVerdict:
+    comparison: Comparison
+    tolerance: float
+    confidence: float
+    lower_bound: float  # one-sided lower confidence bound of the mean goodput difference (req/s)
+    passed: bool
+    attribution: Attribution | None = None
+
+    @property
+    def regime(self) -> str:
+        return self.comparison.regime
+
+    @property
+    def base_goodput(self) -> float:
+        return self.comparison.base_runs.mean_goodput
+
+    @property
+    def relative_change(self) -> float | None:
+        b = self.base_goodput
+        return None if b == 0 else self.comparison.total.mean / b
+
+    @property
+    def relative_lower_bound(self) -> float | None:
+        b = self.base_goodput
+        return None if b == 0 else self.lower_bound / b
+
+
+@dataclass(frozen=True)
+class GateResult:
+    verdicts: tuple[RegimeVerdict, ...]  # sorted by regime
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    @property
+    def failed(self) -> tuple[RegimeVerdict, ...]:
+        return tuple(v for v in self.verdicts if not v.passed)
+
+
+def decide(comparison: Comparison, tolerance: float, confidence: float) -> RegimeVerdict:
+    total = comparison.total
+    lower = total.lower_bound(confidence)
+    if lower is None:
+        raise TunerError("the gate needs at least 2 seeds")
+    margin = tolerance * comparison.base_runs.mean_goodput
+    return RegimeVerdict(comparison, tolerance, confidence, lower, lower >= -margin)
+
+
+def gate(problem: Problem, base: Mapping[str, Mapping[str, Config]], candidate: Mapping[str, Mapping[str, Config]],
+         seeds: Sequence[int], horizon_s: float | None = None, tolerance: float = 0.02, confidence: float = 0.95,
+         attribute_all: bool = False) -> GateResult:
+    """Judge every regime of ``base`` (``regime -> assignment``); attribute the failing ones
+    (every one with ``attribute_all``, as the Markdown report needs)."""
+    if not 0 <= tolerance < 1:
+        raise TunerError(f"--tolerance must be in [0, 1) but got {tolerance}")
+    if not 0.5 <= confidence < 1:
+        raise TunerError(f"--confidence must be in [0.5, 1) but got {confidence}")
+    if len(seeds) < 2:
+        raise TunerError(f"--seeds must be at least 2 for a paired comparison but got {len(seeds)}")
+    verdicts = []
+    for regime in sorted(base):
+        comparison = compare(problem, base[regime], candidate[regime], regime, seeds, horizon_s, confidence)
+        verdict = decide(comparison, tolerance, confidence)
+        if attribute_all or not verdict.passed:
+            attribution = attribute(problem, base[regime], candidate[regime], regime, seeds, horizon_s,
+                                    confidence, comparison=comparison)
+            verdict = RegimeVerdict(comparison, tolerance, confidence, verdict.lower_bound, verdict.passed,
+                                    attribution)
+        verdicts.append(verdict)
+    return GateResult(tuple(verdicts))

@@ -1,0 +1,69 @@
+"""``tuner attribute``: which operator's config change moved goodput."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+from ..errors import TunerError
+from . import DEFAULT_PROBLEM, main, one_line_errors
+
+ASSIGNMENT_HELP = ("BASE and CAND are each a config table (a SQLite file, sqlite:/// URL or JSON export; "
+                   "each regime uses its own row) or OP=CONFIG specs separated by spaces or ';' "
+                   "(quote them; unnamed operators keep the default; 'default' alone is the default assignment).")
+
+
+def common_options(command):
+    for option in reversed([
+        click.option("--problem", type=click.Path(path_type=Path), default=None,
+                     help=f"Problem file (default: {DEFAULT_PROBLEM})."),
+        click.option("--regime", "regimes", multiple=True, help="Regime (repeatable; default: all)."),
+        click.option("--seeds", default=5, show_default=True, help="Paired workload seeds 0..K-1."),
+        click.option("--horizon", type=float, default=None,
+                     help="Measurement window in seconds (default: the regime's)."),
+    ]):
+        command = option(command)
+    return command
+
+
+def load_inputs(problem: Path | None, base: str, cand: str, regimes: tuple[str, ...], seeds: int,
+                horizon: float | None):
+    from ..attribution import assignments_per_regime, check_regimes
+    from ..problem import load_problem
+
+    loaded = load_problem(problem or DEFAULT_PROBLEM)
+    chosen = check_regimes(loaded, regimes)
+    if seeds < 1:
+        raise TunerError(f"--seeds must be at least 1 but got {seeds}")
+    if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
+        raise TunerError(f"--horizon must be a finite number of seconds > 0 but got {horizon}")
+    return (loaded, chosen, assignments_per_regime(loaded, base, chosen, "BASE"),
+            assignments_per_regime(loaded, cand, chosen, "CAND"))
+
+
+@main.command(epilog=ASSIGNMENT_HELP)
+@click.argument("base")
+@click.argument("cand")
+@common_options
+@click.option("--confidence", default=0.95, show_default=True, help="Two-sided confidence of the intervals.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the waterfall.")
+@one_line_errors
+def attribute(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], seeds: int,
+              horizon: float | None, confidence: float, as_json: bool) -> None:
+    """Attribute CAND's goodput change against BASE to each operator's config change."""
+    from ..attribution import attribute as run_attribution
+    from ..attribution.render import attribution_to_dict, waterfall
+
+    if not 0.5 <= confidence < 1:
+        raise TunerError(f"--confidence must be in [0.5, 1) but got {confidence}")
+    loaded, chosen, base_a, cand_a = load_inputs(problem, base, cand, regimes, seeds, horizon)
+    results = [run_attribution(loaded, base_a[r], cand_a[r], r, range(seeds), horizon, confidence)
+               for r in chosen]
+    if as_json:
+        click.echo(json.dumps({"problem": loaded.name, "regimes": [attribution_to_dict(a) for a in results]},
+                              indent=2))
+        return
+    waterfall(results)

@@ -1,0 +1,42 @@
+"""``tuner gate``: fail a candidate config assignment that loses goodput in some regime."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import main, one_line_errors
+from .attribute import ASSIGNMENT_HELP, common_options, load_inputs
+
+
+@main.command(epilog=ASSIGNMENT_HELP + " Exit 0: not worse by more than the tolerance in any regime at the "
+                                       "stated confidence; 1: worse somewhere; 2: bad input.")
+@click.argument("base")
+@click.argument("cand")
+@common_options
+@click.option("--tolerance", default=0.02, show_default=True,
+              help="Largest accepted goodput loss, as a fraction of the base's goodput.")
+@click.option("--confidence", default=0.95, show_default=True,
+              help="Confidence of the one-sided bound on the paired goodput difference.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a Markdown report (a PR comment) to this file.")
+@one_line_errors
+def gate(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: float | None,
+         tolerance: float, confidence: float, report_path: Path | None) -> None:
+    """Paired non-inferiority test of CAND against BASE over seeds, per regime."""
+    from ..attribution import gate as run_gate
+    from ..attribution.render import markdown_report, verdict_line
+
+    loaded, _, base_a, cand_a = load_inputs(problem, base, cand, regimes, seeds, horizon)
+    result = run_gate(loaded, base_a, cand_a, range(seeds), horizon, tolerance, confidence,
+                      attribute_all=report_path is not None)
+    if report_path is not None:
+        report_path.write_text(markdown_report(loaded, result, base, cand))
+    for verdict in result.verdicts:
+        click.echo(verdict_line(verdict))
+    click.echo(f"gate: {'pass' if result.passed else 'FAIL'}")
+    if report_path is not None:
+        click.echo(f"report written to {report_path}")
+    sys.exit(0 if result.passed else 1)
