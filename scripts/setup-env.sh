@@ -13,3 +13,14 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     .venv/bin/pip install --quiet "torch==2.13.0"
 fi
 .venv/bin/pip install --quiet -e ".[test]"
+# The dashboard's browser test drives Debian's chromium through playwright-python (the
+# package only: never `playwright install`, which downloads browsers).
+if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+            || { echo "setup-env: apt-get install chromium failed" >&2; exit 1; }
+    else
+        echo "setup-env: /usr/bin/chromium is missing and we are not root: install it (apt-get install chromium)" >&2
+    fi
+fi
+.venv/bin/python -c "import playwright" 2>/dev/null || .venv/bin/pip install --quiet playwright

@@ -48,5 +48,6 @@ def main() -> None:
 from . import attribute, gate, profile, simulate  # noqa: E402,F401  (registers the subcommands)
 from . import tune  # noqa: E402,F401  (tuner tune)
 from . import table  # noqa: E402,F401  (tuner table show|export)
+from . import dashboard  # noqa: E402,F401  (tuner dashboard, tuner report --html)
 
 __all__ = ["DEFAULT_PROBLEM", "fail", "main", "one_line_errors"]

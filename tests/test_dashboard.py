@@ -1,0 +1,130 @@
+"""The dashboard: ``tuner report --html``, bad storage URLs, and the served pages in a real
+headless Chromium (Debian's /usr/bin/chromium, driven by playwright-python)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+from urllib.error import HTTPError
+from urllib.request import urlopen
+
+import pytest
+from click.testing import CliRunner
+
+from tuner.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "results.db.example"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def _regimes(db: Path) -> set[tuple[str, str]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return set(conn.execute("SELECT DISTINCT problem, regime FROM tuner_configs"))
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    copy = tmp_path / "results.db"
+    shutil.copy(EXAMPLE, copy)
+    return copy
+
+
+def test_report_html_is_self_contained_and_lists_every_regime(db: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    before = db.read_bytes()
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", "--html", str(out), "--storage", f"sqlite:///{db}",
+                                       "--problem", "seed_example"])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    for problem, regime in _regimes(db):
+        assert f'data-problem="{problem}" data-regime="{regime}"' in text
+    assert "Plotly" in text and "<script src=" not in text  # plotly.js inline, nothing fetched
+    assert "plotly-graph-div" in text and "goodput (req\\u002fs)" in text
+    assert db.read_bytes() == before  # opened read-only
+
+
+@pytest.mark.parametrize("url", ["sqlite:///{tmp}/README.md", "not a url", "sqlite:///{tmp}/empty.db",
+                                 "sqlite:///{tmp}/missing.db"])
+def test_bad_storage_is_one_line_exit_2(tmp_path: Path, url: str) -> None:
+    (tmp_path / "README.md").write_text("# not a database\n")
+    sqlite3.connect(tmp_path / "empty.db").execute("CREATE TABLE other (x)").connection.close()
+    url = url.format(tmp=tmp_path)
+    for args in (["report", "--html", str(tmp_path / "r.html")], ["dashboard", "--port", "0"]):
+        result = CliRunner().invoke(main, [*args, "--storage", url])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("tuner: error: ") and result.output.count("\n") == 1, result.output
+    assert not (tmp_path / "missing.db").exists()
+
+
+@pytest.fixture
+def served(db: Path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    from tuner.dashboard import Dashboard
+    from tuner.dashboard.server import make_server
+
+    server = make_server(Dashboard(f"sqlite:///{db}", ROOT / "search_spaces"), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_server_error_page_is_not_a_stack_trace(served, db: Path) -> None:
+    base, _ = served
+    with pytest.raises(HTTPError) as info:
+        urlopen(f"{base}/regime/nope/nothing", timeout=10)
+    body = info.value.read().decode()
+    assert info.value.code == 404 and "no rows for nope/nothing" in body and "Traceback" not in body
+    db.write_bytes(b"garbage, no longer a database" * 10)  # the DB breaks under a running server
+    with pytest.raises(HTTPError) as info:
+        urlopen(f"{base}/", timeout=10)
+    body = info.value.read().decode()
+    assert info.value.code == 500 and 'class="error"' in body and "Traceback" not in body
+
+
+def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/setup-env.sh as root (it apt-installs chromium)")
+    from playwright.sync_api import sync_playwright
+
+    base, _ = served
+    regimes = _regimes(db)
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(base + "/", timeout=20_000)
+            shown = {(r.get_attribute("data-problem"), r.get_attribute("data-regime"))
+                     for r in page.locator("table.regimes tbody tr").all()}
+            assert shown == regimes
+            assert "simulated" in page.inner_text("h1")
+            page.screenshot(path=str(tmp_path / "index.png"), full_page=True)
+
+            page.click('tr[data-problem="seed_example"][data-regime="heavy"] td.regime a')
+            page.wait_for_selector(".main-svg", timeout=20_000)
+            page.wait_for_selector("g.scatterlayer g.trace path.js-line", state="attached", timeout=20_000)
+            assert page.locator("g.scatterlayer g.trace").count() >= 4  # M and R, tuned and baseline
+            path = page.locator("g.scatterlayer g.trace path.js-line").first.get_attribute("d")
+            assert path and len(path) > 20
+            page.screenshot(path=str(tmp_path / "regime.png"), full_page=True)
+
+            page.goto(base + "/problem/seed_example", timeout=20_000)
+            page.wait_for_selector("g.scatterlayer g.trace path.js-line", state="attached", timeout=20_000)
+            assert "offered load (req/s)" in page.inner_text("body") or page.locator("text=offered load (req/s)").count()
+            page.screenshot(path=str(tmp_path / "problem.png"), full_page=True)
+        finally:
+            browser.close()
+    assert not errors, errors
+    assert (tmp_path / "regime.png").stat().st_size > 10_000

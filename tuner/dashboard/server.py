@@ -1,0 +1,76 @@
+"""Serve a :class:`Dashboard` with the standard library (``ThreadingHTTPServer``)."""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+from .render import Dashboard, page
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> bytes:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs().encode("utf-8")
+
+
+def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "tuner-dashboard"
+
+        def log_message(self, format: str, *args: object) -> None:  # quiet by default
+            log.debug("%s " + format, self.address_string(), *args)
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            if content_type.startswith("application/javascript"):
+                self.send_header("Cache-Control", "max-age=86400")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _html(self, status: int, title: str, body: str) -> None:
+            self._send(status, page(title, body).encode("utf-8"), "text/html; charset=utf-8")
+
+        def do_GET(self) -> None:  # noqa: N802
+            parts = [unquote(p) for p in urlsplit(self.path).path.split("/") if p]
+            try:
+                if parts == ["plotly.js"]:
+                    self._send(HTTPStatus.OK, plotly_js(), "application/javascript; charset=utf-8")
+                    return
+                if not parts:
+                    self._html(HTTPStatus.OK, "tuner dashboard", board.index_body(board.rows()))
+                elif parts[0] == "problem" and len(parts) == 2:
+                    self._html(HTTPStatus.OK, parts[1], board.problem_body(parts[1], board.rows()))
+                elif parts[0] == "regime" and len(parts) == 3:
+                    self._html(HTTPStatus.OK, f"{parts[1]}/{parts[2]}", board.regime_body(parts[1], parts[2], board.rows()))
+                else:
+                    self._html(HTTPStatus.NOT_FOUND, "not found", f'<p class="error">No page {self.path}</p>')
+            except LookupError as exc:
+                self._html(HTTPStatus.NOT_FOUND, "not found", f'<p class="error">{_escape(exc)}</p>')
+            except Exception as exc:  # an error page, never a stack trace
+                log.warning("dashboard: %s: %s", self.path, exc)
+                line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                self._html(HTTPStatus.INTERNAL_SERVER_ERROR, "error", f'<p class="error">Error: {_escape(line)}</p>')
+
+    return Handler
+
+
+def _escape(value: object) -> str:
+    import html
+
+    text = value.args[0] if isinstance(value, LookupError) and value.args else value
+    return html.escape(str(text))
+
+
+def make_server(board: Dashboard, host: str = "127.0.0.1", port: int = 8050) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((host, port), make_handler(board))
+    server.daemon_threads = True
+    return server
