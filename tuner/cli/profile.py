@@ -76,6 +76,7 @@ def profile(problem: Path | None, device: str | None, storage: str, workers: int
 def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...], config_text: tuple[str, ...],
          best: bool, device_name: str | None, cache: object, as_json: bool) -> None:
     from ..kernels import FAMILIES, get_family
+    from ..problem.model import same_value
     from ..profile.devices import PRESETS
     from ..profiling.fill import profile_one
 
@@ -94,7 +95,7 @@ def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...]
     for key, value in config.items():
         if key not in family.space:
             raise TunerError(f"--config {key}: not a parameter of {family_name} ({', '.join(family.space)})")
-        if value not in family.space[key]:
+        if not any(same_value(value, allowed) for allowed in family.space[key]):
             raise TunerError(f"--config {key}={value!r}: outside the space {list(family.space[key])}")
     if best and config:
         raise TunerError("give --config or --best, not both")

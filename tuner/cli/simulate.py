@@ -105,9 +105,8 @@ def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str]
         from ..runtime.problem_rates import regime_rates_from_problem
         from ..runtime.table import read_table
 
-        source = storage.removeprefix("sqlite:///") if storage.startswith("sqlite:///") else storage
         try:
-            table = read_table(source, problem=problem.name)
+            table = read_table(storage, problem=problem.name)
         except Exception as exc:  # noqa: BLE001 - any unreadable table is one line for the user
             raise TunerError(f"--policy {policy_text}: cannot read the table in {storage}: {exc}") from None
         assignments = {

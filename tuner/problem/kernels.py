@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import TunerError
 from . import schema as s
 from .explain import Invalid
-from .model import Config, Family, Operator
+from .model import Config, Family, Operator, same_value
 
 
 def device_preset(name: str) -> Any:
@@ -90,6 +90,6 @@ def _narrowed(full: Mapping[str, tuple[Any, ...]], narrowed: Mapping[str, list[A
         if name not in full:
             raise Invalid(f"{key}.{name}", f"not a parameter of this family ({', '.join(full)})")
         for value in values:
-            if not any(value == allowed and isinstance(value, bool) == isinstance(allowed, bool) for allowed in full[name]):
+            if not any(same_value(value, allowed) for allowed in full[name]):
                 raise Invalid(f"{key}.{name}", f"value {value!r} is outside the family's space {list(full[name])}")
     return {name: tuple(narrowed.get(name, full[name][:1])) for name in full}

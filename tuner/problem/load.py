@@ -26,7 +26,7 @@ from .document import read_document
 from .explain import Invalid, checked, explain
 from .model import (
     CONTINUOUS_VARIABLES, Config, Device, Family, KernelProfile, Memory, Neighbor, Operator,
-    PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables, service_variables,
+    PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables, same_value, service_variables,
 )
 
 
@@ -174,16 +174,11 @@ def _families(
     return families
 
 
-def _same(a: object, b: object) -> bool:
-    """Equal as YAML values: ``true`` is not ``1``."""
-    return isinstance(a, bool) == isinstance(b, bool) and a == b
-
-
 def _check_in_space(fam: s.FamilySpec, cfg: s.ConfigSpec, key: str) -> None:
     for param, value in cfg.params.items():
         if param not in fam.space:
             raise Invalid(f"{key}.params.{param}", f"parameter not in the family's space ({', '.join(fam.space)})")
-        if not any(_same(value, allowed) for allowed in fam.space[param]):
+        if not any(same_value(value, allowed) for allowed in fam.space[param]):
             raise Invalid(f"{key}.params.{param}", f"value {value!r} is outside the space {fam.space[param]!r}")
     missing = [p for p in fam.space if p not in cfg.params]
     if missing:

@@ -26,6 +26,11 @@ CONTINUOUS_VARIABLES = frozenset(
 )
 
 
+def same_value(a: object, b: object) -> bool:
+    """Equal as parameter values are: ``true`` is not ``1``, although Python says so."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
 def service_variables(batching: str, size_fields: frozenset[str]) -> frozenset[str]:
     """The batch variables a batching policy exposes to expressions."""
     return CONTINUOUS_VARIABLES if batching == "continuous" else dynamic_variables(size_fields)

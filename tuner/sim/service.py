@@ -57,11 +57,17 @@ def simulate(
     two assignments compared at the same seed see the same requests (common random
     numbers).
     """
+    workload, budget = _workload_and_budget(problem, regime, seed, horizon_s)
+    bound = bind(problem.service, assignment, problem.size_fields, allow_merge=not record)
+    return ServiceRun(bound, workload, budget, problem.size_fields, record).run()
+
+
+def _workload_and_budget(problem: Problem, regime: str, seed: int, horizon_s: float | None) -> tuple[Workload, float]:
+    """The regime's seeded workload (the same for every assignment) and its memory budget."""
     chosen = problem.regimes[regime]
     workload = chosen.workload(seed, problem.service.jitter, horizon_s)
-    bound = bind(problem.service, assignment, problem.size_fields, allow_merge=not record)
     budget = chosen.memory_budget if chosen.memory_budget is not None else problem.service.memory.budget
-    return ServiceRun(bound, workload, budget, problem.size_fields, record).run()
+    return workload, budget
 
 
 def simulate_policy(
@@ -78,10 +84,8 @@ def simulate_policy(
     Switching is not free: a switch to an assignment that reserves more workspace waits
     until that memory is free, and admission pauses meanwhile.
     """
-    chosen = problem.regimes[regime]
-    workload = chosen.workload(seed, problem.service.jitter, horizon_s)
+    workload, budget = _workload_and_budget(problem, regime, seed, horizon_s)
     bound = {key: bind(problem.service, a, problem.size_fields) for key, a in assignments.items()}
-    budget = chosen.memory_budget if chosen.memory_budget is not None else problem.service.memory.budget
     start = policy.choose(0.0)
     return ServiceRun(bound[start], workload, budget, problem.size_fields,
                       alternatives=bound, policy=policy, key=start).run()
