@@ -87,12 +87,14 @@ class ModeledProfile:
     resources: ResourceSource
     factors: Efficiency = DEFAULT
     measured: Any = None  # a MeasuredStore (or anything with .latencies(...)), read on first use
-    _memo: dict = field(default_factory=dict, repr=False)
+    _timings: dict = field(default_factory=dict, repr=False)   # shape key -> ShapeTiming
+    _resources: dict = field(default_factory=dict, repr=False)  # launch.compile_key() -> resources
+    _measured: dict = field(default_factory=dict, repr=False)  # "latencies" -> the store's answer, read once
 
     @property
     def measurements(self) -> Mapping[tuple[tuple[str, int], ...], float]:
         """Measured latency by shape for this config on this kind of GPU (may be empty)."""
-        found = self._memo.get("measured")
+        found = self._measured.get("latencies")
         if found is None:
             found = {}
             if self.measured is not None:
@@ -102,7 +104,7 @@ class ModeledProfile:
 
                 found = self.measured.latencies(self.family.name, family_options(self.family), self.config,
                                                 self.device.name, importlib.metadata.version("triton"))
-            self._memo["measured"] = found
+            self._measured["latencies"] = found
         return found
 
     @property
@@ -113,7 +115,7 @@ class ModeledProfile:
     def source_hash(self) -> str | None:
         """Hash of the Triton sources this config launches (None before any shape is timed),
         so a table row can tell whether the kernels changed since it was tuned."""
-        timings = [v for v in self._memo.values() if isinstance(v, ShapeTiming)]
+        timings = list(self._timings.values())
         if not timings:
             return None
         from .cache import kernel_source_hash
@@ -137,7 +139,7 @@ class ModeledProfile:
             IllegalConfigError: the config cannot run this shape on this device.
         """
         key = tuple(shape[k] for k in self.family.shape_keys)
-        cached = self._memo.get(key)
+        cached = self._timings.get(key)
         if cached is not None:
             return cached
         config = self.config
@@ -156,9 +158,9 @@ class ModeledProfile:
         if self.measurements:
             timings = self._steered(shape, timings)
         result = ShapeTiming(plan, timings, modeled)
-        if len(self._memo) >= _MEMO_LIMIT:
-            self._memo.clear()
-        self._memo[key] = result
+        if len(self._timings) >= _MEMO_LIMIT:
+            self._timings.clear()
+        self._timings[key] = result
         return result
 
     def _steered(self, shape: Mapping[str, int], timings: tuple[LaunchTiming, ...]) -> tuple[LaunchTiming, ...]:
@@ -174,10 +176,10 @@ class ModeledProfile:
         return tuple(t.scaled(ratio) for t in timings)
 
     def _compiled(self, launch: KernelLaunch) -> CompiledResources:
-        key = ("compiled", launch.compile_key())  # many shapes share a binary: skip the cache's key hashing
-        resources = self._memo.get(key)
+        key = launch.compile_key()  # many shapes share a binary: skip the cache's key hashing
+        resources = self._resources.get(key)
         if resources is None:
-            resources = self._memo[key] = self.resources.get_or_compile(launch, self.device)
+            resources = self._resources[key] = self.resources.get_or_compile(launch, self.device)
         if not resources.legal:
             raise IllegalConfigError(
                 f"{self.family.name} {_describe(self.config)}: launch {launch.name!r} on "
