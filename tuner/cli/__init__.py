@@ -39,6 +39,12 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def storage_option(help: str = "Database URL (any SQLAlchemy/Optuna URL)") -> Callable[[Any], Any]:
+    """``--storage``, shared by the commands that read or write the project database."""
+    return click.option("--storage", envvar="TUNER_STORAGE", default="sqlite:///results.db", show_envvar=False,
+                        help=f"{help} [default: $TUNER_STORAGE or sqlite:///results.db]")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tuner")
 def main() -> None:
@@ -50,4 +56,4 @@ from . import tune  # noqa: E402,F401  (tuner tune)
 from . import table  # noqa: E402,F401  (tuner table show|export)
 from . import dashboard  # noqa: E402,F401  (tuner dashboard, tuner report --html)
 
-__all__ = ["DEFAULT_PROBLEM", "fail", "main", "one_line_errors"]
+__all__ = ["DEFAULT_PROBLEM", "fail", "main", "one_line_errors", "storage_option"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, main, one_line_errors
+from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option
 
 DEVICES = ["a100", "h100", "h200", "cuda"]
 
@@ -41,8 +41,7 @@ def _pairs(texts: tuple[str, ...], what: str) -> dict[str, object]:
 @click.argument("problem", required=False, type=click.Path(path_type=Path))
 @click.option("--device", type=click.Choice(DEVICES), default=None,
               help="Device preset to profile on (default: the problem's); 'cuda' measures on this machine's GPU.")
-@click.option("--storage", envvar="TUNER_STORAGE", default="sqlite:///results.db", show_default=True,
-              help="Database of the compile cache.")
+@storage_option("Database of the compile cache.")
 @click.option("--workers", default=2, show_default=True, help="Processes compiling at once.")
 @click.option("--family", default=None, help="Profile one shape of this kernel family instead of a problem.")
 @click.option("--option", "options", multiple=True, metavar="K=V", help="Family option, e.g. epilogue=gated_silu.")

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, main, one_line_errors
+from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option
 
 
 @main.command()
@@ -39,8 +39,7 @@ def validate(problem: Path | None) -> None:
 @click.option("--policy", default=None, metavar="table|static:REGIME|isolated-fastest",
               help="Choose configs at run time: the tuned table's dispatcher fed by the simulated load, "
                    "one regime's row of the table held fixed, or the isolated-fastest baseline.")
-@click.option("--storage", envvar="TUNER_STORAGE", default="sqlite:///results.db", show_default=True,
-              help="The tuned table --policy reads (a SQLite file or URL, or a JSON export).")
+@storage_option("The tuned table --policy reads (a SQLite file or URL, or a JSON export).")
 @one_line_errors
 def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, ...], seed: int,
              horizon: float | None, as_json: bool, trace_path: Path | None, policy: str | None,

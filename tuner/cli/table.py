@@ -8,8 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import TunerError
-from . import main, one_line_errors
-from .tune import storage_option
+from . import main, one_line_errors, storage_option
 
 
 @main.group()
@@ -36,7 +35,7 @@ def _rows(storage: str, problem: str | None, *, one_problem: bool):
 
 
 @table.command()
-@storage_option
+@storage_option()
 @click.option("--problem", default=None, help="Only this problem's rows (its name in the problem file).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of row objects.")
 @one_line_errors
@@ -68,7 +67,7 @@ def show(storage: str, problem: str | None, as_json: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(["json", "vllm"]), required=True,
               help="json: one project file the runtime loads; vllm: one file per (regime, op) in OUT/.")
 @click.argument("out", type=click.Path(path_type=Path))
-@storage_option
+@storage_option()
 @click.option("--problem", default=None, help="The problem to export (needed when the table holds several).")
 @one_line_errors
 def export(fmt: str, out: Path, storage: str, problem: str | None) -> None:

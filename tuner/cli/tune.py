@@ -8,10 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, fail, main, one_line_errors
-
-STORAGE_HELP = "Database URL (any SQLAlchemy/Optuna URL) [default: $TUNER_STORAGE or sqlite:///results.db]"
-
+from . import DEFAULT_PROBLEM, fail, main, one_line_errors, storage_option
 
 def default_problem() -> Path:
     """``search_spaces/llm_decode.yaml`` when it exists, else the seed example."""
@@ -19,14 +16,9 @@ def default_problem() -> Path:
     return llm if llm.exists() else DEFAULT_PROBLEM
 
 
-def storage_option(command):
-    return click.option("--storage", envvar="TUNER_STORAGE", default="sqlite:///results.db",
-                        show_envvar=False, help=STORAGE_HELP)(command)
-
-
 @main.command()
 @click.argument("problem", required=False, type=click.Path(path_type=Path))
-@storage_option
+@storage_option()
 @click.option("--trials", default=40, show_default=True, type=int,
               help="Finished trials per regime's study (a rerun continues to this number).")
 @click.option("--seeds", default=3, show_default=True, type=int, help="Traffic samples per assignment (K).")
