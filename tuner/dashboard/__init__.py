@@ -1,10 +1,14 @@
 """A read-only view of a tuner database: the regime table, goodput versus offered load,
-and M(t)/R(t) timelines, as server-rendered HTML pages with Plotly figures.
+M(t)/R(t)/queue timelines and the Optuna study behind each row, as server-rendered HTML
+pages with Plotly figures.
 
-:class:`Dashboard` renders; :mod:`.server` serves it with :mod:`http.server`;
-:func:`write_report` writes the same pages into one self-contained HTML file.
+:class:`Dashboard` renders; :mod:`.server` serves it (and optuna-dashboard beside it);
+:func:`write_report` writes the same pages into one self-contained HTML file;
+:func:`save_into_studies` copies the figures into the studies for optuna-dashboard.
 """
 
-from .render import Dashboard, open_readonly, readonly_url, write_report
+from .render import Dashboard
+from .report import save_into_studies, write_report
+from .storage import default_storage, open_readonly, readonly_url
 
-__all__ = ["Dashboard", "open_readonly", "readonly_url", "write_report"]
+__all__ = ["Dashboard", "default_storage", "open_readonly", "readonly_url", "save_into_studies", "write_report"]

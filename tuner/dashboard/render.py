@@ -1,69 +1,80 @@
-"""Render the dashboard pages from a read-only :class:`~tuner.store.Store`."""
+"""The dashboard's pages, rendered from a read-only database and the problem files.
+
+Rows are re-read for every page (so a running ``tuner tune`` shows up); simulations are
+cached for the life of the :class:`Dashboard`, keyed by what determines them.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from ..errors import TunerError
 from ..store.table import TableRow
+from . import figures, studies
+from .storage import open_readonly, readonly_study_storage
+from .sweep import Point, Sweep, goodput_at, run_sweep
+from .timeline import Timeline, record, summary_rows
 
-SWEEP_POINTS = 6
-SWEEP_HORIZON_S = 3.0
+SWEEP_POINTS = 8
+SWEEP_SEEDS = 3
+SWEEP_MIN_REQUESTS = 100
+SWEEP_MIN_HORIZON_S = 3.0
+SWEEP_MAX_HORIZON_S = 20.0
 TIMELINE_HORIZON_S = 5.0
-MAX_POINTS = 3000  # per timeline trace, after thinning
 
-
-def readonly_url(url: str) -> str:
-    """A SQLite URL rewritten to open its file read-only; other URLs unchanged."""
-    from ..store.store import parse_url
-
-    parsed = parse_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return url
-    database = parsed.database or ""
-    if database in ("", ":memory:") or database.startswith("file:"):
-        return url
-    path = Path(database)
-    if not path.is_file():
-        raise TunerError(f"{url}: no such database file {path}")
-    with path.open("rb") as file:
-        if file.read(16) != b"SQLite format 3\x00":
-            raise TunerError(f"{url}: {path} is not a SQLite database")
-    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
-
-
-def open_readonly(url: str):
-    """A :class:`Store` on ``url`` that never writes (SQLite files are opened ``mode=ro``)."""
-    from ..store import Store
-
-    return Store(readonly_url(url), create=False)
-
-
-def default_storage() -> str:
-    return "sqlite:///results.db" if Path("results.db").is_file() else "sqlite:///results.db.example"
+Link = Callable[..., str]
 
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-class Dashboard:
-    """Pages of one database. Rows are re-read per page; simulations are cached."""
+def server_link(kind: str, problem: str, regime: str | None = None) -> str:
+    return f"/{kind}/{quote(problem, safe='')}" + ("" if regime is None else f"/{quote(regime, safe='')}")
 
-    def __init__(self, storage: str, problems_dir: str | Path = "search_spaces",
-                 sweep_horizon_s: float = SWEEP_HORIZON_S, timeline_horizon_s: float = TIMELINE_HORIZON_S) -> None:
+
+def anchor_link(kind: str, problem: str, regime: str | None = None) -> str:
+    return f"#{kind}-{quote(problem, safe='')}" + ("" if regime is None else f"-{quote(regime, safe='')}")
+
+
+def figure_html(fig) -> str:
+    import plotly.io as pio
+
+    return pio.to_html(fig, include_plotlyjs=False, full_html=False, config={"displaylogo": False})
+
+
+def regimes_of(rows: list[TableRow]) -> "OrderedDict[tuple[str, str], list[TableRow]]":
+    grouped: OrderedDict[tuple[str, str], list[TableRow]] = OrderedDict()
+    for row in rows:
+        grouped.setdefault((row.problem, row.regime), []).append(row)
+    return grouped
+
+
+class Dashboard:
+    """Pages of one database; never writes to it."""
+
+    def __init__(self, storage: str, problems_dir: str | Path = "search_spaces", *,
+                 sweep_points: int = SWEEP_POINTS, sweep_seeds: int = SWEEP_SEEDS,
+                 sweep_min_requests: int = SWEEP_MIN_REQUESTS, sweep_min_horizon_s: float = SWEEP_MIN_HORIZON_S,
+                 sweep_max_horizon_s: float = SWEEP_MAX_HORIZON_S,
+                 timeline_horizon_s: float = TIMELINE_HORIZON_S, optuna_dashboard_url: str | None = None,
+                 jobs: int = 1) -> None:
         self.storage = storage
         self.problems_dir = Path(problems_dir)
-        self.sweep_horizon_s = sweep_horizon_s
+        self.sweep_settings = {"points": sweep_points, "seeds": sweep_seeds, "min_requests": sweep_min_requests,
+                               "min_horizon_s": sweep_min_horizon_s, "max_horizon_s": sweep_max_horizon_s}
         self.timeline_horizon_s = timeline_horizon_s
+        self.optuna_dashboard_url = optuna_dashboard_url
         self._lock = threading.Lock()
         self._cache: dict[Any, Any] = {}
+        self.jobs = jobs
+        self._executor = None
         with open_readonly(storage) as store:  # fail early on a bad URL
             store.problems()
 
@@ -72,29 +83,30 @@ class Dashboard:
         with open_readonly(self.storage) as store:
             return store.rows()
 
-    def regimes(self, rows: list[TableRow] | None = None) -> "OrderedDict[tuple[str, str], list[TableRow]]":
-        grouped: OrderedDict[tuple[str, str], list[TableRow]] = OrderedDict()
-        for row in rows if rows is not None else self.rows():
-            grouped.setdefault((row.problem, row.regime), []).append(row)
-        return grouped
-
-    def _problem(self, name: str):
-        key = ("problem", name)
+    def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
         with self._lock:
-            if key not in self._cache:
-                path = self.problems_dir / f"{name}.yaml"
-                problem = None
-                if path.is_file():
-                    from ..problem import load_problem
+            if key in self._cache:
+                return self._cache[key]
+        value = compute()
+        with self._lock:
+            return self._cache.setdefault(key, value)
 
-                    try:
-                        problem = load_problem(path)
-                    except TunerError:
-                        problem = None
-                self._cache[key] = problem
-            return self._cache[key]
+    def problem(self, name: str):
+        """The problem file ``<problems_dir>/<name>.yaml``, or None when absent or invalid."""
+        def load():
+            path = self.problems_dir / f"{name}.yaml"
+            if not path.is_file():
+                return None
+            from ..problem import load_problem
 
-    def _assignments(self, problem, rows: list[TableRow]) -> dict[str, Any] | None:
+            try:
+                return load_problem(path)
+            except TunerError:
+                return None
+        return self._cached(("problem", name), load)
+
+    def assignment(self, problem, rows: list[TableRow]) -> dict[str, Any] | None:
+        """The configs a regime's rows name, or None when the problem file no longer has them."""
         result = {}
         for row in rows:
             if row.op not in {op.name for op in problem.service.operators}:
@@ -105,128 +117,100 @@ class Dashboard:
             result[row.op] = config
         return result
 
-    def _baseline(self, problem):
+    def baseline(self, problem) -> dict[str, Any]:
         from ..search.space import JointSpace, isolated_fastest
 
         space = JointSpace.of(problem)
         return space.assignment(isolated_fastest(space))
 
-    def _simulate(self, key: Any, compute):
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]
-        value = compute()
-        with self._lock:
-            self._cache[key] = value
-        return value
-
-    # ---- figures ----------------------------------------------------------------------
-    def sweep_figure(self, problem_name: str, rows: list[TableRow]):
-        """Goodput versus offered load for each distinct tuned assignment and the baseline,
-        or None when the problem file is not found."""
-        import plotly.graph_objects as go
-
-        from ..sim import simulate
-
-        problem = self._problem(problem_name)
+    def sweep(self, problem_name: str, rows: list[TableRow]) -> Sweep | None:
+        problem = self.problem(problem_name)
         if problem is None:
             return None
-        by_regime = self.regimes(rows)
-        candidates: OrderedDict[tuple, tuple[list[str], dict]] = OrderedDict()
-        for (_, regime), regime_rows in by_regime.items():
-            assignment = self._assignments(problem, regime_rows)
-            if assignment is None:
-                continue
-            point = tuple(sorted((op, c.name) for op, c in assignment.items()))
-            candidates.setdefault(point, ([], assignment))[0].append(f"tuned for {regime}")
-        baseline = self._baseline(problem)
-        point = tuple(sorted((op, c.name) for op, c in baseline.items()))
-        candidates.setdefault(point, ([], baseline))[0].append("isolated-fastest")
+        labelled: OrderedDict[tuple, tuple[list[str], dict, bool]] = OrderedDict()
+        for (_, regime), regime_rows in regimes_of([r for r in rows if r.problem == problem_name]).items():
+            assignment = self.assignment(problem, regime_rows)
+            if assignment is not None:
+                key = tuple(sorted((op, c.name) for op, c in assignment.items()))
+                labelled.setdefault(key, ([], assignment, False))[0].append(f"tuned for {regime}")
+        baseline = self.baseline(problem)
+        key = tuple(sorted((op, c.name) for op, c in baseline.items()))
+        labels = labelled.get(key, ([], baseline, True))[0]
+        labelled[key] = ([*labels, "isolated-fastest"], baseline, True)
+        candidates = [(" / ".join(labels), assignment, is_base) for labels, assignment, is_base in labelled.values()]
+        return run_sweep(problem, candidates, **self.sweep_settings, evaluate=self._goodputs)
 
-        scalable = {n: r for n, r in problem.regimes.items() if r.arrivals.rate_range is not None}
-        fig = go.Figure()
-        if scalable:
-            heaviest = max(scalable.values(), key=lambda r: r.arrivals.rate_range[1])
-            top = heaviest.arrivals.rate_range[1]
-            rates = [top * (0.25 + 1.0 * i / (SWEEP_POINTS - 1)) for i in range(SWEEP_POINTS)]
-            title = f"{problem_name}: goodput vs offered load (arrivals of regime {heaviest.name!r}, rate varied)"
-            for point, (labels, assignment) in candidates.items():
-                ys = []
-                for rate in rates:
-                    regime = dataclasses.replace(heaviest, name="__sweep",
-                                                 arrivals=dataclasses.replace(heaviest.arrivals, rate_range=(rate, rate)))
-                    swept = dataclasses.replace(problem, regimes={**problem.regimes, "__sweep": regime})
-                    key = ("sweep", problem_name, point, round(rate, 9), self.sweep_horizon_s)
-                    metrics = self._simulate(key, lambda: simulate(swept, assignment, "__sweep", 0,
-                                                                   self.sweep_horizon_s).metrics)
-                    ys.append(metrics.goodput_rps)
-                fig.add_trace(go.Scatter(x=rates, y=ys, mode="lines+markers", name=" / ".join(labels)))
-            fig.add_trace(go.Scatter(x=rates, y=rates, mode="lines", name="offered load",
-                                     line={"dash": "dot", "color": "grey"}))
-        else:  # trace-driven regimes: one point per regime, at its own measured load
-            title = f"{problem_name}: goodput at each regime's own offered load"
-            for point, (labels, assignment) in candidates.items():
-                xs, ys, names = [], [], []
-                for name in problem.regimes:
-                    key = ("own", problem_name, point, name, self.sweep_horizon_s)
-                    metrics = self._simulate(key, lambda: simulate(problem, assignment, name, 0,
-                                                                   self.sweep_horizon_s).metrics)
-                    xs.append(metrics.arrivals / metrics.window_s if metrics.window_s else 0.0)
-                    ys.append(metrics.goodput_rps)
-                    names.append(name)
-                order = sorted(range(len(xs)), key=xs.__getitem__)
-                fig.add_trace(go.Scatter(x=[xs[i] for i in order], y=[ys[i] for i in order], text=[names[i] for i in order],
-                                         mode="lines+markers", name=" / ".join(labels)))
-        fig.update_layout(title=title + f" — simulated, {self.sweep_horizon_s:g} s horizon, seed 0",
-                          xaxis_title="offered load (req/s)", yaxis_title="goodput (req/s)",
-                          height=480, margin={"t": 60})
-        return fig
+    def _goodputs(self, points: list[Point]) -> list[float]:
+        """Sweep points from the cache; the missing ones in the worker processes if any."""
+        with self._lock:
+            missing = [p for p in dict.fromkeys(points) if ("sweep", p) not in self._cache]
+        if missing:
+            values = list(self._pool().map(goodput_at, missing, chunksize=4)) if self.jobs > 1 else map(goodput_at, missing)
+            with self._lock:
+                for point, value in zip(missing, values):
+                    self._cache[("sweep", point)] = value
+        with self._lock:
+            return [self._cache[("sweep", p)] for p in points]
 
-    def timeline_figure(self, problem_name: str, regime: str, rows: list[TableRow]):
-        """M(t) and R(t) of the tuned assignment and the isolated-fastest one, or None."""
-        import plotly.graph_objects as go
-        from plotly.subplots import make_subplots
+    def _pool(self):
+        with self._lock:
+            if self._executor is None:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
 
-        from ..sim import simulate
+                self._executor = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"))
+            return self._executor
 
-        problem = self._problem(problem_name)
+    def close(self) -> None:
+        """Stop the worker processes (if any were started)."""
+        if self._executor is not None:
+            self._executor.shutdown(cancel_futures=True)
+            self._executor = None
+
+    def timelines(self, problem_name: str, regime: str, rows: list[TableRow]) -> list[Timeline] | None:
+        problem = self.problem(problem_name)
         if problem is None or regime not in problem.regimes:
             return None
-        tuned = self._assignments(problem, rows)
+        tuned = self.assignment(problem, rows)
         if tuned is None:
             return None
         horizon = min(self.timeline_horizon_s, problem.regimes[regime].horizon_s)
-        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                            subplot_titles=("M(t): device memory in use", "R(t): SM share in use"))
-        for label, assignment, color in (("tuned", tuned, "#1f77b4"), ("isolated-fastest", self._baseline(problem), "#d62728")):
-            point = tuple(sorted((op, c.name) for op, c in assignment.items()))
-            key = ("timeline", problem_name, regime, point, horizon)
-            samples = self._simulate(key, lambda: _thin(simulate(problem, assignment, regime, 0, horizon,
-                                                                 record=True).recording.samples))
-            t = [s[0] for s in samples]
-            fig.add_trace(go.Scatter(x=t, y=[s[1] / 2**30 for s in samples], name=f"{label} M(t)", line_shape="hv",
-                                     line={"color": color}), row=1, col=1)
-            fig.add_trace(go.Scatter(x=t, y=[s[2] for s in samples], name=f"{label} R(t)", line_shape="hv",
-                                     line={"color": color, "dash": "dot"}), row=2, col=1)
-        fig.update_yaxes(title_text="memory (GiB)", row=1, col=1)
-        fig.update_yaxes(title_text="SM fraction (0–1)", row=2, col=1)
-        fig.update_xaxes(title_text="time (s)", row=2, col=1)
-        fig.update_layout(title=f"{problem_name} / {regime}: simulated, {horizon:g} s, seed 0", height=640)
-        return fig
+        result = []
+        for label, assignment in (("tuned", tuned), ("isolated-fastest", self.baseline(problem))):
+            names = tuple(sorted((op, c.name) for op, c in assignment.items()))
+            result.append(self._cached(("timeline", problem_name, regime, names, horizon),
+                                       lambda label=label, assignment=assignment:
+                                       record(problem, assignment, regime, horizon, label)))
+        return result
+
+    def warm(self, progress: Callable[[str], None] | None = None) -> None:
+        """Run every page's simulations now, so that later page views are instant."""
+        rows = self.rows()
+        for (problem, regime), regime_rows in regimes_of(rows).items():
+            if progress:
+                progress(f"{problem}/{regime}")
+            self.timelines(problem, regime, regime_rows)
+        for problem in dict.fromkeys(r.problem for r in rows):
+            if progress:
+                progress(f"{problem} load sweep")
+            self.sweep(problem, rows)
 
     # ---- HTML -------------------------------------------------------------------------
-    def index_body(self, rows: list[TableRow], link=None) -> str:
-        link = link or _server_link
+    def index_body(self, rows: list[TableRow], link: Link = server_link) -> str:
         out = ["<h1>Config table <small>(goodput simulated, req/s)</small></h1>",
                f"<p>Storage: <code>{_e(self.storage)}</code> (read-only). "
                "Goodput is the simulated service goodput of the regime's tuned joint assignment "
                "(mean ± 95% CI over seeds); isolated-fastest is the per-operator fastest-alone "
-               "assignment under the same traffic.</p>"]
+               "assignment under the same traffic. Follow a problem for goodput versus offered load, "
+               "a regime for its M(t)/R(t)/queue timelines, a study for its optimization history.</p>"]
+        if self.optuna_dashboard_url:
+            out.append(f'<p>Raw Optuna studies: <a href="{_e(self.optuna_dashboard_url)}/dashboard">optuna-dashboard</a> '
+                       "(read-only).</p>")
         if not rows:
             out.append("<p>The table is empty (run <code>tuner tune</code>).</p>")
         out.append('<table class="regimes"><thead><tr><th>problem</th><th>regime</th><th>op</th><th>config</th>'
                    "<th>tuned goodput (simulated)</th><th>isolated-fastest</th><th>ratio</th><th>profile source</th>"
-                   "</tr></thead><tbody>")
+                   "<th>study</th></tr></thead><tbody>")
         for row in rows:
             goodput = f"{row.goodput_rps:.2f}" + ("" if row.goodput_ci_rps is None else f" ± {row.goodput_ci_rps:.2f}")
             ratio = f"{row.goodput_rps / row.baseline_goodput_rps:.2f}×" if row.baseline_goodput_rps else "—"
@@ -235,69 +219,104 @@ class Dashboard:
                 f'<td><a href="{link("problem", row.problem)}">{_e(row.problem)}</a></td>'
                 f'<td class="regime"><a href="{link("regime", row.problem, row.regime)}">{_e(row.regime)}</a></td>'
                 f"<td>{_e(row.op)}</td><td title=\"{_e(row.params)}\">{_e(row.config)}</td>"
-                f"<td>{goodput}</td><td>{row.baseline_goodput_rps:.2f}</td><td>{ratio}</td><td>{_e(row.source)}</td></tr>")
+                f"<td>{goodput}</td><td>{row.baseline_goodput_rps:.2f}</td><td>{ratio}</td><td>{_e(row.source)}</td>"
+                f'<td class="study"><a href="{link("study", row.problem, row.regime)}">'
+                f"{_e(row.study_name or '')} #{row.trial_number}</a></td></tr>")
         out.append("</tbody></table>")
         return "\n".join(out)
 
-    def problem_body(self, problem: str, rows: list[TableRow], link=None) -> str:
-        link = link or _server_link
-        import plotly.io as pio
+    def _missing(self, problem: str, what: str) -> str:
+        return (f"<p class=note>No problem file {_e(self.problems_dir / (problem + '.yaml'))} here "
+                f"(or it no longer matches the table): no {what}.</p>")
 
+    def problem_body(self, problem: str, rows: list[TableRow], link: Link = server_link) -> str:
         rows = [r for r in rows if r.problem == problem]
         if not rows:
             raise LookupError(f"no rows for problem {problem!r}")
-        regimes = list(self.regimes(rows))
+        regimes = [regime for _, regime in regimes_of(rows)]
         out = [f"<h2>{_e(problem)}: goodput versus offered load</h2>",
-               "<p>Regimes: " + ", ".join(f'<a href="{link("regime", problem, r)}">{_e(r)}</a>' for _, r in regimes) + "</p>"]
-        fig = self.sweep_figure(problem, rows)
-        if fig is None:
-            out.append(f"<p class=note>No problem file {_e(self.problems_dir / (problem + '.yaml'))} here "
-                       "(or it no longer matches the table); nothing to simulate.</p>")
+               "<p>Regimes: " + ", ".join(f'<a href="{link("regime", problem, r)}">{_e(r)}</a>' for r in regimes) + "</p>"]
+        sweep = self.sweep(problem, rows)
+        if sweep is None:
+            out.append(self._missing(problem, "simulated plot"))
+            return "\n".join(out)
+        out.append(figure_html(figures.sweep_figure(sweep)))
+        crossings = sweep.crossovers()
+        if crossings:
+            out.append("<ul class=crossovers>" + "".join(
+                f"<li>{_e(c.describe())}</li>" for c in crossings) + "</ul>")
         else:
-            out.append(pio.to_html(fig, include_plotlyjs=False, full_html=False))
+            out.append("<p class=crossovers>No crossover in the swept range: the curves keep their order.</p>")
+        out.append(f"<p class=note>Each point: {sweep.seeds} seeds, arrivals of regime {_e(sweep.arrivals_of)!s} at the "
+                   f"given rate, horizon {min(sweep.horizons_s):.3g}–{max(sweep.horizons_s):.3g} s (enough for "
+                   f"{self.sweep_settings['min_requests']} arrivals within "
+                   f"{self.sweep_settings['min_horizon_s']:g}–{self.sweep_settings['max_horizon_s']:g} s and the "
+                   "regime's own horizon). Curves within 1% of each other count as level.</p>")
         return "\n".join(out)
 
-    def regime_body(self, problem: str, regime: str, rows: list[TableRow], link=None) -> str:
-        link = link or _server_link
-        import plotly.io as pio
-
+    def regime_body(self, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
         rows = [r for r in rows if r.problem == problem and r.regime == regime]
         if not rows:
             raise LookupError(f"no rows for {problem}/{regime}")
-        out = [f"<h3>{_e(problem)} / {_e(regime)}: M(t) and R(t), tuned vs isolated-fastest</h3>",
-               f'<p><a href="{link("problem", problem)}">goodput vs load of {_e(problem)}</a></p>',
+        out = [f"<h3>{_e(problem)} / {_e(regime)}: M(t), R(t) and queue depth, tuned vs isolated-fastest</h3>",
+               f'<p><a href="{link("problem", problem)}">goodput vs load of {_e(problem)}</a> · '
+               f'<a href="{link("study", problem, regime)}">study of {_e(regime)}</a></p>',
                "<p>Tuned: " + ", ".join(f"{_e(r.op)}={_e(r.config)}" for r in rows) + "</p>"]
-        fig = self.timeline_figure(problem, regime, rows)
-        if fig is None:
-            out.append(f"<p class=note>No matching problem file {_e(self.problems_dir / (problem + '.yaml'))}; "
-                       "no timeline.</p>")
-        else:
-            out.append(pio.to_html(fig, include_plotlyjs=False, full_html=False))
+        timelines = self.timelines(problem, regime, rows)
+        if timelines is None:
+            out.append(self._missing(problem, "timeline"))
+            return "\n".join(out)
+        sources = sorted({r.source for r in rows})
+        horizon = timelines[0].metrics.window_s
+        out.append(figure_html(figures.timeline_figure(f"{problem} / {regime}: seed 0, first {horizon:g} s",
+                                                       timelines, sources)))
+        out.append(timeline_table(timelines))
+        return "\n".join(out)
+
+    def study_body(self, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
+        rows = [r for r in rows if r.problem == problem and r.regime == regime]
+        if not rows:
+            raise LookupError(f"no rows for {problem}/{regime}")
+        name = rows[0].study_name
+        out = [f"<h3>Study {_e(name)}</h3>",
+               f'<p><a href="{link("regime", problem, regime)}">timelines of {_e(regime)}</a> · '
+               f'<a href="{link("problem", problem)}">goodput vs load of {_e(problem)}</a></p>']
+        study = studies.load(readonly_study_storage(self.storage), name) if name else None
+        if study is None:
+            out.append(f"<p class=note>The study {_e(name)} is not in this database (the table was imported "
+                       "or the study deleted): no history.</p>")
+            return "\n".join(out)
+        info = studies.summary(study)
+        out.append(f"<p class=study-summary>{info.trials} trials: {info.complete} complete "
+                   f"({info.infeasible} infeasible: over the memory budget or illegal), {info.pruned} pruned; "
+                   f"the table row is trial #{rows[0].trial_number}. Operators searched: "
+                   f"{_e(', '.join(info.params))}.</p>")
+        if self.optuna_dashboard_url:
+            out.append(f'<p><a href="{_e(self.optuna_dashboard_url)}/dashboard/studies/{info.study_id}">'
+                       "this study in optuna-dashboard</a></p>")
+        out.append(figure_html(studies.history_figure(study, rows[0].baseline_goodput_rps)))
+        importance = studies.importance_figure(study)
+        out.append(figure_html(importance) if importance is not None else
+                   f"<p class=note>No importances: {info.complete} complete trials over "
+                   f"{len(info.params)} operator(s) (needs ≥ {studies.MIN_TRIALS_FOR_IMPORTANCE} and ≥ 2).</p>")
         return "\n".join(out)
 
 
-def _server_link(kind: str, problem: str, regime: str | None = None) -> str:
-    if kind == "problem":
-        return f"/problem/{quote(problem, safe='')}"
-    return f"/regime/{quote(problem, safe='')}/{quote(regime or '', safe='')}"
-
-
-def _anchor_link(kind: str, problem: str, regime: str | None = None) -> str:
-    return f"#{kind}-{quote(problem, safe='')}" + ("" if regime is None else f"-{quote(regime, safe='')}")
-
-
-def _thin(samples: list[tuple]) -> list[tuple]:
-    if len(samples) <= MAX_POINTS:
-        return list(samples)
-    step = len(samples) / MAX_POINTS
-    picked = [samples[int(i * step)] for i in range(MAX_POINTS)]
-    picked.append(samples[-1])
-    return picked
+def timeline_table(timelines: list[Timeline]) -> str:
+    """Integrals and peaks side by side: what each assignment costs in memory and SM time."""
+    head = "".join(f"<th>{_e(t.label)}</th>" for t in timelines)
+    body = "".join(f"<tr><th>{_e(name)}</th>" + "".join(f"<td>{v}</td>" for v in values) + "</tr>"
+                   for name, values in summary_rows(timelines))
+    window = timelines[0].metrics.window_s
+    return (f'<table class="integrals"><caption>Simulated over the {window:g} s arrival window '
+            f"(integrals) and the whole run with its drain (peaks)</caption><thead><tr><th></th>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;font-size:90%}th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
-th{background:#f0f0f0}.note{color:#a60}.error{color:#b00;font-weight:bold}nav a{margin-right:1em}"""
+table{border-collapse:collapse;font-size:90%;margin:.5em 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
+th{background:#f0f0f0}caption{text-align:left;font-size:90%;color:#555}.note{color:#a60}
+.error{color:#b00;font-weight:bold}nav a,nav span{margin-right:1em}"""
 
 
 def page(title: str, body: str, plotly: str = '<script src="/plotly.js"></script>') -> str:
@@ -305,27 +324,3 @@ def page(title: str, body: str, plotly: str = '<script src="/plotly.js"></script
             f'<link rel="icon" href="data:,"><style>{STYLE}</style>{plotly}</head><body>'
             f'<nav><a href="/">config table</a><span>tuner dashboard — simulated results</span></nav>'
             f"{body}</body></html>")
-
-
-def write_report(storage: str, out: str | Path, problems_dir: str | Path = "search_spaces",
-                 problems: list[str] | None = None, **horizons: float) -> Path:
-    """Write every page into one self-contained HTML file (plotly.js inline)."""
-    from plotly.offline import get_plotlyjs
-
-    board = Dashboard(storage, problems_dir, **horizons)
-    rows = board.rows()
-    parts = [board.index_body(rows, _anchor_link)]
-    names = list(dict.fromkeys(r.problem for r in rows))
-    for name in names:
-        if problems is not None and name not in problems:
-            continue
-        parts.append(f'<section id="{_anchor_link("problem", name)[1:]}">{board.problem_body(name, rows, _anchor_link)}')
-        for problem, regime in board.regimes([r for r in rows if r.problem == name]):
-            parts.append(f'<div id="{_anchor_link("regime", problem, regime)[1:]}">'
-                         f"{board.regime_body(problem, regime, rows, _anchor_link)}</div>")
-        parts.append("</section>")
-    text = page(f"tuner report: {storage}", "\n".join(parts),
-                plotly=f'<script type="text/javascript">{get_plotlyjs()}</script>').replace('<a href="/">', '<a href="#">')
-    path = Path(out)
-    path.write_text(text, encoding="utf-8")
-    return path

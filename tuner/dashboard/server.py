@@ -1,12 +1,15 @@
-"""Serve a :class:`Dashboard` with the standard library (``ThreadingHTTPServer``)."""
+"""Serve a :class:`Dashboard` with the standard library (``ThreadingHTTPServer``), and
+optuna-dashboard beside it on the same read-only storage."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from functools import lru_cache
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server as make_wsgi_server
 
 from .render import Dashboard, page
 
@@ -21,6 +24,12 @@ def plotly_js() -> bytes:
 
 
 def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
+    pages = {  # path head -> (number of path arguments, body renderer)
+        "problem": (1, board.problem_body),
+        "regime": (2, board.regime_body),
+        "study": (2, board.study_body),
+    }
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "tuner-dashboard"
 
@@ -44,15 +53,12 @@ def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
             try:
                 if parts == ["plotly.js"]:
                     self._send(HTTPStatus.OK, plotly_js(), "application/javascript; charset=utf-8")
-                    return
-                if not parts:
+                elif not parts:
                     self._html(HTTPStatus.OK, "tuner dashboard", board.index_body(board.rows()))
-                elif parts[0] == "problem" and len(parts) == 2:
-                    self._html(HTTPStatus.OK, parts[1], board.problem_body(parts[1], board.rows()))
-                elif parts[0] == "regime" and len(parts) == 3:
-                    self._html(HTTPStatus.OK, f"{parts[1]}/{parts[2]}", board.regime_body(parts[1], parts[2], board.rows()))
+                elif parts[0] in pages and len(parts) == 1 + pages[parts[0]][0]:
+                    self._html(HTTPStatus.OK, "/".join(parts[1:]), pages[parts[0]][1](*parts[1:], board.rows()))
                 else:
-                    self._html(HTTPStatus.NOT_FOUND, "not found", f'<p class="error">No page {self.path}</p>')
+                    self._html(HTTPStatus.NOT_FOUND, "not found", f'<p class="error">No page {_escape(self.path)}</p>')
             except LookupError as exc:
                 self._html(HTTPStatus.NOT_FOUND, "not found", f'<p class="error">{_escape(exc)}</p>')
             except Exception as exc:  # an error page, never a stack trace
@@ -74,3 +80,41 @@ def make_server(board: Dashboard, host: str = "127.0.0.1", port: int = 8050) -> 
     server = ThreadingHTTPServer((host, port), make_handler(board))
     server.daemon_threads = True
     return server
+
+
+class _QuietWSGIHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("optuna-dashboard: " + format, *args)
+
+
+class _ThreadingWSGIServer(WSGIServer):
+    """optuna-dashboard's UI polls several endpoints at once: answer them in threads."""
+
+    daemon_threads = True
+
+    def process_request(self, request, client_address) -> None:
+        threading.Thread(target=self._serve, args=(request, client_address), daemon=True).start()
+
+    def _serve(self, request, client_address) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+
+def make_optuna_dashboard_server(storage_url: str, host: str = "127.0.0.1", port: int = 8051) -> WSGIServer:
+    """optuna-dashboard's WSGI app on the same database, opened read-only."""
+    from optuna_dashboard import wsgi
+
+    from .storage import readonly_study_storage
+
+    return make_wsgi_server(host, port, wsgi(readonly_study_storage(storage_url)),
+                            server_class=_ThreadingWSGIServer, handler_class=_QuietWSGIHandler)
+
+
+def serve_in_background(server) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever, daemon=True, name=type(server).__name__)
+    thread.start()
+    return thread

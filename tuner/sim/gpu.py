@@ -91,6 +91,7 @@ class FluidGPU:
         self.sm_peak = 0.0
         self._sm_seconds = 0.0
         self._window = window_s
+        self.sm_trace: list[tuple[float, float]] | None = None  # (t, R) at each boundary, when recording
         self._heap: list[tuple[float, int, int, Kernel]] = []
         self._seq = 0
 
@@ -130,6 +131,7 @@ class FluidGPU:
         """
         heap = self._heap
         window = self._window
+        trace = self.sm_trace
         finished = None
         while finished is None and self.next_time <= limit and heap:
             now, _, _, kernel = heapq.heappop(heap)
@@ -187,6 +189,8 @@ class FluidGPU:
                     self._reallocate(now)
                 if 1.0 - self.s_free > self.sm_peak:
                     self.sm_peak = 1.0 - self.s_free
+            if trace is not None:
+                trace.append((now, 1.0 - self.s_free if self.s_free < 1.0 else 0.0))
             while heap:  # drop entries of kernels re-rated since they were pushed
                 top = heap[0]
                 if top[2] == top[3].version:

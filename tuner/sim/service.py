@@ -273,6 +273,10 @@ class ServiceRun:
         it runs millions of times per simulation.
         """
         self._timer(self.horizon, _HORIZON, 0)
+        if self.recording is not None:
+            self.recording.sample(0.0, self.base_memory, 0, 0)
+            self.recording.sm.append((0.0, 0.0))
+            self.gpu.sm_trace = self.recording.sm
         for index in range(len(self.bound.service.neighbors)):
             self._launch_neighbor(index, 0.0)
         arrival, n, gpu, timers = self.arrival, self.n, self.gpu, self._timers
@@ -324,8 +328,7 @@ class ServiceRun:
                     continue
                 self._on_timer(t)
             if recording is not None:
-                recording.sample(t, self.base_memory + self._memory_used, gpu.sm_in_use,
-                                 len(queue) + len(waiting), self._admitted)
+                recording.sample(t, self.base_memory + self._memory_used, len(queue) + len(waiting), self._admitted)
         if last_t < horizon:
             memory_integral += (self.base_memory + self._memory_used) * (horizon - last_t)
         self._memory_integral, self._idle_waiting = memory_integral, idle_waiting

@@ -1,0 +1,86 @@
+"""Plotly figures of a sweep and of a regime's timelines. Every title says the numbers
+are simulated and which profile sources (measured, modeled, declared) are behind them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .sweep import Sweep
+from .timeline import Timeline
+
+TUNED_COLOR, BASELINE_COLOR = "#1f77b4", "#d62728"
+PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+BUCKET_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def sources_label(sources: Sequence[str]) -> str:
+    return "profiles " + "/".join(sources) if sources else "no profiles"
+
+
+def sweep_figure(sweep: Sweep):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for i, b in enumerate(sweep.buckets):
+        color = BUCKET_COLORS[i % len(BUCKET_COLORS)]
+        if b.high > b.low:
+            fig.add_vrect(x0=b.low, x1=b.high, fillcolor=color, opacity=0.10, line_width=0, layer="below",
+                          annotation_text=b.regime, annotation_position="top left")
+        else:
+            fig.add_vline(x=b.low, line={"color": color, "width": 6}, opacity=0.25,
+                          annotation_text=b.regime, annotation_position="top left")
+    tuned = 0
+    for curve in sweep.curves:
+        color = BASELINE_COLOR if curve.is_baseline else PALETTE[tuned % len(PALETTE)]
+        tuned += not curve.is_baseline
+        widths = curve.half_widths
+        fig.add_trace(go.Scatter(
+            x=list(sweep.rates), y=list(curve.means), mode="lines+markers", name=curve.label,
+            line={"color": color, "dash": "dash" if curve.is_baseline else "solid"},
+            error_y=None if any(w is None for w in widths) else {"type": "data", "array": list(widths), "visible": True},
+            hovertemplate="%{x:.3g} req/s offered → %{y:.3g} req/s goodput<extra>" + curve.label + "</extra>"))
+    fig.add_trace(go.Scatter(x=list(sweep.rates), y=list(sweep.rates), mode="lines", name="goodput = offered load",
+                             line={"dash": "dot", "color": "grey"}, hoverinfo="skip"))
+    drawn = set()
+    for crossing in sweep.crossovers():
+        where = (crossing.low, crossing.high, crossing.estimate)
+        if where in drawn:  # several tuned curves often part from the baseline at the same rates
+            continue
+        drawn.add(where)
+        if crossing.estimate is not None:
+            fig.add_vline(x=crossing.estimate, line={"dash": "dashdot", "color": "black", "width": 1},
+                          annotation_text=f"crossover ≈ {crossing.estimate:.3g} req/s", annotation_position="bottom right")
+        else:
+            fig.add_vrect(x0=crossing.low, x1=crossing.high, fillcolor="black", opacity=0.06, line_width=0,
+                          annotation_text="curves part", annotation_position="bottom left")
+    ci = f"mean ± 95% CI over {sweep.seeds} seeds" if sweep.seeds > 1 else "one seed"
+    fig.update_layout(
+        title=(f"{sweep.problem}: goodput vs offered load — simulated ({sources_label(sweep.sources)}), {ci}; "
+               f"arrivals of regime {sweep.arrivals_of!r} at each rate; shaded: each regime's rate bucket"),
+        title_font_size=13, xaxis_title="offered load (req/s)", yaxis_title="goodput (req/s)",
+        height=520, margin={"t": 70}, legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+def timeline_figure(title: str, timelines: Sequence[Timeline], sources: Sequence[str]):
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("M(t): device memory in use", "R(t): share of the SMs in use",
+                                        "queue depth: requests waiting"))
+    for timeline, color in zip(timelines, (TUNED_COLOR, BASELINE_COLOR)):
+        t = list(timeline.bin_starts)
+        for row, values, unit in ((1, [m / 2**30 for m in timeline.memory_bytes], "M(t)"),
+                                  (2, list(timeline.sm_fraction), "R(t)"),
+                                  (3, list(timeline.queue), "queue")):
+            fig.add_trace(go.Scatter(x=t, y=values, name=f"{timeline.label} {unit}", line_shape="hv",
+                                     legendgroup=timeline.label, line={"color": color, "width": 1.5}), row=row, col=1)
+    fig.update_yaxes(title_text="memory (GiB)", row=1, col=1)
+    fig.update_yaxes(title_text="SM fraction (0–1)", row=2, col=1)
+    fig.update_yaxes(title_text="requests", row=3, col=1)
+    fig.update_xaxes(title_text="time (s)", row=3, col=1)
+    bin_ms = timelines[0].bin_s * 1e3 if timelines else 0.0
+    fig.update_layout(title=f"{title} — simulated ({sources_label(sources)}); each point averages a {bin_ms:.3g} ms bin",
+                      title_font_size=13, height=760)
+    return fig

@@ -1,0 +1,106 @@
+"""The dashboard as one self-contained HTML file, and (only when asked) its figures and a
+Markdown summary saved into each Optuna study, where optuna-dashboard shows them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from . import figures
+from .render import Dashboard, anchor_link, page, regimes_of
+from .timeline import summary_rows
+
+STUDY_TIMELINE_POINTS = 200  # study system attributes hold ~2 kB each: keep saved figures small
+
+
+def sections(board: Dashboard, problems: list[str] | None = None) -> list[tuple[str, Callable[[], str]]]:
+    """``(what, render)`` for every part of the report, so a caller can show progress."""
+    rows = board.rows()
+    parts: list[tuple[str, Callable[[], str]]] = [("config table", lambda: board.index_body(rows, anchor_link))]
+    for name in dict.fromkeys(r.problem for r in rows):
+        if problems is not None and name not in problems:
+            continue
+        parts.append((f"{name}: goodput vs load", lambda name=name: (
+            f'<section id="{anchor_link("problem", name)[1:]}">{board.problem_body(name, rows, anchor_link)}</section>')))
+        for problem, regime in regimes_of([r for r in rows if r.problem == name]):
+            for kind, body in (("regime", board.regime_body), ("study", board.study_body)):
+                parts.append((f"{problem}/{regime}: {kind}", lambda kind=kind, body=body, problem=problem, regime=regime: (
+                    f'<section id="{anchor_link(kind, problem, regime)[1:]}">'
+                    f"{body(problem, regime, rows, anchor_link)}</section>")))
+    return parts
+
+
+def write_report(board: Dashboard, out: str | Path, problems: list[str] | None = None,
+                 progress: Callable[[str], None] | None = None) -> Path:
+    """Write every page into one HTML file with plotly.js inline (opens offline)."""
+    from plotly.offline import get_plotlyjs
+
+    html = []
+    for what, render in sections(board, problems):
+        if progress:
+            progress(what)
+        html.append(render())
+    text = page(f"tuner report: {board.storage}", "\n".join(html),
+                plotly=f'<script type="text/javascript">{get_plotlyjs()}</script>').replace('<a href="/">', '<a href="#">')
+    path = Path(out)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def save_into_studies(board: Dashboard, problems: list[str] | None = None,
+                      progress: Callable[[str], None] | None = None) -> list[str]:
+    """Save each regime's goodput-vs-load and timeline figures and a Markdown note into its
+    study (writes to the database: only on the user's explicit request). Returns the
+    study names written."""
+    import optuna
+    from optuna_dashboard import save_note, save_plotly_graph_object
+
+
+    rows = board.rows()
+    written = []
+    storage = optuna.storages.RDBStorage(board.storage, skip_compatibility_check=True)
+    for (problem, regime), regime_rows in regimes_of(rows).items():
+        name = regime_rows[0].study_name
+        if not name or (problems is not None and problem not in problems):
+            continue
+        try:
+            study = optuna.load_study(study_name=name, storage=storage)
+        except KeyError:
+            continue
+        if progress:
+            progress(f"{problem}/{regime}")
+        sweep = board.sweep(problem, rows)
+        if sweep is not None:
+            save_plotly_graph_object(study, figures.sweep_figure(sweep), graph_object_id="tuner-goodput-vs-load")
+        timelines = board.timelines(problem, regime, regime_rows)
+        if timelines is not None:
+            small = [t.coarser(STUDY_TIMELINE_POINTS) for t in timelines]
+            save_plotly_graph_object(study, figures.timeline_figure(f"{problem} / {regime}", small,
+                                                                    sorted({r.source for r in regime_rows})),
+                                     graph_object_id="tuner-timelines")
+        save_note(study, study_note(regime_rows, sweep, timelines))
+        written.append(name)
+    return written
+
+
+def study_note(rows, sweep, timelines) -> str:
+    """The Markdown note optuna-dashboard shows on the study page."""
+    first = rows[0]
+    lines = [f"## tuner: {first.problem} / {first.regime}", "",
+             "| operator | tuned config | profile source |", "|---|---|---|",
+             *(f"| {r.op} | {r.config} | {r.source} |" for r in rows), "",
+             f"Simulated goodput of the tuned assignment: **{first.goodput_rps:.3g} req/s**"
+             + ("" if first.goodput_ci_rps is None else f" ± {first.goodput_ci_rps:.2g} (95% CI)")
+             + f"; isolated-fastest: {first.baseline_goodput_rps:.3g} req/s (trial #{first.trial_number}, "
+             f"{first.seeds} seeds × {first.horizon_s:g} s)."]
+    if sweep is not None:
+        crossings = sweep.crossovers()
+        lines += ["", "Crossovers with the isolated-fastest assignment: " + (
+            "; ".join(c.describe() for c in crossings) if crossings else "none in the swept range")
+            + "."]
+    if timelines is not None:
+        lines += ["", f"| first {timelines[0].metrics.window_s:g} s, seed 0 | " + " | ".join(t.label for t in timelines) + " |",
+                  "|---|" + "---|" * len(timelines),
+                  *(f"| {name} | " + " | ".join(values) + " |" for name, values in summary_rows(timelines))]
+    lines += ["", "All figures are simulated by tuner's service model, not measured."]
+    return "\n".join(lines)

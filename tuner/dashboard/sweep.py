@@ -1,0 +1,197 @@
+"""Goodput versus offered load: where the isolated-fastest assignment stops being the best.
+
+Each candidate assignment (every distinct tuned row set, and the isolated-fastest one) is
+simulated at the same rates and seeds (common random numbers), using the arrival process
+and request sizes of the problem's heaviest regime with its rate replaced. The rates span
+every regime's bucket, so the plot can shade the buckets the table is indexed by.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..problem.model import Config, Problem, Regime
+from ..search.evaluate import ci_half_width
+
+Assignment = Mapping[str, Config]
+TIE = 0.01  # curves within 1% of each other at a rate are level there
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """The offered-load range of one regime (low == high for a fixed rate)."""
+
+    regime: str
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Goodput of one assignment at each rate, one value per seed."""
+
+    label: str
+    goodputs: tuple[tuple[float, ...], ...]
+    is_baseline: bool = False
+
+    @property
+    def means(self) -> tuple[float, ...]:
+        return tuple(math.fsum(g) / len(g) for g in self.goodputs)
+
+    @property
+    def half_widths(self) -> tuple[float | None, ...]:
+        return tuple(ci_half_width(g) for g in self.goodputs)
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Between two neighbouring sweep rates, a tuned curve and the baseline change order.
+
+    ``estimate`` interpolates where the difference is zero when the two swap strictly;
+    it is None when one pulls ahead from a tie (where exactly is not resolved by the grid).
+    """
+
+    label: str
+    low: float
+    high: float
+    tuned_wins_above: bool
+    estimate: float | None
+
+    def describe(self) -> str:
+        verb = "pulls ahead of" if self.tuned_wins_above else "falls behind"
+        where = (f"at ≈ {self.estimate:.3g} req/s" if self.estimate is not None
+                 else f"between {self.low:.3g} and {self.high:.3g} req/s")
+        return f"{self.label} {verb} the isolated-fastest assignment {where} offered"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    problem: str
+    arrivals_of: str
+    rates: tuple[float, ...]
+    horizons_s: tuple[float, ...]
+    seeds: int
+    curves: tuple[Curve, ...]
+    buckets: tuple[Bucket, ...]
+    sources: tuple[str, ...]
+
+    @property
+    def baseline(self) -> Curve:
+        return next(c for c in self.curves if c.is_baseline)
+
+    def crossovers(self) -> list[Crossover]:
+        base = self.baseline.means
+        return [Crossover(curve.label, *change)
+                for curve in self.curves if not curve.is_baseline
+                for change in order_changes(self.rates, curve.means, base)]
+
+
+def bucket(regime: Regime) -> Bucket:
+    if regime.arrivals.rate_range is not None:
+        low, high = regime.arrivals.rate_range
+    else:
+        low = high = regime.arrivals.build(None).mean_rate  # type: ignore[operator]
+    return Bucket(regime.name, float(low), float(high))
+
+
+def sweep_rates(buckets: Sequence[Bucket], points: int) -> list[float]:
+    """``points`` evenly spaced rates from half the lightest bucket to 1.25× the heaviest."""
+    low = 0.5 * min(b.low for b in buckets)
+    high = 1.25 * max(b.high for b in buckets)
+    return [low + (high - low) * i / (points - 1) for i in range(points)]
+
+
+def order_changes(rates: Sequence[float], a: Sequence[float], b: Sequence[float],
+                  tie: float = TIE) -> list[tuple[float, float, bool, float | None]]:
+    """Where curve ``a`` and curve ``b`` change order, as ``(low, high, a_wins_above, estimate)``.
+
+    Points within ``tie`` (relative to the larger value) of each other are ties: a curve
+    that leaves a tie is a change located between the tie's last rate and the first rate
+    with an order; a strict swap also gets the linearly interpolated rate of equality.
+    """
+    signs = [0 if abs(x - y) <= tie * max(abs(x), abs(y)) else (1 if x > y else -1) for x, y in zip(a, b)]
+    changes = []
+    order = 0  # the last order seen (0: level so far)
+    for i in range(1, len(rates)):
+        if signs[i] == 0 or signs[i] == order:
+            continue
+        if signs[i - 1] == 0:  # leaves a tie: located between the two rates only
+            estimate = None
+        else:
+            d0, d1 = a[i - 1] - b[i - 1], a[i] - b[i]
+            estimate = rates[i - 1] + (rates[i] - rates[i - 1]) * d0 / (d0 - d1)
+        changes.append((rates[i - 1], rates[i], signs[i] > 0, estimate))
+        order = signs[i]
+    return changes
+
+
+def point_horizon(regime: Regime, rate: float, min_requests: int, min_horizon_s: float, max_horizon_s: float) -> float:
+    """Long enough for ``min_requests`` arrivals within ``[min_horizon_s, max_horizon_s]``,
+    never longer than the regime's own horizon."""
+    return min(regime.horizon_s, max_horizon_s, max(min_horizon_s, min_requests / rate))
+
+
+@dataclass(frozen=True)
+class Point:
+    """One simulation of a sweep, described by value so a worker process can run it."""
+
+    problem_path: str
+    regime: str
+    assignment: tuple[tuple[str, str], ...]  # (operator, config name)
+    rate: float
+    seed: int
+    horizon_s: float
+
+
+_loaded: dict[str, Problem] = {}  # per process: problems by path, so workers load each once
+
+
+def goodput_at(point: Point) -> float:
+    """Simulated goodput of one sweep point (req/s)."""
+    from ..problem import load_problem
+    from ..sim import simulate
+
+    problem = _loaded.get(point.problem_path)
+    if problem is None:
+        problem = _loaded[point.problem_path] = load_problem(point.problem_path)
+    assignment = {op: problem.family_of(op).find(name=name) for op, name in point.assignment}
+    swept = _at_rate(problem, problem.regimes[point.regime], point.rate)
+    return simulate(swept, assignment, "__sweep", point.seed, point.horizon_s).metrics.goodput_rps
+
+
+def run_sweep(problem: Problem, candidates: Sequence[tuple[str, Assignment, bool]], *, points: int, seeds: int,
+              min_requests: int, min_horizon_s: float, max_horizon_s: float,
+              evaluate: Callable[[list[Point]], list[float]] | None = None) -> Sweep:
+    """Simulate every candidate at every rate and seed (common random numbers).
+
+    ``candidates`` are ``(label, assignment, is_baseline)``. ``evaluate`` runs a batch of
+    points (the dashboard caches them and may spread them over processes); by default
+    they run here, one after another.
+    """
+    _loaded.setdefault(problem.path, problem)
+    buckets = [bucket(r) for r in problem.regimes.values()]
+    heaviest = max(problem.regimes.values(), key=lambda r: bucket(r).high)
+    rates = sweep_rates(buckets, points)
+    horizons = [point_horizon(heaviest, rate, min_requests, min_horizon_s, max_horizon_s) for rate in rates]
+    grid = [[[Point(problem.path, heaviest.name, tuple(sorted((op, c.name) for op, c in assignment.items())),
+                    rate, seed, horizon) for seed in range(seeds)]
+             for rate, horizon in zip(rates, horizons)] for _, assignment, _ in candidates]
+    flat = [p for curve in grid for per_rate in curve for p in per_rate]
+    values = dict(zip(flat, (evaluate or _serially)(flat)))
+    curves = tuple(Curve(label, tuple(tuple(values[p] for p in per_rate) for per_rate in curve), is_baseline)
+                   for (label, _, is_baseline), curve in zip(candidates, grid))
+    sources = sorted({c.profile.source for _, a, _ in candidates for c in a.values()})
+    return Sweep(problem.name, heaviest.name, tuple(rates), tuple(horizons), seeds, curves,
+                 tuple(buckets), tuple(sources))
+
+
+def _serially(points: list[Point]) -> list[float]:
+    return [goodput_at(p) for p in points]
+
+
+def _at_rate(problem: Problem, regime: Regime, rate: float) -> Problem:
+    fixed = dataclasses.replace(regime, name="__sweep", arrivals=dataclasses.replace(regime.arrivals, rate_range=(rate, rate)))
+    return dataclasses.replace(problem, regimes={**problem.regimes, "__sweep": fixed})
