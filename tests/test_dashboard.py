@@ -120,11 +120,106 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
             assert path and len(path) > 20
             page.screenshot(path=str(tmp_path / "regime.png"), full_page=True)
 
-            page.goto(base + "/problem/seed_example", timeout=20_000)
+            assert page.locator("g.scatterlayer g.trace").count() >= 6  # M, R and queue; tuned and baseline
+            assert "∫M dt (GiB·s)" in page.inner_text("table.integrals")
+
+            page.goto(base + "/problem/seed_example", timeout=60_000)
             page.wait_for_selector("g.scatterlayer g.trace path.js-line", state="attached", timeout=20_000)
             assert "offered load (req/s)" in page.inner_text("body") or page.locator("text=offered load (req/s)").count()
+            assert "pulls ahead of the isolated-fastest" in page.inner_text(".crossovers")
+            assert page.locator("g.errorbar").count() > 0  # seeds give confidence intervals
             page.screenshot(path=str(tmp_path / "problem.png"), full_page=True)
+
+            page.goto(base + "/study/llm_decode/heavy", timeout=20_000)
+            page.wait_for_selector("g.scatterlayer g.trace", state="attached", timeout=20_000)
+            assert "40 trials" in page.inner_text(".study-summary")
+            assert page.locator(".plotly-graph-div").count() == 2  # history and importances
+            page.screenshot(path=str(tmp_path / "study.png"), full_page=True)
         finally:
             browser.close()
     assert not errors, errors
     assert (tmp_path / "regime.png").stat().st_size > 10_000
+
+
+def _get(url: str) -> int:
+    with urlopen(url, timeout=120) as response:
+        response.read()
+        return response.status
+
+
+def test_pages_never_write_the_database(served, db: Path) -> None:
+    import json
+
+    from tuner.dashboard.server import make_optuna_dashboard_server, serve_in_background
+
+    base, _ = served
+    before = db.read_bytes()
+    extra = make_optuna_dashboard_server(f"sqlite:///{db}", "127.0.0.1", 0)
+    serve_in_background(extra)
+    try:
+        for path in ("/", "/study/llm_decode/heavy", "/study/seed_example/light", "/regime/seed_example/bursty"):
+            assert _get(base + path) == 200
+        optuna_base = f"http://127.0.0.1:{extra.server_address[1]}"
+        with urlopen(optuna_base + "/api/studies", timeout=30) as response:
+            studies = json.load(response)["study_summaries"]
+        assert {s["study_name"] for s in studies} >= {"tuner:llm_decode:heavy", "tuner:seed_example:heavy"}
+        assert _get(f"{optuna_base}/api/studies/{studies[0]['study_id']}") == 200
+    finally:
+        extra.shutdown()
+        extra.server_close()
+    assert db.read_bytes() == before
+    assert not Path(f"{db}-journal").exists()
+
+
+def test_into_studies_saves_figures_and_a_note_for_optuna_dashboard(db: Path, monkeypatch) -> None:
+    import optuna
+    from optuna_dashboard import get_note
+    from optuna_dashboard._custom_plot_data import get_plotly_graph_objects
+
+    monkeypatch.chdir(ROOT)
+    url = f"sqlite:///{db}"
+    result = CliRunner().invoke(main, ["report", "--into-studies", "--storage", url, "--problem", "seed_example",
+                                       "--seeds", "2", "--jobs", "1"])
+    assert result.exit_code == 0, result.output
+    assert "saved into 3 studies" in result.output
+    study = optuna.load_study(study_name="tuner:seed_example:heavy", storage=url)
+    note = get_note(study)
+    assert note.startswith("## tuner: seed_example / heavy") and "pulls ahead" in note and "∫M dt" in note
+    saved = get_plotly_graph_objects(study._storage.get_study_system_attrs(study._study_id))
+    assert set(saved) == {"tuner-goodput-vs-load", "tuner-timelines"}
+    untouched = optuna.load_study(study_name="tuner:llm_decode:heavy", storage=url)
+    assert get_note(untouched) == ""
+
+
+def test_report_needs_something_to_write(db: Path) -> None:
+    result = CliRunner().invoke(main, ["report", "--storage", f"sqlite:///{db}"])
+    assert result.exit_code == 2 and "--html OUT and/or --into-studies" in result.output
+
+
+def test_dashboard_keeps_serving_while_tune_writes_the_same_file(served, db: Path) -> None:
+    """A reader with mode=ro waits out the writer's locks; no page may fail meanwhile."""
+    import subprocess
+    import sys
+    import time
+
+    base, _ = served
+    tune = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "tune", "search_spaces/toy_embedder.yaml", "--storage", f"sqlite:///{db}",
+         "--fresh", "--trials", "12", "--horizon", "2"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    statuses: list[int] = []
+    try:
+        while tune.poll() is None:
+            for path in ("/", "/study/toy_embedder/heavy", "/study/seed_example/heavy"):
+                try:
+                    statuses.append(_get(base + path))
+                except HTTPError as exc:  # an error page: record it, keep going
+                    statuses.append(exc.code)
+                    print(path, exc.code, exc.read().decode()[-300:])
+            time.sleep(0.05)
+        output = tune.stdout.read()
+    finally:
+        tune.kill()
+    assert tune.returncode == 0, output
+    assert len(statuses) >= 9 and set(statuses) == {200}, statuses
+    assert "12 trials" in urlopen(base + "/study/toy_embedder/heavy", timeout=30).read().decode()

@@ -43,6 +43,11 @@ def anchor_link(kind: str, problem: str, regime: str | None = None) -> str:
     return f"#{kind}-{quote(problem, safe='')}" + ("" if regime is None else f"-{quote(regime, safe='')}")
 
 
+def _span(values) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.3g}" if f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g}–{high:.3g}"
+
+
 def figure_html(fig) -> str:
     import plotly.io as pio
 
@@ -248,7 +253,7 @@ class Dashboard:
         else:
             out.append("<p class=crossovers>No crossover in the swept range: the curves keep their order.</p>")
         out.append(f"<p class=note>Each point: {sweep.seeds} seeds, arrivals of regime {_e(sweep.arrivals_of)!s} at the "
-                   f"given rate, horizon {min(sweep.horizons_s):.3g}–{max(sweep.horizons_s):.3g} s (enough for "
+                   f"given rate, horizon {_span(sweep.horizons_s)} s (enough for "
                    f"{self.sweep_settings['min_requests']} arrivals within "
                    f"{self.sweep_settings['min_horizon_s']:g}–{self.sweep_settings['max_horizon_s']:g} s and the "
                    "regime's own horizon). Curves within 1% of each other count as level.</p>")
@@ -281,12 +286,13 @@ class Dashboard:
         out = [f"<h3>Study {_e(name)}</h3>",
                f'<p><a href="{link("regime", problem, regime)}">timelines of {_e(regime)}</a> · '
                f'<a href="{link("problem", problem)}">goodput vs load of {_e(problem)}</a></p>']
-        study = studies.load(readonly_study_storage(self.storage), name) if name else None
-        if study is None:
-            out.append(f"<p class=note>The study {_e(name)} is not in this database (the table was imported "
-                       "or the study deleted): no history.</p>")
+        copy = studies.snapshot(readonly_study_storage(self.storage), name) if name else None
+        if copy is None:
+            out.append(f"<p class=note>The study {_e(name)} is not in this database (the table was imported, "
+                       "or the study deleted or being rewritten): no history.</p>")
             return "\n".join(out)
-        info = studies.summary(study)
+        study, study_id = copy
+        info = studies.summary(study, study_id)
         out.append(f"<p class=study-summary>{info.trials} trials: {info.complete} complete "
                    f"({info.infeasible} infeasible: over the memory budget or illegal), {info.pruned} pruned; "
                    f"the table row is trial #{rows[0].trial_number}. Operators searched: "
@@ -294,6 +300,9 @@ class Dashboard:
         if self.optuna_dashboard_url:
             out.append(f'<p><a href="{_e(self.optuna_dashboard_url)}/dashboard/studies/{info.study_id}">'
                        "this study in optuna-dashboard</a></p>")
+        if info.complete == 0:
+            out.append("<p class=note>No complete trial yet: no history.</p>")
+            return "\n".join(out)
         out.append(figure_html(studies.history_figure(study, rows[0].baseline_goodput_rps)))
         importance = studies.importance_figure(study)
         out.append(figure_html(importance) if importance is not None else

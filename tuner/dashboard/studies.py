@@ -24,25 +24,35 @@ class StudySummary:
     params: tuple[str, ...]
 
 
-def load(storage, name: str):
-    """The study ``name`` from a read-only storage, or None when it is not there."""
+def snapshot(storage, name: str):
+    """An in-memory copy of the study ``name`` and its id in ``storage``, or None when it is
+    not there.
+
+    The figures are drawn from the copy: ``tuner tune --fresh`` may delete and recreate
+    the stored study while a page renders, and a copy keeps the page consistent.
+    """
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        return optuna.load_study(study_name=name, storage=storage)
-    except KeyError:
+        stored = optuna.load_study(study_name=name, storage=storage)
+        trials = stored.get_trials(deepcopy=False)
+        study_id = stored._study_id
+    except KeyError:  # no such study, or deleted while we read it
         return None
+    copy = optuna.create_study(study_name=name, direction=stored.direction)
+    copy.add_trials(trials)
+    return copy, study_id
 
 
-def summary(study) -> StudySummary:
+def summary(study, study_id: int) -> StudySummary:
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     infeasible = sum(1 for t in complete if any(v > 0.0 for v in t.constraints.values()))
     params = tuple(dict.fromkeys(p for t in trials for p in t.params))
-    return StudySummary(study.study_name, study._study_id, len(trials), len(complete), infeasible,
+    return StudySummary(study.study_name, study_id, len(trials), len(complete), infeasible,
                         sum(1 for t in trials if t.state == TrialState.PRUNED), params)
 
 
@@ -64,12 +74,12 @@ def importance_figure(study):
     import optuna.visualization as vis
     from optuna.importance import PedAnovaImportanceEvaluator
 
-    info = summary(study)
+    info = summary(study, -1)
     if info.complete < MIN_TRIALS_FOR_IMPORTANCE or len(info.params) < 2:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PED-ANOVA warns when quantiles select the same trials
         fig = vis.plot_param_importances(study, evaluator=PedAnovaImportanceEvaluator(), target_name="goodput")
     fig.update_layout(title=f"Operator importances for goodput in {study.study_name} (PED-ANOVA)",
-                      xaxis_title="importance (share, 0–1)", height=120 + 40 * len(info.params))
+                      xaxis_title="importance (share, 0–1)", yaxis_title="operator", height=120 + 40 * len(info.params))
     return fig
