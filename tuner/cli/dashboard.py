@@ -77,7 +77,8 @@ def _warm(board) -> None:
     try:
         board.warm()
     except Exception as exc:  # a page will show the same error when opened
-        click.echo(f"tuner dashboard: precomputing stopped: {exc}", err=True)
+        if not board.closed:
+            click.echo(f"tuner dashboard: precomputing stopped: {exc}", err=True)
 
 
 @main.command()

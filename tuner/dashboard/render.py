@@ -79,6 +79,7 @@ class Dashboard:
         self._lock = threading.Lock()
         self._cache: dict[Any, Any] = {}
         self.jobs = jobs
+        self.closed = False
         self._executor = None
         with open_readonly(storage) as store:  # fail early on a bad URL
             store.problems()
@@ -150,7 +151,8 @@ class Dashboard:
         with self._lock:
             missing = [p for p in dict.fromkeys(points) if ("sweep", p) not in self._cache]
         if missing:
-            values = list(self._pool().map(goodput_at, missing, chunksize=4)) if self.jobs > 1 else map(goodput_at, missing)
+            runner = self._pool().map if self.jobs > 1 else map
+            values = list(runner(goodput_at, missing))  # outside the lock: other pages keep rendering
             with self._lock:
                 for point, value in zip(missing, values):
                     self._cache[("sweep", point)] = value
@@ -168,6 +170,7 @@ class Dashboard:
 
     def close(self) -> None:
         """Stop the worker processes (if any were started)."""
+        self.closed = True
         if self._executor is not None:
             self._executor.shutdown(cancel_futures=True)
             self._executor = None
@@ -303,7 +306,8 @@ class Dashboard:
         if info.complete == 0:
             out.append("<p class=note>No complete trial yet: no history.</p>")
             return "\n".join(out)
-        out.append(figure_html(studies.history_figure(study, rows[0].baseline_goodput_rps)))
+        out.append(figure_html(studies.history_figure(study, rows[0].baseline_goodput_rps,
+                                                      figures.sources_label(sorted({r.source for r in rows})))))
         importance = studies.importance_figure(study)
         out.append(figure_html(importance) if importance is not None else
                    f"<p class=note>No importances: {info.complete} complete trials over "

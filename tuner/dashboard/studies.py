@@ -56,14 +56,14 @@ def summary(study, study_id: int) -> StudySummary:
                         sum(1 for t in trials if t.state == TrialState.PRUNED), params)
 
 
-def history_figure(study, baseline_goodput: float | None):
+def history_figure(study, baseline_goodput: float | None, sources_label: str):
     import optuna.visualization as vis
 
     fig = vis.plot_optimization_history(study, target_name="goodput (req/s)")
     if baseline_goodput is not None:
         fig.add_hline(y=baseline_goodput, line={"dash": "dash", "color": "#d62728"},
                       annotation_text=f"isolated-fastest {baseline_goodput:.3g} req/s", annotation_position="bottom right")
-    fig.update_layout(title=f"Optimization history of {study.study_name} (simulated goodput)",
+    fig.update_layout(title=f"Optimization history of {study.study_name} (goodput simulated, {sources_label})",
                       xaxis_title="trial", yaxis_title="goodput (req/s), simulated", height=420)
     return fig
 
