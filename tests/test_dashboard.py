@@ -223,3 +223,15 @@ def test_dashboard_keeps_serving_while_tune_writes_the_same_file(served, db: Pat
     assert tune.returncode == 0, output
     assert len(statuses) >= 9 and set(statuses) == {200}, statuses
     assert "12 trials" in urlopen(base + "/study/toy_embedder/heavy", timeout=30).read().decode()
+
+
+def test_a_regime_tuned_like_the_baseline_shows_both_labelled(db: Path, monkeypatch) -> None:
+    from tuner.dashboard import Dashboard
+
+    monkeypatch.chdir(ROOT)
+    board = Dashboard(f"sqlite:///{db}", ROOT / "search_spaces")
+    rows = [r for r in board.rows() if r.problem == "seed_example" and r.regime == "light"]
+    assert [r.config for r in rows] == ["fast"]  # the isolated-fastest variant is the tuned one here
+    tuned, baseline = board.timelines("seed_example", "light", rows)
+    assert (tuned.label, baseline.label) == ("tuned", "isolated-fastest")
+    assert tuned.metrics == baseline.metrics  # same assignment, same seed: same simulation

@@ -18,7 +18,7 @@ from ..errors import TunerError
 from ..store.table import TableRow
 from . import figures, studies
 from .storage import open_readonly, readonly_study_storage
-from .sweep import Point, Sweep, goodput_at, run_sweep
+from .sweep import Point, Sweep, config_names, goodput_at, run_sweep
 from .timeline import Timeline, record, summary_rows
 
 SWEEP_POINTS = 8
@@ -137,10 +137,9 @@ class Dashboard:
         for (_, regime), regime_rows in regimes_of([r for r in rows if r.problem == problem_name]).items():
             assignment = self.assignment(problem, regime_rows)
             if assignment is not None:
-                key = tuple(sorted((op, c.name) for op, c in assignment.items()))
-                labelled.setdefault(key, ([], assignment, False))[0].append(f"tuned for {regime}")
+                labelled.setdefault(config_names(assignment), ([], assignment, False))[0].append(f"tuned for {regime}")
         baseline = self.baseline(problem)
-        key = tuple(sorted((op, c.name) for op, c in baseline.items()))
+        key = config_names(baseline)
         labels = labelled.get(key, ([], baseline, True))[0]
         labelled[key] = ([*labels, "isolated-fastest"], baseline, True)
         candidates = [(" / ".join(labels), assignment, is_base) for labels, assignment, is_base in labelled.values()]
@@ -185,8 +184,7 @@ class Dashboard:
         horizon = min(self.timeline_horizon_s, problem.regimes[regime].horizon_s)
         result = []
         for label, assignment in (("tuned", tuned), ("isolated-fastest", self.baseline(problem))):
-            names = tuple(sorted((op, c.name) for op, c in assignment.items()))
-            result.append(self._cached(("timeline", problem_name, regime, names, horizon),
+            result.append(self._cached(("timeline", problem_name, regime, config_names(assignment), horizon, label),
                                        lambda label=label, assignment=assignment:
                                        record(problem, assignment, regime, horizon, label)))
         return result

@@ -89,6 +89,11 @@ class Sweep:
                 for change in order_changes(self.rates, curve.means, base)]
 
 
+def config_names(assignment: Assignment) -> tuple[tuple[str, str], ...]:
+    """An assignment by value: sorted (operator, config name) pairs."""
+    return tuple(sorted((op, c.name) for op, c in assignment.items()))
+
+
 def bucket(regime: Regime) -> Bucket:
     if regime.arrivals.rate_range is not None:
         low, high = regime.arrivals.rate_range
@@ -176,7 +181,7 @@ def run_sweep(problem: Problem, candidates: Sequence[tuple[str, Assignment, bool
     heaviest = max(problem.regimes.values(), key=lambda r: bucket(r).high)
     rates = sweep_rates(buckets, points)
     horizons = [point_horizon(heaviest, rate, min_requests, min_horizon_s, max_horizon_s) for rate in rates]
-    grid = [[[Point(problem.path, heaviest.name, tuple(sorted((op, c.name) for op, c in assignment.items())),
+    grid = [[[Point(problem.path, heaviest.name, config_names(assignment),
                     rate, seed, horizon) for seed in range(seeds)]
              for rate, horizon in zip(rates, horizons)] for _, assignment, _ in candidates]
     flat = [p for curve in grid for per_rate in curve for p in per_rate]
