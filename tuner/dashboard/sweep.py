@@ -59,12 +59,16 @@ class Crossover:
     high: float
     tuned_wins_above: bool
     estimate: float | None
+    lead_at_high: float = 0.0  # tuned minus baseline at ``high``, mean over seeds (req/s)
+    lead_half_width: float | None = None  # its paired 95% CI half-width (None under 2 seeds)
 
     def describe(self) -> str:
         verb = "pulls ahead of" if self.tuned_wins_above else "falls behind"
         where = (f"at ≈ {self.estimate:.3g} req/s" if self.estimate is not None
                  else f"between {self.low:.3g} and {self.high:.3g} req/s")
-        return f"{self.label} {verb} the isolated-fastest assignment {where} offered"
+        ci = "" if self.lead_half_width is None else f" ± {self.lead_half_width:.2g}"
+        return (f"{self.label} {verb} the isolated-fastest assignment {where} offered "
+                f"(at {self.high:.3g} req/s: {self.lead_at_high:+.3g}{ci} req/s, paired over seeds)")
 
 
 @dataclass(frozen=True)
@@ -83,10 +87,17 @@ class Sweep:
         return next(c for c in self.curves if c.is_baseline)
 
     def crossovers(self) -> list[Crossover]:
-        base = self.baseline.means
-        return [Crossover(curve.label, *change)
-                for curve in self.curves if not curve.is_baseline
-                for change in order_changes(self.rates, curve.means, base)]
+        base = self.baseline
+        found = []
+        for curve in self.curves:
+            if curve.is_baseline:
+                continue
+            for low, high, wins, estimate in order_changes(self.rates, curve.means, base.means):
+                i = self.rates.index(high)
+                leads = [t - b for t, b in zip(curve.goodputs[i], base.goodputs[i])]  # same seeds: paired
+                found.append(Crossover(curve.label, low, high, wins, estimate, math.fsum(leads) / len(leads),
+                                       ci_half_width(leads)))
+        return found
 
 
 def config_names(assignment: Assignment) -> tuple[tuple[str, str], ...]:
