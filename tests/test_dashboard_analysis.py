@@ -98,3 +98,22 @@ def test_timeline_averages_agree_with_the_simulators_integrals(variant: str) -> 
     little = timeline.metrics.arrivals / window * timeline.metrics.wait_mean_s
     assert timeline.queue_mean == pytest.approx(little, rel=0.15, abs=0.05)
     assert timeline.queue_peak >= max(timeline.queue)
+
+
+def test_study_snapshot_leaves_out_a_trial_read_half_written(monkeypatch) -> None:
+    import copy
+
+    import optuna
+
+    from tuner.dashboard import studies
+
+    stored = optuna.create_study(study_name="s", direction="maximize")
+    stored.optimize(lambda t: t.suggest_categorical("op", ["a", "b"]) == "a", n_trials=3)
+    torn = copy.deepcopy(stored.trials[1])
+    torn._values = None  # COMPLETE, value not read yet: what a reader can meet mid-commit
+    trials = [stored.trials[0], torn, stored.trials[2]]
+    monkeypatch.setattr(optuna, "load_study", lambda **_: type("S", (), {
+        "get_trials": lambda self, deepcopy=False: trials, "_study_id": 7, "direction": stored.direction})())
+    snapshot, study_id = studies.snapshot(object(), "s")
+    assert study_id == 7 and [t.number for t in snapshot.trials] == [0, 1]  # renumbered: the torn one is out
+    assert [t.value for t in snapshot.trials] == [stored.trials[0].value, stored.trials[2].value]

@@ -29,7 +29,8 @@ def snapshot(storage, name: str):
     not there.
 
     The figures are drawn from the copy: ``tuner tune --fresh`` may delete and recreate
-    the stored study while a page renders, and a copy keeps the page consistent.
+    the stored study while a page renders, and a copy keeps the page consistent. A trial
+    caught half-written is left out (it shows on the next view).
     """
     import optuna
 
@@ -41,7 +42,11 @@ def snapshot(storage, name: str):
     except KeyError:  # no such study, or deleted while we read it
         return None
     copy = optuna.create_study(study_name=name, direction=stored.direction)
-    copy.add_trials(trials)
+    for trial in trials:
+        try:
+            copy.add_trial(trial)
+        except ValueError:  # read half-written: SQLite gives each query its own snapshot, so
+            continue  # while tune commits a trial its state can arrive before its value
     return copy, study_id
 
 
