@@ -32,6 +32,10 @@ def test_step_integrals_hand_worked() -> None:
     ([4, 4, 4, 4], [4, 4, 4, 4], []),  # equal curves never cross
     ([100, 100.5, 300, 400], [100, 100, 200, 200], [(2, 3, True, None)]),  # 0.5% apart is level
     ([1, 3, 3, 5], [2, 2, 4, 4], [(1, 2, True, 1.5), (2, 3, False, 2.5), (3, 4, True, 3.5)]),
+    ([3, 4, 5, 6], [1, 1, 1, 1], []),  # ahead from the first rate on: nothing changes
+    ([5, 5, 5, 5], [1, 1, 1, 1], []),
+    ([5, 5, 1, 1], [1, 1, 1, 5], [(3, 4, False, None)]),  # ahead, level, then behind
+    ([5, 3, 1, 1], [1, 1, 3, 5], [(2, 3, False, 2.5)]),  # ahead from the start, then a strict swap
 ])
 def test_order_changes(a, b, expected) -> None:
     assert order_changes([1, 2, 3, 4], a, b) == expected
@@ -93,11 +97,9 @@ def test_timeline_averages_agree_with_the_simulators_integrals(variant: str) -> 
     assert np.sum(timeline.sm_fraction[:inside]) * width == pytest.approx(timeline.metrics.sm_busy_fraction * window, rel=1e-3)
     assert np.sum(timeline.memory_bytes[:inside]) * width == pytest.approx(timeline.metrics.memory_byte_seconds, rel=1e-3)
     assert timeline.memory_bytes[0] >= 40 * 2**30  # the weights are resident from t = 0
-    assert timeline.sm_seconds == pytest.approx(timeline.metrics.sm_busy_fraction * window * 132)
     # Little's law over the window: mean queue = arrival rate x mean wait (drain edge effects aside)
     little = timeline.metrics.arrivals / window * timeline.metrics.wait_mean_s
     assert timeline.queue_mean == pytest.approx(little, rel=0.15, abs=0.05)
-    assert timeline.queue_peak >= max(timeline.queue)
 
 
 def test_study_snapshot_leaves_out_a_trial_read_half_written(monkeypatch) -> None:

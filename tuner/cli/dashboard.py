@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import click
 
+from ..errors import TunerError
 from . import main, one_line_errors
 
 STORAGE_HELP = ("SQLAlchemy URL of the tuner database, opened read-only "
@@ -38,9 +39,9 @@ def _common(command):
 @main.command()
 @_common
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
-@click.option("--port", default=8050, show_default=True, type=int, help="Port (0: any free port).")
+@click.option("--port", default=8050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port).")
 @click.option("--optuna-dashboard/--no-optuna-dashboard", "with_optuna", default=True, show_default=True,
-              help="Also serve optuna-dashboard (read-only) on the next port, linked from each study page.")
+              help="Also serve optuna-dashboard (read-only) on the next free port, linked from each study page.")
 @click.option("--warm/--no-warm", default=True, show_default=True,
               help="Run every page's simulations in the background at start-up, so pages open instantly.")
 @one_line_errors
@@ -48,35 +49,44 @@ def dashboard(storage: str | None, problems_dir: Path, seeds: int, jobs: int | N
               with_optuna: bool, warm: bool) -> None:
     """Serve the config table, goodput-vs-load, timelines and study pages (read-only, offline)."""
     from ..dashboard import Dashboard
-    from ..dashboard.server import make_optuna_dashboard_server, make_server, serve_in_background
+    from ..dashboard.server import make_server
 
     board = Dashboard(_storage(storage), problems_dir, sweep_seeds=seeds, jobs=jobs or os.cpu_count() or 1)
-    server = make_server(board, host, port)
-    extra = None
-    if with_optuna:
-        extra = make_optuna_dashboard_server(board.storage, host, 0 if port == 0 else server.server_address[1] + 1)
-        board.optuna_dashboard_url = f"http://{host}:{extra.server_address[1]}"
-        serve_in_background(extra)
-    click.echo(f"tuner dashboard on http://{host}:{server.server_address[1]}/ ({board.storage}, read-only)"
-               + (f"; optuna-dashboard on {board.optuna_dashboard_url}/dashboard" if extra else "") + "; Ctrl-C stops")
-    if warm:
-        threading.Thread(target=_warm, args=(board,), daemon=True, name="warm").start()
+    with ExitStack() as stack:
+        stack.callback(board.close)
+        server = make_server(board, host, port)
+        stack.callback(server.server_close)
+        if with_optuna:
+            _serve_optuna_dashboard(board, host, server.server_address[1], stack)
+        click.echo(f"tuner dashboard on http://{host}:{server.server_address[1]}/ ({board.storage}, read-only)"
+                   + (f"; optuna-dashboard on {board.optuna_dashboard_url}/dashboard" if with_optuna else "")
+                   + "; Ctrl-C stops")
+        if warm:
+            threading.Thread(target=_warm, args=(board,), daemon=True, name="warm").start()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+
+
+def _serve_optuna_dashboard(board, host: str, port: int, stack: ExitStack) -> None:
+    """optuna-dashboard on the port after ours, or any free one when that is taken."""
+    from ..dashboard.server import make_optuna_dashboard_server, serve_in_background
+
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-        board.close()
-        if extra is not None:
-            extra.shutdown()
-            extra.server_close()
+        extra = make_optuna_dashboard_server(board.storage, host, port + 1 if port < 65535 else 0)
+    except OSError:
+        extra = make_optuna_dashboard_server(board.storage, host, 0)
+    stack.callback(extra.server_close)
+    serve_in_background(extra)
+    stack.callback(extra.shutdown)
+    board.optuna_dashboard_url = f"http://{host}:{extra.server_address[1]}"
 
 
 def _warm(board) -> None:
     try:
         board.warm()
-    except Exception as exc:  # a page will show the same error when opened
+    except BaseException as exc:  # noqa: BLE001 - a page shows the same error when opened
         if not board.closed:
             click.echo(f"tuner dashboard: precomputing stopped: {exc}", err=True)
 
@@ -96,7 +106,15 @@ def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None
 
     if out is None and not into_studies:
         raise click.UsageError("say what to write: --html OUT and/or --into-studies")
+    if into_studies and storage is None:
+        raise click.UsageError("--into-studies writes to the database: name it with --storage URL")
     board = Dashboard(_storage(storage), problems_dir, sweep_seeds=seeds, jobs=jobs or os.cpu_count() or 1)
+    problems = {row.problem for row in board.rows()}
+    unknown = sorted(set(only) - problems)
+    if unknown:
+        board.close()
+        raise TunerError(f"{board.storage}: --problem {', '.join(unknown)}: not in the table "
+                         f"(it has {', '.join(sorted(problems)) or 'no problem'})")
     try:
         if out is not None:
             with _progress("report") as step:

@@ -9,6 +9,6 @@ pages with Plotly figures.
 
 from .render import Dashboard
 from .report import save_into_studies, write_report
-from .storage import default_storage, open_readonly, readonly_url
+from .storage import default_storage, open_readonly
 
-__all__ = ["Dashboard", "default_storage", "open_readonly", "readonly_url", "save_into_studies", "write_report"]
+__all__ = ["Dashboard", "default_storage", "open_readonly", "save_into_studies", "write_report"]

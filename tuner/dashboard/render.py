@@ -6,7 +6,9 @@ cached for the life of the :class:`Dashboard`, keyed by what determines them.
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import signal
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -29,6 +31,11 @@ SWEEP_MAX_HORIZON_S = 20.0
 TIMELINE_HORIZON_S = 5.0
 
 Link = Callable[..., str]
+
+
+def _ignore_interrupts() -> None:
+    """Worker processes leave Ctrl-C to the parent, which shuts them down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _e(value: object) -> str:
@@ -61,8 +68,16 @@ def regimes_of(rows: list[TableRow]) -> "OrderedDict[tuple[str, str], list[Table
     return grouped
 
 
+class PageNotFound(LookupError):
+    """No such problem, regime or study in the table: the server answers 404."""
+
+
 class Dashboard:
-    """Pages of one database; never writes to it."""
+    """Pages of one database; never writes to it.
+
+    Simulations are cached for the Dashboard's life and computed once: a page that needs
+    a result another thread (the warm-up, another page) is computing waits for it.
+    """
 
     def __init__(self, storage: str, problems_dir: str | Path = "search_spaces", *,
                  sweep_points: int = SWEEP_POINTS, sweep_seeds: int = SWEEP_SEEDS,
@@ -76,11 +91,13 @@ class Dashboard:
                                "min_horizon_s": sweep_min_horizon_s, "max_horizon_s": sweep_max_horizon_s}
         self.timeline_horizon_s = timeline_horizon_s
         self.optuna_dashboard_url = optuna_dashboard_url
-        self._lock = threading.Lock()
-        self._cache: dict[Any, Any] = {}
         self.jobs = jobs
         self.closed = False
+        self._lock = threading.Lock()
+        self._cache: dict[Any, Any] = {}
+        self._pending: dict[Any, threading.Event] = {}
         self._executor = None
+        self._study_storage = None
         with open_readonly(storage) as store:  # fail early on a bad URL
             store.problems()
 
@@ -89,27 +106,68 @@ class Dashboard:
         with open_readonly(self.storage) as store:
             return store.rows()
 
+    def study_storage(self):
+        with self._lock:
+            if self._study_storage is None:
+                self._study_storage = readonly_study_storage(self.storage)
+            return self._study_storage
+
+    def _claim(self, keys: list[Any]) -> tuple[list[Any], list[threading.Event]]:
+        """The keys this thread must compute (now marked pending) and the events of those
+        other threads are computing."""
+        mine, theirs = [], []
+        with self._lock:
+            for key in dict.fromkeys(keys):
+                if key in self._cache:
+                    continue
+                if key in self._pending:
+                    theirs.append(self._pending[key])
+                else:
+                    self._pending[key] = threading.Event()
+                    mine.append(key)
+        return mine, theirs
+
+    def _settle(self, values: dict[Any, Any], claimed: list[Any]) -> None:
+        with self._lock:
+            self._cache.update(values)
+            for key in claimed:
+                self._pending.pop(key).set()
+
+    def _compute(self, keys: list[Any], compute: Callable[[list[Any]], list[Any]]) -> list[Any]:
+        """Values for ``keys``: cached, awaited from another thread, or computed here."""
+        mine, theirs = self._claim(keys)
+        values: dict[Any, Any] = {}
+        try:
+            if mine:
+                values = dict(zip(mine, compute(mine)))
+        finally:
+            self._settle(values, mine)  # on failure too: waiters then compute it themselves
+        for event in theirs:
+            event.wait()
+        with self._lock:
+            if all(k in self._cache for k in keys):
+                return [self._cache[k] for k in keys]
+        return self._compute(keys, compute)  # another thread failed on some: compute (or fail) here
+
     def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]
-        value = compute()
-        with self._lock:
-            return self._cache.setdefault(key, value)
+        return self._compute([key], lambda _keys: [compute()])[0]
 
     def problem(self, name: str):
-        """The problem file ``<problems_dir>/<name>.yaml``, or None when absent or invalid."""
+        """The problem file ``<problems_dir>/<name>.yaml``, or None when absent or invalid
+        (looked for again on the next page, so adding the file needs no restart)."""
+        path = self.problems_dir / f"{name}.yaml"
+        if not path.is_file():
+            return None
+        stamp = path.stat().st_mtime_ns
+
         def load():
-            path = self.problems_dir / f"{name}.yaml"
-            if not path.is_file():
-                return None
             from ..problem import load_problem
 
             try:
                 return load_problem(path)
             except TunerError:
                 return None
-        return self._cached(("problem", name), load)
+        return self._cached(("problem", str(path), stamp), load)
 
     def assignment(self, problem, rows: list[TableRow]) -> dict[str, Any] | None:
         """The configs a regime's rows name, or None when the problem file no longer has them."""
@@ -146,33 +204,34 @@ class Dashboard:
         return run_sweep(problem, candidates, **self.sweep_settings, evaluate=self._goodputs)
 
     def _goodputs(self, points: list[Point]) -> list[float]:
-        """Sweep points from the cache; the missing ones in the worker processes if any."""
-        with self._lock:
-            missing = [p for p in dict.fromkeys(points) if ("sweep", p) not in self._cache]
-        if missing:
+        """Sweep points, computed once each; in the worker processes when ``jobs`` > 1."""
+        def run(points: list[Point]) -> list[float]:
             runner = self._pool().map if self.jobs > 1 else map
-            values = list(runner(goodput_at, missing))  # outside the lock: other pages keep rendering
-            with self._lock:
-                for point, value in zip(missing, values):
-                    self._cache[("sweep", point)] = value
-        with self._lock:
-            return [self._cache[("sweep", p)] for p in points]
+            return list(runner(goodput_at, points))
+        return self._compute(points, run)
 
     def _pool(self):
         with self._lock:
+            if self.closed:
+                raise RuntimeError("the dashboard is closed")
             if self._executor is None:
                 import multiprocessing
                 from concurrent.futures import ProcessPoolExecutor
 
-                self._executor = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"))
+                self._executor = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                     initializer=_ignore_interrupts)
             return self._executor
 
     def close(self) -> None:
-        """Stop the worker processes (if any were started)."""
-        self.closed = True
-        if self._executor is not None:
-            self._executor.shutdown(cancel_futures=True)
-            self._executor = None
+        """Stop the worker processes and release the database connections."""
+        with self._lock:
+            self.closed = True
+            executor, self._executor = self._executor, None
+            storage, self._study_storage = self._study_storage, None
+        if executor is not None:
+            executor.shutdown(cancel_futures=True)
+        if storage is not None:
+            storage.engine.dispose()
 
     def timelines(self, problem_name: str, regime: str, rows: list[TableRow]) -> list[Timeline] | None:
         problem = self.problem(problem_name)
@@ -184,9 +243,9 @@ class Dashboard:
         horizon = min(self.timeline_horizon_s, problem.regimes[regime].horizon_s)
         result = []
         for label, assignment in (("tuned", tuned), ("isolated-fastest", self.baseline(problem))):
-            result.append(self._cached(("timeline", problem_name, regime, config_names(assignment), horizon, label),
-                                       lambda label=label, assignment=assignment:
-                                       record(problem, assignment, regime, horizon, label)))
+            timeline = self._cached(("timeline", problem.path, regime, config_names(assignment), horizon),
+                                    lambda assignment=assignment: record(problem, assignment, regime, horizon, ""))
+            result.append(dataclasses.replace(timeline, label=label))  # one simulation when tuned == baseline
         return result
 
     def warm(self, progress: Callable[[str], None] | None = None) -> None:
@@ -238,7 +297,7 @@ class Dashboard:
     def problem_body(self, problem: str, rows: list[TableRow], link: Link = server_link) -> str:
         rows = [r for r in rows if r.problem == problem]
         if not rows:
-            raise LookupError(f"no rows for problem {problem!r}")
+            raise PageNotFound(f"no rows for problem {problem!r}")
         regimes = [regime for _, regime in regimes_of(rows)]
         out = [f"<h2>{_e(problem)}: goodput versus offered load</h2>",
                "<p>Regimes: " + ", ".join(f'<a href="{link("regime", problem, r)}">{_e(r)}</a>' for r in regimes) + "</p>"]
@@ -263,7 +322,7 @@ class Dashboard:
     def regime_body(self, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
         rows = [r for r in rows if r.problem == problem and r.regime == regime]
         if not rows:
-            raise LookupError(f"no rows for {problem}/{regime}")
+            raise PageNotFound(f"no rows for {problem}/{regime}")
         out = [f"<h3>{_e(problem)} / {_e(regime)}: M(t), R(t) and queue depth, tuned vs isolated-fastest</h3>",
                f'<p><a href="{link("problem", problem)}">goodput vs load of {_e(problem)}</a> · '
                f'<a href="{link("study", problem, regime)}">study of {_e(regime)}</a></p>',
@@ -282,12 +341,12 @@ class Dashboard:
     def study_body(self, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
         rows = [r for r in rows if r.problem == problem and r.regime == regime]
         if not rows:
-            raise LookupError(f"no rows for {problem}/{regime}")
+            raise PageNotFound(f"no rows for {problem}/{regime}")
         name = rows[0].study_name
         out = [f"<h3>Study {_e(name)}</h3>",
                f'<p><a href="{link("regime", problem, regime)}">timelines of {_e(regime)}</a> · '
                f'<a href="{link("problem", problem)}">goodput vs load of {_e(problem)}</a></p>']
-        copy = studies.snapshot(readonly_study_storage(self.storage), name) if name else None
+        copy = studies.snapshot(self.study_storage(), name) if name else None
         if copy is None:
             out.append(f"<p class=note>The study {_e(name)} is not in this database (the table was imported, "
                        "or the study deleted or being rewritten): no history.</p>")

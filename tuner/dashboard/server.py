@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server as make_wsgi_server
 
-from .render import Dashboard, page
+from .render import Dashboard, PageNotFound, page
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
                     self._html(HTTPStatus.OK, "/".join(parts[1:]), pages[parts[0]][1](*parts[1:], board.rows()))
                 else:
                     self._html(HTTPStatus.NOT_FOUND, "not found", f'<p class="error">No page {_escape(self.path)}</p>')
-            except LookupError as exc:
+            except PageNotFound as exc:
                 self._html(HTTPStatus.NOT_FOUND, "not found", f'<p class="error">{_escape(exc)}</p>')
             except Exception as exc:  # an error page, never a stack trace
                 log.warning("dashboard: %s: %s", self.path, exc)
@@ -72,7 +72,7 @@ def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
 def _escape(value: object) -> str:
     import html
 
-    text = value.args[0] if isinstance(value, LookupError) and value.args else value
+    text = value.args[0] if isinstance(value, PageNotFound) and value.args else value
     return html.escape(str(text))
 
 

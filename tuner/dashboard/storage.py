@@ -1,50 +1,60 @@
 """Open a tuner database for viewing only: the config table and the Optuna studies.
 
 A dashboard that shows a database must not create, migrate or lock it, and must keep
-working while ``tuner tune`` writes the same SQLite file; SQLite files are therefore
-opened with ``mode=ro`` (no journal, no schema changes) and Optuna's storage skips table
-creation and its version check.
+working while ``tuner tune`` writes the same database. Every connection it makes is
+read-only at the database's own level: a SQLite file is opened with ``mode=ro`` (no
+journal, no schema change), a PostgreSQL session with ``default_transaction_read_only``,
+a MySQL session with ``SET SESSION TRANSACTION READ ONLY``. Optuna's storage also skips
+table creation and its version check. The URL itself is left as the user gave it, so
+every message names it.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
-from urllib.parse import quote
+from typing import Any
+from urllib.request import pathname2url
 
-from ..errors import TunerError
+from ..errors import StorageError
 
 
-def readonly_url(url: str) -> str:
-    """A SQLite URL rewritten to open its file read-only; other URLs unchanged."""
-    from ..store.store import parse_url
+def read_only_engine_kwargs(url: str) -> dict[str, Any]:
+    """:func:`sqlalchemy.create_engine` arguments that make every connection read-only."""
+    from ..store.store import parse_url, resolve_url, shown
 
-    parsed = parse_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return url
-    database = parsed.database or ""
-    if database in ("", ":memory:") or database.startswith("file:"):
-        return url
-    path = Path(database)
-    if not path.is_file():
-        raise TunerError(f"{url}: no such database file {path}")
-    with path.open("rb") as file:
-        if file.read(16) != b"SQLite format 3\x00":
-            raise TunerError(f"{url}: {path} is not a SQLite database")
-    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"
+    parsed = parse_url(resolve_url(url))
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:"):
+            return {}
+        uri = database if database.startswith("file:") else f"file:{pathname2url(str(Path(database).resolve()))}"
+        uri += ("&" if "?" in uri else "?") + "mode=ro"
+        return {"creator": lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)}
+    if backend == "postgresql":
+        return {"connect_args": {"options": "-c default_transaction_read_only=on"}}
+    if backend in ("mysql", "mariadb"):
+        return {"connect_args": {"init_command": "SET SESSION TRANSACTION READ ONLY"}}
+    raise StorageError(f"{shown(parsed)}: the dashboard opens only SQLite, PostgreSQL and MySQL databases "
+                       f"(read-only); this is {backend}")
 
 
 def open_readonly(url: str):
-    """A :class:`~tuner.store.Store` on ``url`` that never writes."""
+    """A :class:`~tuner.store.Store` on ``url`` whose connections cannot write."""
     from ..store import Store
 
-    return Store(readonly_url(url), create=False)
+    return Store(url, create=False, engine_kwargs=read_only_engine_kwargs(url))
 
 
 def readonly_study_storage(url: str):
-    """Optuna's RDB storage on ``url`` without table creation, migration or writes."""
+    """Optuna's RDB storage on ``url``: read-only connections, no table creation or migration."""
     from optuna.storages import RDBStorage
 
-    return RDBStorage(readonly_url(url), skip_table_creation=True, skip_compatibility_check=True)
+    from ..store.store import resolve_url
+
+    return RDBStorage(resolve_url(url), engine_kwargs=read_only_engine_kwargs(url),
+                      skip_table_creation=True, skip_compatibility_check=True)
 
 
 def default_storage() -> str:

@@ -130,13 +130,13 @@ def order_changes(rates: Sequence[float], a: Sequence[float], b: Sequence[float]
     """
     signs = [0 if abs(x - y) <= tie * max(abs(x), abs(y)) else (1 if x > y else -1) for x, y in zip(a, b)]
     changes = []
-    order = 0  # the last order seen (0: level so far)
+    order = signs[0] if signs else 0  # the order last seen (0: level so far)
     for i in range(1, len(rates)):
         if signs[i] == 0 or signs[i] == order:
             continue
         if signs[i - 1] == 0:  # leaves a tie: located between the two rates only
             estimate = None
-        else:
+        else:  # signs[i - 1] is the old order, signs[i] the opposite one: d0 and d1 differ in sign
             d0, d1 = a[i - 1] - b[i - 1], a[i] - b[i]
             estimate = rates[i - 1] + (rates[i] - rates[i - 1]) * d0 / (d0 - d1)
         changes.append((rates[i - 1], rates[i], signs[i] > 0, estimate))

@@ -91,7 +91,7 @@ class FluidGPU:
         self.sm_peak = 0.0
         self._sm_seconds = 0.0
         self._window = window_s
-        self.sm_trace: list[tuple[float, float]] | None = None  # (t, R) at each boundary, when recording
+        self.sm_trace: list[tuple[float, float]] | None = None  # (t, R) edges when recording; starts non-empty
         self._heap: list[tuple[float, int, int, Kernel]] = []
         self._seq = 0
 
@@ -190,7 +190,9 @@ class FluidGPU:
                 if 1.0 - self.s_free > self.sm_peak:
                     self.sm_peak = 1.0 - self.s_free
             if trace is not None:
-                trace.append((now, 1.0 - self.s_free if self.s_free < 1.0 else 0.0))
+                in_use = 1.0 - self.s_free if self.s_free < 1.0 else 0.0
+                if in_use != trace[-1][1]:  # a step function needs only its edges
+                    trace.append((now, in_use))
             while heap:  # drop entries of kernels re-rated since they were pushed
                 top = heap[0]
                 if top[2] == top[3].version:

@@ -13,10 +13,11 @@ per-call state; sessions are opened per call.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timezone
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import create_engine, delete, inspect, select
 from sqlalchemy.engine import URL, Engine, make_url
@@ -65,6 +66,8 @@ class Store:
         url: a SQLAlchemy URL.
         create: create the database file (SQLite) and the tuner tables when missing;
             when False, a database without them is an error.
+        engine_kwargs: passed to :func:`sqlalchemy.create_engine` (the dashboard opens
+            connections read-only this way).
 
     Raises:
         StorageError: bad URL, missing driver, unreachable server, a file that is not a
@@ -72,13 +75,13 @@ class Store:
         SchemaMismatchError: the database's tuner schema version differs from the code's.
     """
 
-    def __init__(self, url: str, *, create: bool = False) -> None:
+    def __init__(self, url: str, *, create: bool = False, engine_kwargs: Mapping[str, Any] | None = None) -> None:
         parsed = parse_url(resolve_url(url))
         self.url = shown(parsed)
         if parsed.get_backend_name() == "sqlite":
             _check_sqlite_path(parsed, self.url, create)
         try:
-            self.engine: Engine = create_engine(parsed)
+            self.engine: Engine = create_engine(parsed, **(engine_kwargs or {}))
         except (NoSuchModuleError, ImportError, ArgumentError) as exc:
             raise StorageError(f"{self.url}: cannot load a database driver for this URL ({_first_line(exc)})") from None
         self._check_schema(create)
