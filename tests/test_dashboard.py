@@ -308,3 +308,21 @@ def test_postgresql_is_viewed_through_read_only_sessions(postgres_admin, tmp_pat
     finally:
         with postgres_admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def test_viewing_creates_no_compile_cache_file(db: Path, tmp_path: Path, monkeypatch) -> None:
+    """Problems with built-in kernel families read compiled resources from the viewed
+    database and results.db.example; loading them as tune does would create results.db
+    in the working directory, which the next `tuner dashboard` would then open."""
+    from tuner.dashboard import Dashboard
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("TUNER_STORAGE", raising=False)
+    board = Dashboard(f"sqlite:///{db}", ROOT / "search_spaces", jobs=1)
+    rows = [r for r in board.rows() if r.problem == "embedding_instances" and r.regime == "light"]
+    tuned, baseline = board.timelines("embedding_instances", "light", rows)
+    assert tuned.metrics.completed > 0 and baseline.metrics.completed > 0
+    board.close()
+    assert list(work.iterdir()) == []

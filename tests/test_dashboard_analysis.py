@@ -14,6 +14,7 @@ from tuner.problem import load_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "search_spaces" / "seed_example.yaml"
+STORAGE = f"sqlite:///{ROOT / 'results.db.example'}"  # where sweep workers read compiled resources
 
 
 def test_step_integrals_hand_worked() -> None:
@@ -57,7 +58,7 @@ def test_seed_example_crossover_is_where_fast_saturates() -> None:
     problem = load_problem(SEED)
     family = problem.family_of("stage")
     lean, fast = {"stage": family.find(name="lean")}, {"stage": family.find(name="fast")}
-    sweep = run_sweep(problem, [("lean", lean, False), ("fast", fast, True)], points=8, seeds=4,
+    sweep = run_sweep(problem, STORAGE, [("lean", lean, False), ("fast", fast, True)], points=8, seeds=4,
                       min_requests=100, min_horizon_s=2.0, max_horizon_s=5.0)
     (crossing,) = sweep.crossovers()
     assert crossing.label == "lean" and crossing.tuned_wins_above
@@ -71,7 +72,7 @@ def test_seed_example_crossover_is_where_fast_saturates() -> None:
 def test_sweep_is_reproducible() -> None:
     problem = load_problem(SEED)
     lean = {"stage": problem.family_of("stage").find(name="lean")}
-    runs = [run_sweep(problem, [("lean", lean, True)], points=3, seeds=2, min_requests=50,
+    runs = [run_sweep(problem, STORAGE, [("lean", lean, True)], points=3, seeds=2, min_requests=50,
                       min_horizon_s=1.0, max_horizon_s=2.0) for _ in range(2)]
     assert runs[0] == runs[1]
 

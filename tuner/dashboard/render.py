@@ -19,7 +19,7 @@ from urllib.parse import quote
 from ..errors import TunerError
 from ..store.table import TableRow
 from . import figures, studies
-from .storage import open_readonly, readonly_study_storage
+from .storage import compile_resources, open_readonly, readonly_study_storage
 from .sweep import Point, Sweep, config_names, goodput_at, run_sweep
 from .timeline import Timeline, record, summary_rows
 
@@ -164,7 +164,7 @@ class Dashboard:
             from ..problem import load_problem
 
             try:
-                return load_problem(path)
+                return load_problem(path, resources=compile_resources(self.storage))
             except TunerError:
                 return None
         return self._cached(("problem", str(path), stamp), load)
@@ -201,7 +201,7 @@ class Dashboard:
         labels = labelled.get(key, ([], baseline, True))[0]
         labelled[key] = ([*labels, "isolated-fastest"], baseline, True)
         candidates = [(" / ".join(labels), assignment, is_base) for labels, assignment, is_base in labelled.values()]
-        return run_sweep(problem, candidates, **self.sweep_settings, evaluate=self._goodputs)
+        return run_sweep(problem, self.storage, candidates, **self.sweep_settings, evaluate=self._goodputs)
 
     def _goodputs(self, points: list[Point]) -> list[float]:
         """Sweep points, computed once each; in the worker processes when ``jobs`` > 1."""

@@ -57,5 +57,26 @@ def readonly_study_storage(url: str):
                       skip_table_creation=True, skip_compatibility_check=True)
 
 
+def compile_resources(url: str):
+    """Where the simulations of a viewed database's problems get compiled kernel resources,
+    writing nowhere: the database's own compile cache (a SQLite file), then the committed
+    ``results.db.example``'s; a launch in neither compiles and is kept in memory.
+
+    (Loading a problem as ``tuner tune`` does would copy cache entries into
+    ``results.db``, creating it, and the next dashboard would then open that file.)
+    """
+    from ..profile.cache import CompileCache
+    from ..profile.modeled import EXAMPLE_DATABASE
+    from ..store.store import parse_url, resolve_url
+
+    example = CompileCache.read_only(EXAMPLE_DATABASE)
+    parsed = parse_url(resolve_url(url))
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return example
+    path = Path(database).resolve()
+    return example if path == EXAMPLE_DATABASE else CompileCache.read_only(path, fallback=example)
+
+
 def default_storage() -> str:
     return "sqlite:///results.db" if Path("results.db").is_file() else "sqlite:///results.db.example"

@@ -155,6 +155,7 @@ class Point:
     """One simulation of a sweep, described by value so a worker process can run it."""
 
     problem_path: str
+    storage: str  # the viewed database: where compiled kernel resources are read
     regime: str
     assignment: tuple[tuple[str, str], ...]  # (operator, config name)
     rate: float
@@ -162,7 +163,7 @@ class Point:
     horizon_s: float
 
 
-_loaded: dict[str, Problem] = {}  # per process: problems by path, so workers load each once
+_loaded: dict[tuple[str, str], Problem] = {}  # per process, by (path, storage): workers load each once
 
 
 def goodput_at(point: Point) -> float:
@@ -170,29 +171,34 @@ def goodput_at(point: Point) -> float:
     from ..problem import load_problem
     from ..sim import simulate
 
-    problem = _loaded.get(point.problem_path)
+    from .storage import compile_resources
+
+    key = (point.problem_path, point.storage)
+    problem = _loaded.get(key)
     if problem is None:
-        problem = _loaded[point.problem_path] = load_problem(point.problem_path)
+        problem = _loaded[key] = load_problem(point.problem_path, resources=compile_resources(point.storage))
     assignment = {op: problem.family_of(op).find(name=name) for op, name in point.assignment}
     swept = _at_rate(problem, problem.regimes[point.regime], point.rate)
     return simulate(swept, assignment, "__sweep", point.seed, point.horizon_s).metrics.goodput_rps
 
 
-def run_sweep(problem: Problem, candidates: Sequence[tuple[str, Assignment, bool]], *, points: int, seeds: int,
-              min_requests: int, min_horizon_s: float, max_horizon_s: float,
+def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, Assignment, bool]], *, points: int,
+              seeds: int, min_requests: int, min_horizon_s: float, max_horizon_s: float,
               evaluate: Callable[[list[Point]], list[float]] | None = None) -> Sweep:
     """Simulate every candidate at every rate and seed (common random numbers).
 
-    ``candidates`` are ``(label, assignment, is_baseline)``. ``evaluate`` runs a batch of
+    ``storage`` names the database whose compile cache resolves kernel resources when a
+    worker process loads the problem again. ``candidates`` are ``(label, assignment,
+    is_baseline)``. ``evaluate`` runs a batch of
     points (the dashboard caches them and may spread them over processes); by default
     they run here, one after another.
     """
-    _loaded.setdefault(problem.path, problem)
+    _loaded.setdefault((problem.path, storage), problem)
     buckets = [bucket(r) for r in problem.regimes.values()]
     heaviest = max(problem.regimes.values(), key=lambda r: bucket(r).high)
     rates = sweep_rates(buckets, points)
     horizons = [point_horizon(heaviest, rate, min_requests, min_horizon_s, max_horizon_s) for rate in rates]
-    grid = [[[Point(problem.path, heaviest.name, config_names(assignment),
+    grid = [[[Point(problem.path, storage, heaviest.name, config_names(assignment),
                     rate, seed, horizon) for seed in range(seeds)]
              for rate, horizon in zip(rates, horizons)] for _, assignment, _ in candidates]
     flat = [p for curve in grid for per_rate in curve for p in per_rate]

@@ -29,11 +29,13 @@ import dataclasses
 import hashlib
 import json
 import multiprocessing
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.request import pathname2url
 
 from sqlalchemy import DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, inspect, select
 from sqlalchemy.engine import make_url
@@ -164,6 +166,7 @@ class CompileCache:
     def __init__(self, url: str = "sqlite:///results.db", fallback: CompileCache | None = None) -> None:
         self.url = url
         self.fallback = fallback
+        self._writable = True
         self._memo: dict[CompileKey, _compiled.ArchUsage] = {}
         try:
             self._engine = create_engine(url)
@@ -178,14 +181,16 @@ class CompileCache:
             ) from e
 
     @classmethod
-    def read_only(cls, path: Path) -> CompileCache:
-        """A cache that is only read (the committed ``results.db.example``): nothing is
-        created in it, and a file without a compile cache answers nothing."""
+    def read_only(cls, path: Path, fallback: CompileCache | None = None) -> CompileCache:
+        """A cache that is only read (the committed ``results.db.example``, a database a
+        dashboard shows): nothing is created or stored in it, a file without a compile
+        cache answers nothing, and what is compiled on a miss is kept in memory only."""
         cache = cls.__new__(cls)
-        cache.url, cache.fallback, cache._memo = f"sqlite:///{path}", None, {}
+        cache.url, cache.fallback, cache._memo, cache._writable = f"sqlite:///{path}", fallback, {}, False
         cache._engine = None
         if path.is_file():
-            engine = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
+            uri = f"file:{pathname2url(str(path.resolve()))}?mode=ro"
+            engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
             try:
                 if inspect(engine).has_table(CompiledRecord.__tablename__):
                     cache._engine = engine
@@ -318,6 +323,8 @@ class CompileCache:
 
     def _store(self, key: CompileKey, usage: _compiled.ArchUsage) -> _compiled.ArchUsage:
         """Store ``usage`` under ``key``; if another writer got there first, theirs."""
+        if not self._writable:
+            return usage
         record = CompiledRecord(
             source_hash=key.source_hash, launch_name=key.launch_name, config_hash=key.config_hash,
             config_json=key.config_json, arch=key.arch, triton_version=key.triton_version,
