@@ -3,9 +3,9 @@ worker processes, side by side in one run.
 
     .venv/bin/python benchmarks/bench_dashboard.py [--storage sqlite:///results.db.example] [--jobs N]
 
-Per problem: the goodput-versus-load sweep (candidates x 8 rates x 3 seeds) and the
-regimes' recorded timelines, from a cold cache. The sweeps run in the worker pool, the
-timelines in the main process. The two columns must agree to the last digit (the same
+Per problem: the goodput-versus-load sweep (candidates x 8 rates x 3 seeds), the
+regimes' recorded timelines and their attribution waterfalls, from a cold cache. The
+sweeps run in the worker pool, the rest in the main process. The two columns must agree to the last digit (the same
 seeds): the table says so.
 """
 
@@ -25,7 +25,7 @@ from tuner.dashboard import Dashboard  # noqa: E402
 from tuner.dashboard.render import regimes_of  # noqa: E402
 
 
-def ready(storage: str, jobs: int) -> tuple[dict[str, tuple[float, float, int]], dict[str, tuple]]:
+def ready(storage: str, jobs: int) -> tuple[dict[str, tuple[float, float, float, int]], dict[str, tuple]]:
     board = Dashboard(storage, jobs=jobs)
     rows = board.rows()
     times, sweeps = {}, {}
@@ -34,10 +34,14 @@ def ready(storage: str, jobs: int) -> tuple[dict[str, tuple[float, float, int]],
             start = time.perf_counter()
             sweep = board.sweep(problem, rows)
             middle = time.perf_counter()
-            for (_, regime), regime_rows in regimes_of([r for r in rows if r.problem == problem]).items():
+            regimes = regimes_of([r for r in rows if r.problem == problem]).items()
+            for (_, regime), regime_rows in regimes:
                 board.timelines(problem, regime, regime_rows)
+            after_timelines = time.perf_counter()
+            for (_, regime), regime_rows in regimes:
+                board.attribution(problem, regime, regime_rows)
             points = 0 if sweep is None else len(sweep.curves) * len(sweep.rates) * sweep.seeds
-            times[problem] = (middle - start, time.perf_counter() - middle, points)
+            times[problem] = (middle - start, after_timelines - middle, time.perf_counter() - after_timelines, points)
             sweeps[problem] = None if sweep is None else tuple(c.goodputs for c in sweep.curves)
     finally:
         board.close()
@@ -52,12 +56,13 @@ def main() -> None:
     serial, serial_sweeps = ready(args.storage, 1)
     parallel, parallel_sweeps = ready(args.storage, args.jobs)
     print(f"{'problem':22} {'sweep points':>12} {'sweep, 1 job':>13} {f'sweep, {args.jobs} jobs':>14} "
-          f"{'speed-up':>9} {'timelines':>10}")
-    for problem, (sweep_s, timeline_s, points) in serial.items():
+          f"{'speed-up':>9} {'timelines':>10} {'attribution':>12}")
+    for problem, (sweep_s, timeline_s, attribution_s, points) in serial.items():
         fast = parallel[problem][0]
-        print(f"{problem:22} {points:12d} {sweep_s:12.1f}s {fast:13.1f}s {sweep_s / fast:8.2f}x {timeline_s:9.1f}s")
-    total_serial = sum(a + b for a, b, _ in serial.values())
-    total_parallel = sum(a + b for a, b, _ in parallel.values())
+        print(f"{problem:22} {points:12d} {sweep_s:12.1f}s {fast:13.1f}s {sweep_s / fast:8.2f}x {timeline_s:9.1f}s "
+              f"{attribution_s:11.1f}s")
+    total_serial = sum(a + b + c for a, b, c, _ in serial.values())
+    total_parallel = sum(a + b + c for a, b, c, _ in parallel.values())
     print(f"{'all pages ready':22} {'':12} {total_serial:12.1f}s {total_parallel:13.1f}s "
           f"{total_serial / total_parallel:8.2f}x  (on {os.cpu_count()} CPUs)")
     print("same goodputs serial and parallel:", "yes" if serial_sweeps == parallel_sweeps else "NO")

@@ -158,3 +158,18 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
         assert result.exit_code == 2, result.output
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("tuner: error:") and words in lines[0], result.output
+
+
+def test_a_batch_simulator_gives_the_same_attribution_with_each_run_once(problem):
+    from tuner.sim import simulate
+
+    base, cand = per_regime(problem, "mem=lean norm=a")["heavy"], per_regime(problem, "mem=fast norm=b")["heavy"]
+    batches = []
+
+    def batch(runs):
+        batches.append(len(runs))
+        return [simulate(problem, assignment, "heavy", seed, 2.0).metrics for assignment, seed in runs]
+
+    together = attribute(problem, base, cand, "heavy", range(3), 2.0, batch=batch)
+    assert batches == [6 * 3]  # base, candidate, 2 changed operators x 2 directions; 3 seeds; one batch
+    assert together == attribute(problem, base, cand, "heavy", range(3), 2.0)

@@ -122,6 +122,10 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
 
             assert page.locator("g.scatterlayer g.trace").count() >= 6  # M, R and queue; tuned and baseline
             assert "∫M dt (GiB·s)" in page.inner_text("table.integrals")
+            # why: the stage's tuned config (lean) alone adds most of the heavy regime's goodput
+            page.wait_for_selector("g.waterfalllayer g.trace", state="attached", timeout=20_000)
+            stage = page.locator("table.attribution tbody tr").first.inner_text().split("\t")
+            assert stage[:3] == ["stage", "fast", "lean"] and float(stage[5].split()[0]) > 300, stage
 
             page.goto(base + "/problem/seed_example", timeout=60_000)
             page.wait_for_selector("g.scatterlayer g.trace path.js-line", state="attached", timeout=20_000)
@@ -188,7 +192,7 @@ def test_into_studies_saves_figures_and_a_note_for_optuna_dashboard(db: Path, mo
     note = get_note(study)
     assert note.startswith("## tuner: seed_example / heavy") and "pulls ahead" in note and "∫M dt" in note
     saved = get_plotly_graph_objects(study._storage.get_study_system_attrs(study._study_id))
-    assert set(saved) == {"tuner-goodput-vs-load", "tuner-timelines"}
+    assert set(saved) == {"tuner-goodput-vs-load", "tuner-timelines", "tuner-attribution"}
     untouched = optuna.load_study(study_name="tuner:llm_decode:heavy", storage=url)
     assert get_note(untouched) == ""
 

@@ -16,7 +16,7 @@ Each distinct assignment is simulated once per seed within a call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..problem.model import Config, Problem
@@ -116,12 +116,29 @@ def _key(assignment: Assignment) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((op, c.name) for op, c in assignment.items()))
 
 
+#: Runs many ``(assignment, seed)`` simulations of one regime and horizon at once (in
+#: worker processes, say), returning their metrics in the same order.
+BatchSimulator = Callable[[Sequence[tuple[Assignment, int]]], Sequence[Metrics]]
+
+
 class _Runner:
     """Simulations of one call, each distinct (assignment, seed) once (local, never shared)."""
 
-    def __init__(self, problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float | None) -> None:
+    def __init__(self, problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float | None,
+                 batch: BatchSimulator | None = None) -> None:
         self.problem, self.regime, self.seeds, self.horizon_s = problem, regime, tuple(seeds), horizon_s
+        self.batch = batch
         self._done: dict[tuple[tuple[str, str], ...], Runs] = {}
+
+    def prefetch(self, assignments: Sequence[Assignment]) -> None:
+        """Simulate every assignment not yet run in one batch (when a batch simulator is set)."""
+        todo = list({_key(a): a for a in assignments if _key(a) not in self._done}.values())
+        if self.batch is None or not todo:
+            return
+        metrics = list(self.batch([(a, s) for a in todo for s in self.seeds]))
+        n = len(self.seeds)
+        for i, assignment in enumerate(todo):
+            self._done[_key(assignment)] = Runs.of(metrics[i * n:(i + 1) * n])
 
     def seed(self, key: tuple[tuple[str, str], ...], runs: Runs) -> None:
         self._done[key] = runs
@@ -155,16 +172,20 @@ def _compare(run: _Runner, base: Assignment, candidate: Assignment, confidence: 
 
 def attribute(problem: Problem, base: Assignment, candidate: Assignment, regime: str, seeds: Sequence[int],
               horizon_s: float | None = None, confidence: float = 0.95,
-              comparison: Comparison | None = None) -> Attribution:
+              comparison: Comparison | None = None, batch: BatchSimulator | None = None) -> Attribution:
     """Attribute the candidate's goodput change to its operator changes (see the module doc).
 
-    ``comparison`` (from :func:`compare`, same arguments) saves re-running base and candidate.
+    ``comparison`` (from :func:`compare`, same arguments) saves re-running base and candidate;
+    ``batch`` runs all the simulations at once (the dashboard spreads them over processes).
     """
-    run = _Runner(problem, regime, seeds, horizon_s)
+    run = _Runner(problem, regime, seeds, horizon_s, batch)
     if comparison is not None:
         run.seed(_key(base), comparison.base_runs)
         run.seed(_key(candidate), comparison.candidate_runs)
-    else:
+    changed = sorted(op for op in base if base[op].name != candidate[op].name)
+    run.prefetch([base, candidate, *({**base, op: candidate[op]} for op in changed),
+                  *({**candidate, op: base[op]} for op in changed)])
+    if comparison is None:
         comparison = _compare(run, base, candidate, confidence)
     base_g, cand_g = comparison.base_runs.goodput, comparison.candidate_runs.goodput
     effects = []

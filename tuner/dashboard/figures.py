@@ -84,3 +84,34 @@ def timeline_figure(title: str, timelines: Sequence[Timeline], sources: Sequence
     fig.update_layout(title=f"{title} — simulated ({sources_label(sources)}); each point averages a {bin_ms:.3g} ms bin",
                       title_font_size=13, height=760)
     return fig
+
+
+def attribution_figure(attribution, sources: Sequence[str]):
+    """Isolated-fastest goodput, then each operator's tuned config substituted alone, then
+    what no single substitution explains, ending at the tuned goodput (a Plotly waterfall)."""
+    import plotly.graph_objects as go
+
+    c = attribution.comparison
+
+    def ci(delta) -> str:
+        return "" if delta.half_width is None else f" ± {delta.half_width:.3g}"
+
+    steps = [("isolated-fastest", "absolute", c.base_runs.mean_goodput, "")]
+    for e in attribution.effects:
+        steps.append((f"{e.op}: {e.base_config} → {e.candidate_config}", "relative", e.add.mean,
+                      f"alone on the baseline {e.add.mean:+.3g}{ci(e.add)}; "
+                      f"removed from the tuned {e.remove.mean:+.3g}{ci(e.remove)} req/s"))
+    steps.append(("interaction", "relative", attribution.interaction.mean,
+                  "what no single substitution explains"))
+    steps.append(("tuned", "total", 0.0, f"total {attribution.total.mean:+.3g}{ci(attribution.total)} req/s"))
+    fig = go.Figure(go.Waterfall(
+        x=[s[0] for s in steps], measure=[s[1] for s in steps], y=[s[2] for s in steps],
+        text=[s[3] for s in steps], hovertemplate="%{x}<br>%{y:.3g} req/s<br>%{text}<extra></extra>",
+        textposition="none", increasing={"marker": {"color": "#2ca02c"}}, decreasing={"marker": {"color": "#d62728"}},
+        totals={"marker": {"color": TUNED_COLOR}}))
+    fig.update_layout(
+        title=(f"Why {attribution.regime}'s config: each operator's tuned config substituted alone into the "
+               f"isolated-fastest assignment — simulated ({sources_label(sources)}), seeds {list(c.seeds)}, "
+               f"{c.horizon_s:g} s"), title_font_size=13,
+        yaxis_title="goodput (req/s)", xaxis_title="step", height=440, showlegend=False)
+    return fig

@@ -20,7 +20,7 @@ from ..errors import TunerError
 from ..store.table import TableRow
 from . import figures, studies
 from .storage import compile_resources, open_readonly, readonly_study_storage
-from .sweep import Point, Sweep, config_names, goodput_at, run_sweep
+from .sweep import Point, Sweep, bucket, config_names, point_horizon, run_sweep, simulate_point
 from .timeline import Timeline, record, summary_rows
 
 SWEEP_POINTS = 8
@@ -201,13 +201,13 @@ class Dashboard:
         labels = labelled.get(key, ([], baseline, True))[0]
         labelled[key] = ([*labels, "isolated-fastest"], baseline, True)
         candidates = [(" / ".join(labels), assignment, is_base) for labels, assignment, is_base in labelled.values()]
-        return run_sweep(problem, self.storage, candidates, **self.sweep_settings, evaluate=self._goodputs)
+        return run_sweep(problem, self.storage, candidates, **self.sweep_settings, evaluate=self._simulations)
 
-    def _goodputs(self, points: list[Point]) -> list[float]:
-        """Sweep points, computed once each; in the worker processes when ``jobs`` > 1."""
-        def run(points: list[Point]) -> list[float]:
+    def _simulations(self, points: list[Point]) -> list[Any]:
+        """Metrics of each point, computed once; in the worker processes when ``jobs`` > 1."""
+        def run(points: list[Point]) -> list[Any]:
             runner = self._pool().map if self.jobs > 1 else map
-            return list(runner(goodput_at, points))
+            return list(runner(simulate_point, points))
         return self._compute(points, run)
 
     def _pool(self):
@@ -248,6 +248,30 @@ class Dashboard:
             result.append(dataclasses.replace(timeline, label=label))  # one simulation when tuned == baseline
         return result
 
+    def attribution(self, problem_name: str, regime: str, rows: list[TableRow]):
+        """Goodput of the isolated-fastest assignment, the tuned one, and each operator's
+        tuned config substituted alone (:func:`tuner.attribution.attribute`), or None."""
+        from ..attribution import attribute
+
+        problem = self.problem(problem_name)
+        if problem is None or regime not in problem.regimes:
+            return None
+        tuned = self.assignment(problem, rows)
+        if tuned is None:
+            return None
+        baseline = self.baseline(problem)
+        chosen, settings = problem.regimes[regime], self.sweep_settings
+        rates = bucket(chosen)
+        horizon = point_horizon(chosen, (rates.low + rates.high) / 2, settings["min_requests"],
+                                settings["min_horizon_s"], settings["max_horizon_s"])
+        seeds = tuple(range(settings["seeds"]))
+        def batch(runs):
+            return self._simulations([Point(problem.path, self.storage, regime, config_names(assignment), None,
+                                            seed, horizon) for assignment, seed in runs])
+        return self._cached(("attribution", problem.path, regime, config_names(baseline), config_names(tuned),
+                             seeds, horizon),
+                            lambda: attribute(problem, baseline, tuned, regime, seeds, horizon, batch=batch))
+
     def warm(self, progress: Callable[[str], None] | None = None) -> None:
         """Run every page's simulations now, so that later page views are instant."""
         rows = self.rows()
@@ -259,6 +283,10 @@ class Dashboard:
             if progress:
                 progress(f"{problem} load sweep")
             self.sweep(problem, rows)
+        for (problem, regime), regime_rows in regimes_of(rows).items():
+            if progress:
+                progress(f"{problem}/{regime} attribution")
+            self.attribution(problem, regime, regime_rows)
 
     # ---- HTML -------------------------------------------------------------------------
     def index_body(self, rows: list[TableRow], link: Link = server_link) -> str:
@@ -336,6 +364,13 @@ class Dashboard:
         out.append(figure_html(figures.timeline_figure(f"{problem} / {regime}: seed 0, first {horizon:g} s",
                                                        timelines, sources)))
         out.append(timeline_table(timelines))
+        attribution = self.attribution(problem, regime, rows)
+        if attribution is not None and attribution.effects:
+            out.append(f"<h4>Why these configs: goodput, operator by operator</h4>"
+                       f"{figure_html(figures.attribution_figure(attribution, sources))}"
+                       f"{attribution_table(attribution)}")
+        elif attribution is not None:
+            out.append("<p class=note>The tuned assignment is the isolated-fastest one here: nothing to attribute.</p>")
         return "\n".join(out)
 
     def study_body(self, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
@@ -381,6 +416,26 @@ def timeline_table(timelines: list[Timeline]) -> str:
     return (f'<table class="integrals"><caption>Simulated over the {window:g} s arrival window '
             f"(integrals) and the whole run with its drain (peaks)</caption><thead><tr><th></th>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>")
+
+
+def attribution_table(attribution) -> str:
+    """Each changed operator's substitution both ways, with paired confidence intervals."""
+    def cell(delta) -> str:
+        ci = "" if delta.half_width is None else f" ± {delta.half_width:.3g}"
+        return f"{delta.mean:+.3g}{ci}"
+
+    pct = round(attribution.comparison.confidence * 100)
+    body = "".join(
+        f"<tr><td>{_e(e.op)}</td><td>{_e(e.base_config)}</td><td>{_e(e.candidate_config)}</td>"
+        f"<td>{cell(e.add)}</td><td>{cell(e.remove)}</td><td>{cell(e.effect)}</td></tr>"
+        for e in attribution.ranked[::-1])
+    return ('<table class="attribution"><caption>Goodput change (req/s, simulated, mean ± '
+            f"{pct}% CI paired over seeds) of each operator's tuned config: added alone to the "
+            "isolated-fastest assignment, removed alone from the tuned one, and their average</caption>"
+            "<thead><tr><th>operator</th><th>isolated-fastest</th><th>tuned</th><th>added alone</th>"
+            f"<th>removed alone</th><th>effect</th></tr></thead><tbody>{body}"
+            f"<tr><td colspan=5>interaction (total − Σ added alone)</td><td>{cell(attribution.interaction)}</td></tr>"
+            f"<tr><td colspan=5><b>total</b></td><td><b>{cell(attribution.total)}</b></td></tr></tbody></table>")
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}

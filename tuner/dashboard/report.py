@@ -69,15 +69,19 @@ def save_into_studies(board: Dashboard, problems: list[str] | None = None,
             continue
         if progress:
             progress(f"{problem}/{regime}")
+        sources = sorted({r.source for r in regime_rows})
         sweep = board.sweep(problem, rows)
         if sweep is not None:
             save_plotly_graph_object(study, figures.sweep_figure(sweep), graph_object_id="tuner-goodput-vs-load")
         timelines = board.timelines(problem, regime, regime_rows)
         if timelines is not None:
             small = [t.coarser(STUDY_TIMELINE_POINTS) for t in timelines]
-            save_plotly_graph_object(study, figures.timeline_figure(f"{problem} / {regime}", small,
-                                                                    sorted({r.source for r in regime_rows})),
+            save_plotly_graph_object(study, figures.timeline_figure(f"{problem} / {regime}", small, sources),
                                      graph_object_id="tuner-timelines")
+        attribution = board.attribution(problem, regime, regime_rows)
+        if attribution is not None and attribution.effects:
+            save_plotly_graph_object(study, figures.attribution_figure(attribution, sources),
+                                     graph_object_id="tuner-attribution")
         save_note(study, study_note(regime_rows, sweep, timelines))
         written.append(name)
     return written

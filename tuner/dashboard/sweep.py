@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..problem.model import Config, Problem, Regime
 from ..search.evaluate import ci_half_width
+from ..sim.metrics import Metrics
 
 Assignment = Mapping[str, Config]
 TIE = 0.01  # curves within 1% of each other at a rate are level there
@@ -152,13 +153,13 @@ def point_horizon(regime: Regime, rate: float, min_requests: int, min_horizon_s:
 
 @dataclass(frozen=True)
 class Point:
-    """One simulation of a sweep, described by value so a worker process can run it."""
+    """One simulation, described by value so a worker process can run it."""
 
     problem_path: str
     storage: str  # the viewed database: where compiled kernel resources are read
     regime: str
     assignment: tuple[tuple[str, str], ...]  # (operator, config name)
-    rate: float
+    rate: float | None  # None: the regime's own arrivals (its bucket sampled per seed)
     seed: int
     horizon_s: float
 
@@ -166,11 +167,9 @@ class Point:
 _loaded: dict[tuple[str, str], Problem] = {}  # per process, by (path, storage): workers load each once
 
 
-def goodput_at(point: Point) -> float:
-    """Simulated goodput of one sweep point (req/s)."""
+def simulate_point(point: Point) -> Metrics:
     from ..problem import load_problem
     from ..sim import simulate
-
     from .storage import compile_resources
 
     key = (point.problem_path, point.storage)
@@ -178,13 +177,15 @@ def goodput_at(point: Point) -> float:
     if problem is None:
         problem = _loaded[key] = load_problem(point.problem_path, resources=compile_resources(point.storage))
     assignment = {op: problem.family_of(op).find(name=name) for op, name in point.assignment}
+    if point.rate is None:
+        return simulate(problem, assignment, point.regime, point.seed, point.horizon_s).metrics
     swept = _at_rate(problem, problem.regimes[point.regime], point.rate)
-    return simulate(swept, assignment, "__sweep", point.seed, point.horizon_s).metrics.goodput_rps
+    return simulate(swept, assignment, "__sweep", point.seed, point.horizon_s).metrics
 
 
 def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, Assignment, bool]], *, points: int,
               seeds: int, min_requests: int, min_horizon_s: float, max_horizon_s: float,
-              evaluate: Callable[[list[Point]], list[float]] | None = None) -> Sweep:
+              evaluate: Callable[[list[Point]], list[Metrics]] | None = None) -> Sweep:
     """Simulate every candidate at every rate and seed (common random numbers).
 
     ``storage`` names the database whose compile cache resolves kernel resources when a
@@ -202,7 +203,7 @@ def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, As
                     rate, seed, horizon) for seed in range(seeds)]
              for rate, horizon in zip(rates, horizons)] for _, assignment, _ in candidates]
     flat = [p for curve in grid for per_rate in curve for p in per_rate]
-    values = dict(zip(flat, (evaluate or _serially)(flat)))
+    values = {p: m.goodput_rps for p, m in zip(flat, (evaluate or _serially)(flat))}
     curves = tuple(Curve(label, tuple(tuple(values[p] for p in per_rate) for per_rate in curve), is_baseline)
                    for (label, _, is_baseline), curve in zip(candidates, grid))
     sources = sorted({c.profile.source for _, a, _ in candidates for c in a.values()})
@@ -210,8 +211,8 @@ def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, As
                  tuple(buckets), tuple(sources))
 
 
-def _serially(points: list[Point]) -> list[float]:
-    return [goodput_at(p) for p in points]
+def _serially(points: list[Point]) -> list[Metrics]:
+    return [simulate_point(p) for p in points]
 
 
 def _at_rate(problem: Problem, regime: Regime, rate: float) -> Problem:
