@@ -171,5 +171,7 @@ def test_a_batch_simulator_gives_the_same_attribution_with_each_run_once(problem
         return [simulate(problem, assignment, "heavy", seed, 2.0).metrics for assignment, seed in runs]
 
     together = attribute(problem, base, cand, "heavy", range(3), 2.0, batch=batch)
-    assert batches == [6 * 3]  # base, candidate, 2 changed operators x 2 directions; 3 seeds; one batch
+    # base, candidate and the two mixes (with two operators, one added alone is the other
+    # removed alone): 4 distinct assignments x 3 seeds, in one batch
+    assert batches == [4 * 3]
     assert together == attribute(problem, base, cand, "heavy", range(3), 2.0)
