@@ -20,7 +20,8 @@ from ..errors import TunerError
 from ..store.table import TableRow
 from . import figures, studies
 from .storage import compile_resources, open_readonly, readonly_study_storage
-from .sweep import Point, Sweep, bucket, config_names, point_horizon, run_sweep, simulate_point
+from .points import Point, simulate_point
+from .sweep import Sweep, bucket, config_names, point_horizon, run_sweep
 from .timeline import Timeline, record, summary_rows
 
 SWEEP_POINTS = 8

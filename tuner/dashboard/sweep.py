@@ -8,7 +8,6 @@ every regime's bucket, so the plot can shade the buckets the table is indexed by
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from ..problem.model import Config, Problem, Regime
 from ..search.evaluate import ci_half_width
 from ..sim.metrics import Metrics
+from .points import Point, remember, serially
 
 Assignment = Mapping[str, Config]
 TIE = 0.01  # curves within 1% of each other at a rate are level there
@@ -151,38 +151,6 @@ def point_horizon(regime: Regime, rate: float, min_requests: int, min_horizon_s:
     return min(regime.horizon_s, max_horizon_s, max(min_horizon_s, min_requests / rate))
 
 
-@dataclass(frozen=True)
-class Point:
-    """One simulation, described by value so a worker process can run it."""
-
-    problem_path: str
-    storage: str  # the viewed database: where compiled kernel resources are read
-    regime: str
-    assignment: tuple[tuple[str, str], ...]  # (operator, config name)
-    rate: float | None  # None: the regime's own arrivals (its bucket sampled per seed)
-    seed: int
-    horizon_s: float
-
-
-_loaded: dict[tuple[str, str], Problem] = {}  # per process, by (path, storage): workers load each once
-
-
-def simulate_point(point: Point) -> Metrics:
-    from ..problem import load_problem
-    from ..sim import simulate
-    from .storage import compile_resources
-
-    key = (point.problem_path, point.storage)
-    problem = _loaded.get(key)
-    if problem is None:
-        problem = _loaded[key] = load_problem(point.problem_path, resources=compile_resources(point.storage))
-    assignment = {op: problem.family_of(op).find(name=name) for op, name in point.assignment}
-    if point.rate is None:
-        return simulate(problem, assignment, point.regime, point.seed, point.horizon_s).metrics
-    swept = _at_rate(problem, problem.regimes[point.regime], point.rate)
-    return simulate(swept, assignment, "__sweep", point.seed, point.horizon_s).metrics
-
-
 def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, Assignment, bool]], *, points: int,
               seeds: int, min_requests: int, min_horizon_s: float, max_horizon_s: float,
               evaluate: Callable[[list[Point]], list[Metrics]] | None = None) -> Sweep:
@@ -190,11 +158,10 @@ def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, As
 
     ``storage`` names the database whose compile cache resolves kernel resources when a
     worker process loads the problem again. ``candidates`` are ``(label, assignment,
-    is_baseline)``. ``evaluate`` runs a batch of
-    points (the dashboard caches them and may spread them over processes); by default
-    they run here, one after another.
+    is_baseline)``. ``evaluate`` runs a batch of points (the dashboard caches them and may
+    spread them over processes); by default they run here, one after another.
     """
-    _loaded.setdefault((problem.path, storage), problem)
+    remember(problem, storage)
     buckets = [bucket(r) for r in problem.regimes.values()]
     heaviest = max(problem.regimes.values(), key=lambda r: bucket(r).high)
     rates = sweep_rates(buckets, points)
@@ -203,18 +170,9 @@ def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, As
                     rate, seed, horizon) for seed in range(seeds)]
              for rate, horizon in zip(rates, horizons)] for _, assignment, _ in candidates]
     flat = [p for curve in grid for per_rate in curve for p in per_rate]
-    values = {p: m.goodput_rps for p, m in zip(flat, (evaluate or _serially)(flat))}
+    values = {p: m.goodput_rps for p, m in zip(flat, (evaluate or serially)(flat))}
     curves = tuple(Curve(label, tuple(tuple(values[p] for p in per_rate) for per_rate in curve), is_baseline)
                    for (label, _, is_baseline), curve in zip(candidates, grid))
     sources = sorted({c.profile.source for _, a, _ in candidates for c in a.values()})
     return Sweep(problem.name, heaviest.name, tuple(rates), tuple(horizons), seeds, curves,
                  tuple(buckets), tuple(sources))
-
-
-def _serially(points: list[Point]) -> list[Metrics]:
-    return [simulate_point(p) for p in points]
-
-
-def _at_rate(problem: Problem, regime: Regime, rate: float) -> Problem:
-    fixed = dataclasses.replace(regime, name="__sweep", arrivals=dataclasses.replace(regime.arrivals, rate_range=(rate, rate)))
-    return dataclasses.replace(problem, regimes={**problem.regimes, "__sweep": fixed})

@@ -1,0 +1,58 @@
+"""Simulations described by value, so worker processes can run them: a problem file, the
+viewed database (for compiled kernel resources), a regime or a rate, an assignment by
+config names, a seed and a horizon."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..problem.model import Problem, Regime
+from ..sim.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class Point:
+    """One simulation, described by value so a worker process can run it."""
+
+    problem_path: str
+    storage: str  # the viewed database: where compiled kernel resources are read
+    regime: str
+    assignment: tuple[tuple[str, str], ...]  # (operator, config name)
+    rate: float | None  # None: the regime's own arrivals (its bucket sampled per seed)
+    seed: int
+    horizon_s: float
+
+
+_loaded: dict[tuple[str, str], Problem] = {}  # per process, by (path, storage): workers load each once
+
+
+def simulate_point(point: Point) -> Metrics:
+    from ..problem import load_problem
+    from ..sim import simulate
+    from .storage import compile_resources
+
+    key = (point.problem_path, point.storage)
+    problem = _loaded.get(key)
+    if problem is None:
+        problem = _loaded[key] = load_problem(point.problem_path, resources=compile_resources(point.storage))
+    assignment = {op: problem.family_of(op).find(name=name) for op, name in point.assignment}
+    if point.rate is None:
+        return simulate(problem, assignment, point.regime, point.seed, point.horizon_s).metrics
+    swept = at_rate(problem, problem.regimes[point.regime], point.rate)
+    return simulate(swept, assignment, "__sweep", point.seed, point.horizon_s).metrics
+
+
+def remember(problem: Problem, storage: str) -> None:
+    """Use this already loaded problem for points of its file in this process."""
+    _loaded.setdefault((problem.path, storage), problem)
+
+
+def serially(points: list[Point]) -> list[Metrics]:
+    return [simulate_point(p) for p in points]
+
+
+def at_rate(problem: Problem, regime: Regime, rate: float) -> Problem:
+    """The problem with a regime ``__sweep``: ``regime``'s arrivals at a fixed ``rate``."""
+    fixed = dataclasses.replace(regime, name="__sweep", arrivals=dataclasses.replace(regime.arrivals, rate_range=(rate, rate)))
+    return dataclasses.replace(problem, regimes={**problem.regimes, "__sweep": fixed})
