@@ -234,13 +234,19 @@ class Dashboard:
         if storage is not None:
             storage.engine.dispose()
 
-    def timelines(self, problem_name: str, regime: str, rows: list[TableRow]) -> list[Timeline] | None:
+    def _tuned(self, problem_name: str, regime: str, rows: list[TableRow]):
+        """``(problem, tuned assignment)`` of a regime, or None when there is nothing to simulate."""
         problem = self.problem(problem_name)
         if problem is None or regime not in problem.regimes:
             return None
         tuned = self.assignment(problem, rows)
-        if tuned is None:
+        return None if tuned is None else (problem, tuned)
+
+    def timelines(self, problem_name: str, regime: str, rows: list[TableRow]) -> list[Timeline] | None:
+        found = self._tuned(problem_name, regime, rows)
+        if found is None:
             return None
+        problem, tuned = found
         horizon = min(self.timeline_horizon_s, problem.regimes[regime].horizon_s)
         result = []
         for label, assignment in (("tuned", tuned), ("isolated-fastest", self.baseline(problem))):
@@ -254,18 +260,17 @@ class Dashboard:
         tuned config substituted alone (:func:`tuner.attribution.attribute`), or None."""
         from ..attribution import attribute
 
-        problem = self.problem(problem_name)
-        if problem is None or regime not in problem.regimes:
+        found = self._tuned(problem_name, regime, rows)
+        if found is None:
             return None
-        tuned = self.assignment(problem, rows)
-        if tuned is None:
-            return None
+        problem, tuned = found
         baseline = self.baseline(problem)
         chosen, settings = problem.regimes[regime], self.sweep_settings
         rates = bucket(chosen)
         horizon = point_horizon(chosen, (rates.low + rates.high) / 2, settings["min_requests"],
                                 settings["min_horizon_s"], settings["max_horizon_s"])
         seeds = tuple(range(settings["seeds"]))
+
         def batch(runs):
             return self._simulations([Point(problem.path, self.storage, regime, config_names(assignment), None,
                                             seed, horizon) for assignment, seed in runs])
