@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)
 
 from tuner.dashboard import Dashboard  # noqa: E402
-from tuner.dashboard.render import regimes_of  # noqa: E402
+from tuner.dashboard.board import regimes_of  # noqa: E402
 
 
 def ready(storage: str, jobs: int) -> tuple[dict[str, tuple[float, float, float, int]], dict[str, tuple]]:

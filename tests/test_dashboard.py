@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from tuner.cli import main
+from tuner.dashboard.render import study_body
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "results.db.example"
@@ -264,7 +265,7 @@ def test_a_database_path_with_url_characters_opens_read_only(tmp_path: Path, mon
     shutil.copy(EXAMPLE, odd / "results.db")
     board = Dashboard(f"sqlite:///{odd / 'results.db'}", ROOT / "search_spaces")
     assert {r.problem for r in board.rows()} >= {"seed_example", "llm_decode"}
-    assert "40 trials" in board.study_body("llm_decode", "heavy", board.rows())
+    assert "40 trials" in study_body(board, "llm_decode", "heavy", board.rows())
     storage = board.study_storage()
     with pytest.raises(Exception) as info:  # optuna wraps SQLite's refusal
         storage.set_study_user_attr(storage.get_study_id_from_name("tuner:llm_decode:heavy"), "x", 1)
@@ -303,7 +304,7 @@ def test_postgresql_is_viewed_through_read_only_sessions(postgres_admin, tmp_pat
         board = Dashboard(url, ROOT / "search_spaces")
         rows = board.rows()
         assert {(r.problem, r.regime) for r in rows} == {("seed_example", r) for r in ("light", "bursty", "heavy")}
-        assert "trials: 2 complete" in board.study_body("seed_example", "heavy", rows)
+        assert "trials: 2 complete" in study_body(board, "seed_example", "heavy", rows)
         storage = board.study_storage()
         with pytest.raises(Exception) as info:  # optuna wraps the server's refusal
             storage.set_study_user_attr(storage.get_study_id_from_name("tuner:seed_example:heavy"), "x", 1)

@@ -7,7 +7,7 @@ pages with Plotly figures.
 :func:`save_into_studies` copies the figures into the studies for optuna-dashboard.
 """
 
-from .render import Dashboard
+from .board import Dashboard
 from .report import save_into_studies, write_report
 from .storage import default_storage, open_readonly
 

@@ -7,26 +7,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import figures
-from .render import Dashboard, anchor_link, page, regimes_of
+from . import render
+from .board import Dashboard, regimes_of
+from .render import anchor_link, page
 from .timeline import summary_rows
 
 STUDY_TIMELINE_POINTS = 200  # study system attributes hold ~2 kB each: keep saved figures small
 
 
 def sections(board: Dashboard, problems: list[str] | None = None) -> list[tuple[str, Callable[[], str]]]:
-    """``(what, render)`` for every part of the report, so a caller can show progress."""
+    """``(what, draw)`` for every part of the report, so a caller can show progress."""
     rows = board.rows()
-    parts: list[tuple[str, Callable[[], str]]] = [("config table", lambda: board.index_body(rows, anchor_link))]
+    parts: list[tuple[str, Callable[[], str]]] = [("config table", lambda: render.index_body(board, rows, anchor_link))]
     for name in dict.fromkeys(r.problem for r in rows):
         if problems is not None and name not in problems:
             continue
         parts.append((f"{name}: goodput vs load", lambda name=name: (
-            f'<section id="{anchor_link("problem", name)[1:]}">{board.problem_body(name, rows, anchor_link)}</section>')))
+            f'<section id="{anchor_link("problem", name)[1:]}">{render.problem_body(board, name, rows, anchor_link)}</section>')))
         for problem, regime in regimes_of([r for r in rows if r.problem == name]):
-            for kind, body in (("regime", board.regime_body), ("study", board.study_body)):
+            for kind, body in (("regime", render.regime_body), ("study", render.study_body)):
                 parts.append((f"{problem}/{regime}: {kind}", lambda kind=kind, body=body, problem=problem, regime=regime: (
                     f'<section id="{anchor_link(kind, problem, regime)[1:]}">'
-                    f"{body(problem, regime, rows, anchor_link)}</section>")))
+                    f"{body(board, problem, regime, rows, anchor_link)}</section>")))
     return parts
 
 
@@ -36,10 +38,10 @@ def write_report(board: Dashboard, out: str | Path, problems: list[str] | None =
     from plotly.offline import get_plotlyjs
 
     html = []
-    for what, render in sections(board, problems):
+    for what, draw in sections(board, problems):
         if progress:
             progress(what)
-        html.append(render())
+        html.append(draw())
     text = page(f"tuner report: {board.storage}", "\n".join(html),
                 plotly=f'<script type="text/javascript">{get_plotlyjs()}</script>').replace('<a href="/">', '<a href="#">')
     path = Path(out)

@@ -11,7 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server as make_wsgi_server
 
-from .render import Dashboard, PageNotFound, page
+from . import render
+from .board import Dashboard
+from .render import PageNotFound, page
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +27,9 @@ def plotly_js() -> bytes:
 
 def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
     pages = {  # path head -> (number of path arguments, body renderer)
-        "problem": (1, board.problem_body),
-        "regime": (2, board.regime_body),
-        "study": (2, board.study_body),
+        "problem": (1, render.problem_body),
+        "regime": (2, render.regime_body),
+        "study": (2, render.study_body),
     }
 
     class Handler(BaseHTTPRequestHandler):
@@ -54,9 +56,9 @@ def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
                 if parts == ["plotly.js"]:
                     self._send(HTTPStatus.OK, plotly_js(), "application/javascript; charset=utf-8")
                 elif not parts:
-                    self._html(HTTPStatus.OK, "tuner dashboard", board.index_body(board.rows()))
+                    self._html(HTTPStatus.OK, "tuner dashboard", render.index_body(board, board.rows()))
                 elif parts[0] in pages and len(parts) == 1 + pages[parts[0]][0]:
-                    self._html(HTTPStatus.OK, "/".join(parts[1:]), pages[parts[0]][1](*parts[1:], board.rows()))
+                    self._html(HTTPStatus.OK, "/".join(parts[1:]), pages[parts[0]][1](board, *parts[1:], board.rows()))
                 else:
                     self._html(HTTPStatus.NOT_FOUND, "not found", f'<p class="error">No page {_escape(self.path)}</p>')
             except PageNotFound as exc:

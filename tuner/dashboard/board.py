@@ -1,0 +1,266 @@
+"""A tuner database and its problem files, with the simulations its pages show.
+
+Rows are re-read for every page (so a running ``tuner tune`` shows up); simulations are
+cached for the life of the :class:`Dashboard`, keyed by what determines them, and run in
+worker processes when asked to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import TunerError
+from ..store.table import TableRow
+from .points import Point, simulate_point
+from .storage import compile_resources, open_readonly, readonly_study_storage
+from .sweep import Sweep, bucket, config_names, point_horizon, run_sweep
+from .timeline import Timeline, record
+
+SWEEP_POINTS = 8
+SWEEP_SEEDS = 3
+SWEEP_MIN_REQUESTS = 100
+SWEEP_MIN_HORIZON_S = 3.0
+SWEEP_MAX_HORIZON_S = 20.0
+TIMELINE_HORIZON_S = 5.0
+
+
+def _ignore_interrupts() -> None:
+    """Worker processes leave Ctrl-C to the parent, which shuts them down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def regimes_of(rows: list[TableRow]) -> "OrderedDict[tuple[str, str], list[TableRow]]":
+    grouped: OrderedDict[tuple[str, str], list[TableRow]] = OrderedDict()
+    for row in rows:
+        grouped.setdefault((row.problem, row.regime), []).append(row)
+    return grouped
+
+
+class Dashboard:
+    """What the pages of one database show; never writes to it.
+
+    Simulations are cached for the Dashboard's life and computed once: a page that needs
+    a result another thread (the warm-up, another page) is computing waits for it.
+    """
+
+    def __init__(self, storage: str, problems_dir: str | Path = "search_spaces", *,
+                 sweep_points: int = SWEEP_POINTS, sweep_seeds: int = SWEEP_SEEDS,
+                 sweep_min_requests: int = SWEEP_MIN_REQUESTS, sweep_min_horizon_s: float = SWEEP_MIN_HORIZON_S,
+                 sweep_max_horizon_s: float = SWEEP_MAX_HORIZON_S,
+                 timeline_horizon_s: float = TIMELINE_HORIZON_S, optuna_dashboard_url: str | None = None,
+                 jobs: int = 1) -> None:
+        self.storage = storage
+        self.problems_dir = Path(problems_dir)
+        self.sweep_settings = {"points": sweep_points, "seeds": sweep_seeds, "min_requests": sweep_min_requests,
+                               "min_horizon_s": sweep_min_horizon_s, "max_horizon_s": sweep_max_horizon_s}
+        self.timeline_horizon_s = timeline_horizon_s
+        self.optuna_dashboard_url = optuna_dashboard_url
+        self.jobs = jobs
+        self.closed = False
+        self._lock = threading.Lock()
+        self._cache: dict[Any, Any] = {}
+        self._pending: dict[Any, threading.Event] = {}
+        self._executor = None
+        self._study_storage = None
+        with open_readonly(storage) as store:  # fail early on a bad URL
+            store.problems()
+
+    # ---- data -------------------------------------------------------------------------
+    def rows(self) -> list[TableRow]:
+        with open_readonly(self.storage) as store:
+            return store.rows()
+
+    def study_storage(self):
+        with self._lock:
+            if self._study_storage is None:
+                self._study_storage = readonly_study_storage(self.storage)
+            return self._study_storage
+
+    def _claim(self, keys: list[Any]) -> tuple[list[Any], list[threading.Event]]:
+        """The keys this thread must compute (now marked pending) and the events of those
+        other threads are computing."""
+        mine, theirs = [], []
+        with self._lock:
+            for key in dict.fromkeys(keys):
+                if key in self._cache:
+                    continue
+                if key in self._pending:
+                    theirs.append(self._pending[key])
+                else:
+                    self._pending[key] = threading.Event()
+                    mine.append(key)
+        return mine, theirs
+
+    def _settle(self, values: dict[Any, Any], claimed: list[Any]) -> None:
+        with self._lock:
+            self._cache.update(values)
+            for key in claimed:
+                self._pending.pop(key).set()
+
+    def _compute(self, keys: list[Any], compute: Callable[[list[Any]], list[Any]]) -> list[Any]:
+        """Values for ``keys``: cached, awaited from another thread, or computed here."""
+        mine, theirs = self._claim(keys)
+        values: dict[Any, Any] = {}
+        try:
+            if mine:
+                values = dict(zip(mine, compute(mine)))
+        finally:
+            self._settle(values, mine)  # on failure too: waiters then compute it themselves
+        for event in theirs:
+            event.wait()
+        with self._lock:
+            if all(k in self._cache for k in keys):
+                return [self._cache[k] for k in keys]
+        return self._compute(keys, compute)  # another thread failed on some: compute (or fail) here
+
+    def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
+        return self._compute([key], lambda _keys: [compute()])[0]
+
+    def problem(self, name: str):
+        """The problem file ``<problems_dir>/<name>.yaml``, or None when absent or invalid
+        (looked for again on the next page, so adding the file needs no restart)."""
+        path = self.problems_dir / f"{name}.yaml"
+        if not path.is_file():
+            return None
+        stamp = path.stat().st_mtime_ns
+
+        def load():
+            from ..problem import load_problem
+
+            try:
+                return load_problem(path, resources=compile_resources(self.storage))
+            except TunerError:
+                return None
+        return self._cached(("problem", str(path), stamp), load)
+
+    def assignment(self, problem, rows: list[TableRow]) -> dict[str, Any] | None:
+        """The configs a regime's rows name, or None when the problem file no longer has them."""
+        result = {}
+        for row in rows:
+            if row.op not in {op.name for op in problem.service.operators}:
+                return None
+            config = problem.family_of(row.op).find(name=row.config)
+            if config is None:
+                return None
+            result[row.op] = config
+        return result
+
+    def baseline(self, problem) -> dict[str, Any]:
+        from ..search.space import JointSpace, isolated_fastest
+
+        space = JointSpace.of(problem)
+        return space.assignment(isolated_fastest(space))
+
+    def sweep(self, problem_name: str, rows: list[TableRow]) -> Sweep | None:
+        problem = self.problem(problem_name)
+        if problem is None:
+            return None
+        labelled: OrderedDict[tuple, tuple[list[str], dict, bool]] = OrderedDict()
+        for (_, regime), regime_rows in regimes_of([r for r in rows if r.problem == problem_name]).items():
+            assignment = self.assignment(problem, regime_rows)
+            if assignment is not None:
+                labelled.setdefault(config_names(assignment), ([], assignment, False))[0].append(f"tuned for {regime}")
+        baseline = self.baseline(problem)
+        key = config_names(baseline)
+        labels = labelled.get(key, ([], baseline, True))[0]
+        labelled[key] = ([*labels, "isolated-fastest"], baseline, True)
+        candidates = [(" / ".join(labels), assignment, is_base) for labels, assignment, is_base in labelled.values()]
+        return run_sweep(problem, self.storage, candidates, **self.sweep_settings, evaluate=self._simulations)
+
+    def _simulations(self, points: list[Point]) -> list[Any]:
+        """Metrics of each point, computed once; in the worker processes when ``jobs`` > 1."""
+        def run(points: list[Point]) -> list[Any]:
+            runner = self._pool().map if self.jobs > 1 else map
+            return list(runner(simulate_point, points))
+        return self._compute(points, run)
+
+    def _pool(self):
+        with self._lock:
+            if self.closed:
+                raise RuntimeError("the dashboard is closed")
+            if self._executor is None:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                self._executor = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                     initializer=_ignore_interrupts)
+            return self._executor
+
+    def close(self) -> None:
+        """Stop the worker processes and release the database connections."""
+        with self._lock:
+            self.closed = True
+            executor, self._executor = self._executor, None
+            storage, self._study_storage = self._study_storage, None
+        if executor is not None:
+            executor.shutdown(cancel_futures=True)
+        if storage is not None:
+            storage.engine.dispose()
+
+    def _tuned(self, problem_name: str, regime: str, rows: list[TableRow]):
+        """``(problem, tuned assignment)`` of a regime, or None when there is nothing to simulate."""
+        problem = self.problem(problem_name)
+        if problem is None or regime not in problem.regimes:
+            return None
+        tuned = self.assignment(problem, rows)
+        return None if tuned is None else (problem, tuned)
+
+    def timelines(self, problem_name: str, regime: str, rows: list[TableRow]) -> list[Timeline] | None:
+        found = self._tuned(problem_name, regime, rows)
+        if found is None:
+            return None
+        problem, tuned = found
+        horizon = min(self.timeline_horizon_s, problem.regimes[regime].horizon_s)
+        result = []
+        for label, assignment in (("tuned", tuned), ("isolated-fastest", self.baseline(problem))):
+            timeline = self._cached(("timeline", problem.path, regime, config_names(assignment), horizon),
+                                    lambda assignment=assignment: record(problem, assignment, regime, horizon, ""))
+            result.append(dataclasses.replace(timeline, label=label))  # one simulation when tuned == baseline
+        return result
+
+    def attribution(self, problem_name: str, regime: str, rows: list[TableRow]):
+        """Goodput of the isolated-fastest assignment, the tuned one, and each operator's
+        tuned config substituted alone (:func:`tuner.attribution.attribute`), or None."""
+        from ..attribution import attribute
+
+        found = self._tuned(problem_name, regime, rows)
+        if found is None:
+            return None
+        problem, tuned = found
+        baseline = self.baseline(problem)
+        chosen, settings = problem.regimes[regime], self.sweep_settings
+        rates = bucket(chosen)
+        horizon = point_horizon(chosen, (rates.low + rates.high) / 2, settings["min_requests"],
+                                settings["min_horizon_s"], settings["max_horizon_s"])
+        seeds = tuple(range(settings["seeds"]))
+
+        def batch(runs):
+            return self._simulations([Point(problem.path, self.storage, regime, config_names(assignment), None,
+                                            seed, horizon) for assignment, seed in runs])
+        return self._cached(("attribution", problem.path, regime, config_names(baseline), config_names(tuned),
+                             seeds, horizon),
+                            lambda: attribute(problem, baseline, tuned, regime, seeds, horizon, batch=batch))
+
+    def warm(self, progress: Callable[[str], None] | None = None) -> None:
+        """Run every page's simulations now, so that later page views are instant."""
+        rows = self.rows()
+        for (problem, regime), regime_rows in regimes_of(rows).items():
+            if progress:
+                progress(f"{problem}/{regime}")
+            self.timelines(problem, regime, regime_rows)
+        for problem in dict.fromkeys(r.problem for r in rows):
+            if progress:
+                progress(f"{problem} load sweep")
+            self.sweep(problem, rows)
+        for (problem, regime), regime_rows in regimes_of(rows).items():
+            if progress:
+                progress(f"{problem}/{regime} attribution")
+            self.attribution(problem, regime, regime_rows)
+
+    # ---- HTML -------------------------------------------------------------------------
