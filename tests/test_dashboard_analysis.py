@@ -64,6 +64,7 @@ def test_seed_example_crossover_is_where_fast_saturates() -> None:
     assert crossing.label == "lean" and crossing.tuned_wins_above
     assert crossing.low <= 500.0 <= crossing.high
     assert crossing.lead_at_high - crossing.lead_half_width > 0  # the lead is real, seed by seed
+    assert crossing.significant_from == crossing.high
     base = dict(zip(sweep.rates, sweep.baseline.means))
     assert max(base.values()) < 500.0 * 1.05  # fast never exceeds its capacity (5% for Poisson counts)
     assert len(sweep.rates) == 8 and all(len(g) == 4 for c in sweep.curves for g in c.goodputs)
