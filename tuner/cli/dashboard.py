@@ -95,13 +95,14 @@ def _warm(board) -> None:
 @_common
 @click.option("--html", "out", type=click.Path(path_type=Path), help="Write one self-contained HTML file.")
 @click.option("--into-studies", is_flag=True,
-              help="Save the goodput-vs-load and timeline figures and a Markdown summary into each Optuna study "
-                   "(optuna-dashboard shows them). Writes to the database.")
+              help="Save the goodput-vs-load, timeline and attribution figures and a Markdown summary into each "
+                   "Optuna study (optuna-dashboard shows them). Writes to the database named by --storage.")
 @click.option("--problem", "only", multiple=True, help="Only plot these problems (repeatable; the table keeps all).")
 @one_line_errors
 def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None, out: Path | None,
            into_studies: bool, only: tuple[str, ...]) -> None:
-    """Write the dashboard's pages as one HTML file (plotly.js inline, works offline)."""
+    """Write the dashboard's pages as one HTML file (plotly.js inline, works offline), and/or
+    save its figures and a summary into each Optuna study for optuna-dashboard."""
     from ..dashboard import Dashboard, save_into_studies, write_report
 
     if out is None and not into_studies:
