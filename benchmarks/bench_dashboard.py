@@ -5,8 +5,9 @@ worker processes, side by side in one run.
 
 Per problem: the goodput-versus-load sweep (candidates x 8 rates x 3 seeds), the
 regimes' recorded timelines and their attribution waterfalls, from a cold cache. The
-sweeps run in the worker pool, the rest in the main process. The two columns must agree to the last digit (the same
-seeds): the table says so.
+sweeps and the attributions' simulations run in the worker pool, the timelines in the
+main process. The sweeps' goodputs must agree to the last digit (the same seeds): the
+last line says so.
 """
 
 from __future__ import annotations

@@ -331,3 +331,24 @@ def test_viewing_creates_no_compile_cache_file(db: Path, tmp_path: Path, monkeyp
     assert tuned.metrics.completed > 0 and baseline.metrics.completed > 0
     board.close()
     assert list(work.iterdir()) == []
+
+
+def test_an_edited_problem_file_is_simulated_afresh(db: Path, tmp_path: Path) -> None:
+    import os
+
+    from tuner.dashboard import Dashboard
+
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    source = (ROOT / "search_spaces" / "seed_example.yaml").read_text()
+    (problems / "seed_example.yaml").write_text(source)
+    board = Dashboard(f"sqlite:///{db}", problems, sweep_points=3, sweep_seeds=1, sweep_max_horizon_s=1.0)
+    rows = board.rows()
+    before = board.sweep("seed_example", rows).baseline.means
+    edited = problems / "seed_example.yaml"
+    edited.write_text(source.replace("profile: {latency: 8 ms, workspace: 2 GiB", "profile: {latency: 9 ms, workspace: 2 GiB"))
+    stat = edited.stat()
+    os.utime(edited, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a later mtime even on coarse clocks
+    after = board.sweep("seed_example", rows).baseline.means  # still fast, now 9 ms: 444 instead of 500 req/s
+    assert after != before
+    board.close()

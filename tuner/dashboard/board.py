@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import TunerError
 from ..store.table import TableRow
-from .points import Point, simulate_point
+from .points import Point, point, remember, simulate_point
 from .storage import compile_resources, open_readonly, readonly_study_storage
 from .sweep import Sweep, bucket, config_names, point_horizon, run_sweep
 from .timeline import Timeline, record
@@ -78,6 +78,8 @@ class Dashboard:
 
     def study_storage(self):
         with self._lock:
+            if self.closed:
+                raise RuntimeError("the dashboard is closed")
             if self._study_storage is None:
                 self._study_storage = readonly_study_storage(self.storage)
             return self._study_storage
@@ -134,9 +136,11 @@ class Dashboard:
             from ..problem import load_problem
 
             try:
-                return load_problem(path, resources=compile_resources(self.storage))
+                problem = load_problem(path, resources=compile_resources(self.storage))
             except TunerError:
                 return None
+            remember(problem, self.storage)  # in-process simulations reuse it
+            return problem
         return self._cached(("problem", str(path), stamp), load)
 
     def assignment(self, problem, rows: list[TableRow]) -> dict[str, Any] | None:
@@ -219,7 +223,7 @@ class Dashboard:
         horizon = min(self.timeline_horizon_s, problem.regimes[regime].horizon_s)
         result = []
         for label, assignment in (("tuned", tuned), ("isolated-fastest", self.baseline(problem))):
-            timeline = self._cached(("timeline", problem.path, regime, config_names(assignment), horizon),
+            timeline = self._cached(("timeline", problem.path, problem.file_hash, regime, config_names(assignment), horizon),
                                     lambda assignment=assignment: record(problem, assignment, regime, horizon, ""))
             result.append(dataclasses.replace(timeline, label=label))  # one simulation when tuned == baseline
         return result
@@ -241,9 +245,10 @@ class Dashboard:
         seeds = tuple(range(settings["seeds"]))
 
         def batch(runs):
-            return self._simulations([Point(problem.path, self.storage, regime, config_names(assignment), None,
+            return self._simulations([point(problem, self.storage, regime, config_names(assignment), None,
                                             seed, horizon) for assignment, seed in runs])
-        return self._cached(("attribution", problem.path, regime, config_names(baseline), config_names(tuned),
+        return self._cached(("attribution", problem.path, problem.file_hash, regime, config_names(baseline),
+                             config_names(tuned),
                              seeds, horizon),
                             lambda: attribute(problem, baseline, tuned, regime, seeds, horizon, batch=batch))
 
@@ -262,5 +267,3 @@ class Dashboard:
             if progress:
                 progress(f"{problem}/{regime} attribution")
             self.attribution(problem, regime, regime_rows)
-
-    # ---- HTML -------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..errors import TunerError
 from ..problem.model import Problem, Regime
 from ..sim.metrics import Metrics
 
@@ -16,6 +17,7 @@ class Point:
     """One simulation, described by value so a worker process can run it."""
 
     problem_path: str
+    problem_hash: str  # the file's content when the point was made: an edited file is another problem
     storage: str  # the viewed database: where compiled kernel resources are read
     regime: str
     assignment: tuple[tuple[str, str], ...]  # (operator, config name)
@@ -24,7 +26,7 @@ class Point:
     horizon_s: float
 
 
-_loaded: dict[tuple[str, str], Problem] = {}  # per process, by (path, storage): workers load each once
+_loaded: dict[tuple[str, str, str], Problem] = {}  # per process, by (path, content hash, storage)
 
 
 def simulate_point(point: Point) -> Metrics:
@@ -32,10 +34,13 @@ def simulate_point(point: Point) -> Metrics:
     from ..sim import simulate
     from .storage import compile_resources
 
-    key = (point.problem_path, point.storage)
+    key = (point.problem_path, point.problem_hash, point.storage)
     problem = _loaded.get(key)
     if problem is None:
-        problem = _loaded[key] = load_problem(point.problem_path, resources=compile_resources(point.storage))
+        problem = load_problem(point.problem_path, resources=compile_resources(point.storage))
+        if problem.file_hash != point.problem_hash:
+            raise TunerError(f"{point.problem_path}: changed while being simulated; open the page again")
+        _loaded[key] = problem
     assignment = {op: problem.family_of(op).find(name=name) for op, name in point.assignment}
     if point.rate is None:
         return simulate(problem, assignment, point.regime, point.seed, point.horizon_s).metrics
@@ -44,8 +49,13 @@ def simulate_point(point: Point) -> Metrics:
 
 
 def remember(problem: Problem, storage: str) -> None:
-    """Use this already loaded problem for points of its file in this process."""
-    _loaded.setdefault((problem.path, storage), problem)
+    """Use this already loaded problem for points of its file (this content) in this process."""
+    _loaded[(problem.path, problem.file_hash, storage)] = problem
+
+
+def point(problem: Problem, storage: str, regime: str, assignment: tuple[tuple[str, str], ...],
+          rate: float | None, seed: int, horizon_s: float) -> Point:
+    return Point(problem.path, problem.file_hash, storage, regime, assignment, rate, seed, horizon_s)
 
 
 def serially(points: list[Point]) -> list[Metrics]:

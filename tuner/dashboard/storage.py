@@ -12,6 +12,7 @@ every message names it.
 from __future__ import annotations
 
 import sqlite3
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.request import pathname2url
@@ -57,10 +58,12 @@ def readonly_study_storage(url: str):
                       skip_table_creation=True, skip_compatibility_check=True)
 
 
+@lru_cache(maxsize=16)
 def compile_resources(url: str):
     """Where the simulations of a viewed database's problems get compiled kernel resources,
-    writing nowhere: the database's own compile cache (a SQLite file), then the committed
-    ``results.db.example``'s; a launch in neither compiles and is kept in memory.
+    writing nowhere: the database's own compile cache (a SQLite file; other databases are
+    not read for it), then the committed ``results.db.example``'s; a launch in neither
+    compiles and is kept in memory. One per URL and process, shared by every problem.
 
     (Loading a problem as ``tuner tune`` does would copy cache entries into
     ``results.db``, creating it, and the next dashboard would then open that file.)

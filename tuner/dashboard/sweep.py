@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..problem.model import Config, Problem, Regime
 from ..search.evaluate import ci_half_width
 from ..sim.metrics import Metrics
-from .points import Point, remember, serially
+from .points import Point, point, remember, serially
 
 Assignment = Mapping[str, Config]
 TIE = 0.01  # curves within 1% of each other at a rate are level there
@@ -178,7 +178,7 @@ def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, As
     heaviest = max(problem.regimes.values(), key=lambda r: bucket(r).high)
     rates = sweep_rates(buckets, points)
     horizons = [point_horizon(heaviest, rate, min_requests, min_horizon_s, max_horizon_s) for rate in rates]
-    grid = [[[Point(problem.path, storage, heaviest.name, config_names(assignment),
+    grid = [[[point(problem, storage, heaviest.name, config_names(assignment),
                     rate, seed, horizon) for seed in range(seeds)]
              for rate, horizon in zip(rates, horizons)] for _, assignment, _ in candidates]
     flat = [p for curve in grid for per_rate in curve for p in per_rate]
