@@ -67,6 +67,11 @@ class Delta:
             return False
         return low > 0.0 or high < 0.0
 
+    def __str__(self) -> str:
+        """``+0.846 ± 2.2``: the mean with its sign, and the half-width when there is one."""
+        half = self.half_width
+        return f"{self.mean:+.3g}" + ("" if half is None else f" ± {half:.2g}")
+
     def to_dict(self) -> dict[str, object]:
         return {"mean": self.mean, "ci_low": self.low, "ci_high": self.high, "confidence": self.confidence,
                 "per_seed": list(self.values)}

@@ -92,18 +92,14 @@ def attribution_figure(attribution, sources: Sequence[str]):
     import plotly.graph_objects as go
 
     c = attribution.comparison
-
-    def ci(delta) -> str:
-        return "" if delta.half_width is None else f" ± {delta.half_width:.3g}"
-
     steps = [("isolated-fastest", "absolute", c.base_runs.mean_goodput, "")]
     for e in attribution.effects:
         steps.append((f"{e.op}: {e.base_config} → {e.candidate_config}", "relative", e.add.mean,
-                      f"alone on the baseline {e.add.mean:+.3g}{ci(e.add)}; "
-                      f"removed from the tuned {e.remove.mean:+.3g}{ci(e.remove)} req/s"))
+                      f"alone on the baseline {e.add}; "
+                      f"removed from the tuned {e.remove} req/s"))
     steps.append(("interaction", "relative", attribution.interaction.mean,
                   "what no single substitution explains"))
-    steps.append(("tuned", "total", 0.0, f"total {attribution.total.mean:+.3g}{ci(attribution.total)} req/s"))
+    steps.append(("tuned", "total", 0.0, f"total {attribution.total} req/s"))
     fig = go.Figure(go.Waterfall(
         x=[s[0] for s in steps], measure=[s[1] for s in steps], y=[s[2] for s in steps],
         text=[s[3] for s in steps], hovertemplate="%{x}<br>%{y:.3g} req/s<br>%{text}<extra></extra>",

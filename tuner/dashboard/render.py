@@ -75,9 +75,11 @@ def index_body(board: Dashboard, rows: list[TableRow], link: Link = server_link)
     out.append("</tbody></table>")
     return "\n".join(out)
 
+
 def _missing(board: Dashboard, problem: str, what: str) -> str:
     return (f"<p class=note>No problem file {_e(board.problems_dir / (problem + '.yaml'))} here "
             f"(or it no longer matches the table): no {what}.</p>")
+
 
 def problem_body(board: Dashboard, problem: str, rows: list[TableRow], link: Link = server_link) -> str:
     rows = [r for r in rows if r.problem == problem]
@@ -104,6 +106,7 @@ def problem_body(board: Dashboard, problem: str, rows: list[TableRow], link: Lin
                "regime's own horizon). Curves within 1% of each other count as level.</p>")
     return "\n".join(out)
 
+
 def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
     rows = [r for r in rows if r.problem == problem and r.regime == regime]
     if not rows:
@@ -129,6 +132,7 @@ def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow
     elif attribution is not None:
         out.append("<p class=note>The tuned assignment is the isolated-fastest one here: nothing to attribute.</p>")
     return "\n".join(out)
+
 
 def study_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
     rows = [r for r in rows if r.problem == problem and r.regime == regime]
@@ -177,22 +181,18 @@ def timeline_table(timelines: list[Timeline]) -> str:
 
 def attribution_table(attribution) -> str:
     """Each changed operator's substitution both ways, with paired confidence intervals."""
-    def cell(delta) -> str:
-        ci = "" if delta.half_width is None else f" ± {delta.half_width:.3g}"
-        return f"{delta.mean:+.3g}{ci}"
-
     pct = round(attribution.comparison.confidence * 100)
     body = "".join(
         f"<tr><td>{_e(e.op)}</td><td>{_e(e.base_config)}</td><td>{_e(e.candidate_config)}</td>"
-        f"<td>{cell(e.add)}</td><td>{cell(e.remove)}</td><td>{cell(e.effect)}</td></tr>"
+        f"<td>{e.add}</td><td>{e.remove}</td><td>{e.effect}</td></tr>"
         for e in attribution.ranked[::-1])
     return ('<table class="attribution"><caption>Goodput change (req/s, simulated, mean ± '
             f"{pct}% CI paired over seeds) of each operator's tuned config: added alone to the "
             "isolated-fastest assignment, removed alone from the tuned one, and their average</caption>"
             "<thead><tr><th>operator</th><th>isolated-fastest</th><th>tuned</th><th>added alone</th>"
             f"<th>removed alone</th><th>effect</th></tr></thead><tbody>{body}"
-            f"<tr><td colspan=5>interaction (total − Σ added alone)</td><td>{cell(attribution.interaction)}</td></tr>"
-            f"<tr><td colspan=5><b>total</b></td><td><b>{cell(attribution.total)}</b></td></tr></tbody></table>")
+            f"<tr><td colspan=5>interaction (total − Σ added alone)</td><td>{attribution.interaction}</td></tr>"
+            f"<tr><td colspan=5><b>total</b></td><td><b>{attribution.total}</b></td></tr></tbody></table>")
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}

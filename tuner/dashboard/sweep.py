@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..problem.model import Config, Problem, Regime
+from ..attribution.stats import Delta, paired
 from ..search.evaluate import ci_half_width
 from ..sim.metrics import Metrics
 from .points import Point, point, remember, serially
@@ -60,20 +61,26 @@ class Crossover:
     high: float
     tuned_wins_above: bool
     estimate: float | None
-    lead_at_high: float = 0.0  # tuned minus baseline at ``high``, mean over seeds (req/s)
-    lead_half_width: float | None = None  # its paired 95% CI half-width (None under 2 seeds)
+    lead: Delta  # tuned minus baseline at ``high``, per seed (paired: the same seeds)
     significant_from: float | None = None  # first rate, before the order changes again, whose CI excludes 0
+
+    @property
+    def lead_at_high(self) -> float:
+        return self.lead.mean
+
+    @property
+    def lead_half_width(self) -> float | None:
+        return self.lead.half_width
 
     def describe(self) -> str:
         verb = "pulls ahead of" if self.tuned_wins_above else "falls behind"
         where = (f"at ≈ {self.estimate:.3g} req/s" if self.estimate is not None
                  else f"between {self.low:.3g} and {self.high:.3g} req/s")
-        ci = "" if self.lead_half_width is None else f" ± {self.lead_half_width:.2g}"
         significant = ("" if self.lead_half_width is None else
                        f"; the difference is significant (95% CI excludes 0) from {self.significant_from:.3g} req/s"
                        if self.significant_from is not None else "; the difference is not significant at any swept rate")
         return (f"{self.label} {verb} the isolated-fastest assignment {where} offered "
-                f"(at {self.high:.3g} req/s: {self.lead_at_high:+.3g}{ci} req/s, paired over seeds{significant})")
+                f"(at {self.high:.3g} req/s: {self.lead} req/s, paired over seeds{significant})")
 
 
 @dataclass(frozen=True)
@@ -101,16 +108,11 @@ class Sweep:
             for k, (low, high, wins, estimate) in enumerate(changes):
                 first = self.rates.index(high)
                 last = self.rates.index(changes[k + 1][0]) if k + 1 < len(changes) else len(self.rates) - 1
-                leads = [self._paired_lead(curve, i) for i in range(first, last + 1)]
-                significant = next((self.rates[first + j] for j, (mean, half) in enumerate(leads)
-                                    if half is not None and (mean - half > 0 if wins else mean + half < 0)), None)
-                found.append(Crossover(curve.label, low, high, wins, estimate, *leads[0], significant))
+                leads = [paired(curve.goodputs[i], base.goodputs[i], 0.95) for i in range(first, last + 1)]
+                significant = next((self.rates[first + j] for j, lead in enumerate(leads) if lead.excludes_zero
+                                    and (lead.mean > 0) == wins), None)
+                found.append(Crossover(curve.label, low, high, wins, estimate, leads[0], significant))
         return found
-
-    def _paired_lead(self, curve: Curve, i: int) -> tuple[float, float | None]:
-        """Mean and 95% CI half-width of curve minus baseline at rate ``i`` (same seeds: paired)."""
-        leads = [t - b for t, b in zip(curve.goodputs[i], self.baseline.goodputs[i])]
-        return math.fsum(leads) / len(leads), ci_half_width(leads)
 
 
 def config_names(assignment: Assignment) -> tuple[tuple[str, str], ...]:
