@@ -63,7 +63,7 @@ class Comparison:
 
     @property
     def changed(self) -> tuple[str, ...]:
-        return tuple(sorted(op for op in self.base if self.base[op] != self.candidate[op]))
+        return _changed(self.base, self.candidate)
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,11 @@ def _names(assignment: Assignment) -> dict[str, str]:
     return {op: assignment[op].name for op in sorted(assignment)}
 
 
+def _changed(base: Mapping[str, str], candidate: Mapping[str, str]) -> tuple[str, ...]:
+    """The operators whose config names differ, sorted."""
+    return tuple(sorted(op for op in base if base[op] != candidate[op]))
+
+
 def compare(problem: Problem, base: Assignment, candidate: Assignment, regime: str, seeds: Sequence[int],
             horizon_s: float | None = None, confidence: float = 0.95) -> Comparison:
     """Simulate base and candidate on the same seeds."""
@@ -182,7 +187,7 @@ def attribute(problem: Problem, base: Assignment, candidate: Assignment, regime:
     if comparison is not None:
         run.seed(_key(base), comparison.base_runs)
         run.seed(_key(candidate), comparison.candidate_runs)
-    changed = sorted(op for op in base if base[op].name != candidate[op].name)
+    changed = _changed(_names(base), _names(candidate))
     run.prefetch([base, candidate, *({**base, op: candidate[op]} for op in changed),
                   *({**candidate, op: base[op]} for op in changed)])
     if comparison is None:
