@@ -15,23 +15,25 @@ import sqlite3
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.request import pathname2url
 
 from ..errors import StorageError
+from ..readonly_sqlite import read_only_connect
 
 
 def read_only_engine_kwargs(url: str) -> dict[str, Any]:
     """:func:`sqlalchemy.create_engine` arguments that make every connection read-only."""
-    from ..store.store import parse_url, resolve_url, shown
+    from ..store.store import parse_url, resolve_url, shown, sqlite_file
 
     parsed = parse_url(resolve_url(url))
     backend = parsed.get_backend_name()
     if backend == "sqlite":
+        path = sqlite_file(parsed)
+        if path is not None:
+            return {"creator": read_only_connect(path)}
         database = parsed.database or ""
-        if database in ("", ":memory:"):
-            return {}
-        uri = database if database.startswith("file:") else f"file:{pathname2url(str(Path(database).resolve()))}"
-        uri += ("&" if "?" in uri else "?") + "mode=ro"
+        if not database.startswith("file:"):
+            return {}  # in memory: nothing to protect
+        uri = database + ("&" if "?" in database else "?") + "mode=ro"
         return {"creator": lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)}
     if backend == "postgresql":
         return {"connect_args": {"options": "-c default_transaction_read_only=on"}}
@@ -70,15 +72,13 @@ def compile_resources(url: str):
     """
     from ..profile.cache import CompileCache
     from ..profile.modeled import EXAMPLE_DATABASE
-    from ..store.store import parse_url, resolve_url
+    from ..store.store import parse_url, resolve_url, sqlite_file
 
     example = CompileCache.read_only(EXAMPLE_DATABASE)
-    parsed = parse_url(resolve_url(url))
-    database = parsed.database or ""
-    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+    path = sqlite_file(parse_url(resolve_url(url)))
+    if path is None or path.resolve() == EXAMPLE_DATABASE:
         return example
-    path = Path(database).resolve()
-    return example if path == EXAMPLE_DATABASE else CompileCache.read_only(path, fallback=example)
+    return CompileCache.read_only(path.resolve(), fallback=example)
 
 
 def default_storage() -> str:

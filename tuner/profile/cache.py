@@ -29,13 +29,11 @@ import dataclasses
 import hashlib
 import json
 import multiprocessing
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.request import pathname2url
 
 from sqlalchemy import DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, inspect, select
 from sqlalchemy.engine import make_url
@@ -43,6 +41,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from tuner.errors import StorageError
+from tuner.readonly_sqlite import read_only_connect
 from tuner.kernels.family import KernelLaunch
 from tuner.profile import compiled as _compiled
 from tuner.profile.devices import DevicePreset
@@ -189,8 +188,7 @@ class CompileCache:
         cache.url, cache.fallback, cache._memo, cache._writable = f"sqlite:///{path}", fallback, {}, False
         cache._engine = None
         if path.is_file():
-            uri = f"file:{pathname2url(str(path.resolve()))}?mode=ro"
-            engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
+            engine = create_engine("sqlite://", creator=read_only_connect(path))
             try:
                 if inspect(engine).has_table(CompiledRecord.__tablename__):
                     cache._engine = engine

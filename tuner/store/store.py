@@ -183,11 +183,19 @@ def _row(entry: ConfigEntry) -> TableRow:
     return TableRow(**values)
 
 
-def _check_sqlite_path(url: URL, shown_url: str, create: bool) -> None:
+def sqlite_file(url: URL) -> Path | None:
+    """The file a SQLite URL names; None for other backends, in-memory databases and
+    ``file:`` URIs (whose options the URI itself carries)."""
     database = url.database or ""
-    if database in ("", ":memory:") or database.startswith("file:"):
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def _check_sqlite_path(url: URL, shown_url: str, create: bool) -> None:
+    path = sqlite_file(url)
+    if path is None:
         return
-    path = Path(database)
     if path.is_dir():
         raise StorageError(f"{shown_url}: {path} is a directory, not a database file")
     if not path.exists():
