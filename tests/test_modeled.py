@@ -97,13 +97,13 @@ def test_modeled_profiles_drive_the_simulator(write_problem, tmp_path):
     assert m_small.reserved_workspace_bytes == 0
     # split-K partials at the largest batch: 4 bytes x 4 splits x (8·128) x 4096
     assert m_split.reserved_workspace_bytes == 4 * 4 * (8 * 128) * 4096
-    assert small["proj"].profile.source == "modeled"
+    assert small.config("proj").profile.source == "modeled"
     assert resources.calls > 0
 
 
 def test_measurements_win_over_the_model(write_problem):
     problem = load_problem(gemm_problem(write_problem).path, resources=FakeResources())
-    profile = resolve_assignment(problem, ["proj=BLOCK_M=64,SPLIT_K=1"])["proj"].profile
+    profile = resolve_assignment(problem, ["proj=BLOCK_M=64,SPLIT_K=1"]).config("proj").profile
     measured_shape = {"M": 128, "N": 4096, "K": 4096}
     modeled = profile.at(measured_shape).latency_s
     steered = type(profile)(profile.family, profile.params, profile.device, profile.resources,

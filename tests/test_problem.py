@@ -31,7 +31,7 @@ def test_shipped_problems_load(path: Path) -> None:
     problem = load_problem(path)
     assert problem.regimes and problem.service.operators
     assert len(problem.file_hash) == 64
-    assert set(problem.default_assignment()) == {op.name for op in problem.service.operators}
+    assert set(problem.default_assignment().operators) == {op.name for op in problem.service.operators}
 
 
 def test_seed_example_model() -> None:
@@ -49,7 +49,7 @@ def test_seed_example_model() -> None:
     assert fast.profile.workspace.evaluate({}) == 2 * GiB and lean.profile.workspace.evaluate({}) == 0
     assert (fast.profile.sm, fast.profile.dram) == (0.1, 0.05)
     assert fast.params == (("variant", "fast"),)
-    assert p.default_assignment() == {"stage": lean}
+    assert p.default_assignment().configs("stage") == (lean,)
     rng = np.random.default_rng(0)
     rates = {name: r.arrivals.sample(rng).mean_rate for name, r in p.regimes.items()}
     assert rates == {"light": 100, "bursty": 300, "heavy": 720}
@@ -138,19 +138,20 @@ def llm():
 
 def test_assignment_by_name_and_by_params(llm) -> None:
     default = resolve_assignment(llm)
-    assert {op: c.name for op, c in default.items()} == {
+    assert {op: c.name for (op, _), c in default.cells()} == {
         "qkv": "tile128", "attn": "single", "o": "tile128", "up": "tile128", "down": "tile128"}
     by_name = resolve_assignment(llm, ["qkv=tile64_splitk4", "attn=split8"])
-    assert by_name["qkv"].name == "tile64_splitk4" and by_name["attn"].name == "split8"
-    assert by_name["o"].name == "tile128"
-    assert resolve_assignment(llm, ["qkv=tile=64x64,split_k=4"])["qkv"].name == "tile64_splitk4"
-    assert resolve_assignment(llm, ["qkv=split_k=4"])["qkv"].name == "tile64_splitk4"   # partial
-    assert resolve_assignment(llm, ["attn=splits=8.0"])["attn"].name == "split8"        # numbers by value
+    assert by_name.config("qkv").name == "tile64_splitk4" and by_name.config("attn").name == "split8"
+    assert by_name.config("o").name == "tile128"
+    assert resolve_assignment(llm, ["qkv=tile=64x64,split_k=4"]).config("qkv").name == "tile64_splitk4"
+    assert resolve_assignment(llm, ["qkv=split_k=4"]).config("qkv").name == "tile64_splitk4"   # partial
+    assert resolve_assignment(llm, ["attn=splits=8.0"]).config("attn").name == "split8"        # numbers by value
 
 
 @pytest.mark.parametrize(("spec", "reason"), [
-    ("qkv", "expected OP=CONFIG, e.g. qkv=tile128"),
+    ("qkv", "expected OP=CONFIG or OP@BUCKET=CONFIG, e.g. qkv=tile128"),
     ("=tile128", "expected OP=CONFIG"),
+    ("qkv@M9999=tile128", "operator 'qkv' has no bucket 'M9999' \\(buckets: M..1, M2, M3..4,"),
     ("nope=tile128", "unknown operator 'nope' \\(operators: qkv, attn, o, up, down\\)"),
     ("qkv=nope", "family 'gemm' has no config 'nope' \\(configs: tile128, tile64_splitk4\\)"),
     ("qkv=single", "family 'gemm' has no config 'single'"),
@@ -173,7 +174,7 @@ def test_assignment_twice_and_ambiguous(llm, tmp_path: Path) -> None:
     problem = load_problem(write(tmp_path, document))
     with pytest.raises(AssignmentError, match=r"2 configs match \(tile64_splitk4, wide\); give more parameters"):
         resolve_assignment(problem, ["qkv=split_k=4"])
-    assert resolve_assignment(problem, ["qkv=split_k=4,tile=128x128"])["qkv"].name == "wide"
+    assert resolve_assignment(problem, ["qkv=split_k=4,tile=128x128"]).config("qkv").name == "wide"
 
 
 # -- the loader's refusals (the CLI's one-line errors are tested in test_cli.py) ----------

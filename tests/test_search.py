@@ -16,9 +16,8 @@ from optuna.trial import TrialState
 from tuner.errors import IllegalConfigError
 from tuner.problem import Problem, load_problem
 from tuner.search import (
-    JointSpace, SearchError, TuneSettings, check_constraints, ci_half_width, footprint_ladder,
-    isolated_fastest, select_best, smallest_footprint, study_name, table_rows, tune_problem, tune_regime,
-    warm_starts,
+    ONE_CONFIG, PER_BUCKET, SMALLEST, JointSpace, SearchError, TuneSettings, check_constraints, ci_half_width,
+    evaluate, footprint_ladder, select_best, study_name, table_rows, tune_problem, tune_regime, warm_starts,
 )
 from tuner.store import Store
 
@@ -86,12 +85,17 @@ def memory_store() -> optuna.storages.InMemoryStorage:
     return optuna.storages.InMemoryStorage()
 
 
+def names(assignment) -> tuple[str, ...]:
+    """Config names in cell order (one cell per operator in these problems)."""
+    return tuple(config.name for _, config in assignment.cells())
+
+
 # --- space and baselines -------------------------------------------------------------------
 
 
 def test_joint_space_of_seed_example(seed_problem):
     space = JointSpace.of(seed_problem)
-    assert space.operators == ("stage",)
+    assert space.cells == (("stage", 0),) and space.names == ("stage",)
     assert space.choices == (("lean", "fast"),)
     assert space.size == 2 and list(space.points()) == [("lean",), ("fast",)]
     assert space.point({"stage": "fast"}) == ("fast",)
@@ -100,17 +104,18 @@ def test_joint_space_of_seed_example(seed_problem):
 
 def test_baselines_on_seed_example(seed_problem):
     space = JointSpace.of(seed_problem)
-    assert isolated_fastest(space) == ("fast",)  # 8 ms beats 10 ms alone
-    assert smallest_footprint(space) == ("lean",)  # no workspace
+    assert names(PER_BUCKET.assignment(space)) == ("fast",)  # 8 ms beats 10 ms alone
+    assert names(ONE_CONFIG.assignment(space)) == ("fast",)
+    assert names(SMALLEST.assignment(space)) == ("lean",)  # no workspace
 
 
 def test_baselines_and_ladder_on_tradeoff(tradeoff):
     space = JointSpace.of(tradeoff)
     assert space.size == 216
-    assert isolated_fastest(space) == ("w4",) * 3
-    assert smallest_footprint(space) == ("w0",) * 3
-    assert footprint_ladder(space) == [(name,) * 3 for name, _, _ in TRADEOFF_VARIANTS]
-    assert footprint_ladder(space, levels=3) == [("w0",) * 3, ("w1",) * 3, ("w4",) * 3]  # caps 0, 1, 4 GiB
+    assert names(PER_BUCKET.assignment(space)) == ("w4",) * 3
+    assert names(SMALLEST.assignment(space)) == ("w0",) * 3
+    assert [names(a) for a in footprint_ladder(space)] == [(name,) * 3 for name, _, _ in TRADEOFF_VARIANTS]
+    assert [names(a) for a in footprint_ladder(space, levels=3)] == [("w0",) * 3, ("w1",) * 3, ("w4",) * 3]
 
 
 def test_ci_half_width_is_student_t():
@@ -169,9 +174,9 @@ def test_infeasible_trials_are_kept_with_zero_goodput(tmp_path):
     problem = load_problem(write_yaml(tmp_path / "p.yaml", document))
     storage = memory_store()
     outcome = tune_regime(problem, "heavy", storage, TuneSettings(trials=4, seeds=2, horizon_s=5))
-    assert outcome.tuned.point == ("lean",)
-    assert not outcome.isolated_fastest.evaluation.feasible
-    assert outcome.isolated_fastest.evaluation.mean == 0.0
+    assert names(outcome.tuned.assignment) == ("lean",)
+    assert not outcome.baseline.evaluation.feasible
+    assert outcome.baseline.evaluation.mean == 0.0
     study = optuna.load_study(study_name=outcome.study_name, storage=storage)
     infeasible = [t for t in study.trials if t.params == {"stage": "fast"}]
     assert infeasible and all(t.value == 0.0 for t in infeasible)
@@ -184,17 +189,16 @@ def test_illegal_shapes_make_a_trial_infeasible_not_fatal(seed_problem):
     # fast cannot run any batch: the baselines skip it, the study records it as illegal
     problem = with_profile(seed_problem, "stage", "fast", lambda p: ShapeLimited(p, limit=0))
     space = JointSpace.of(problem)
-    assert isolated_fastest(space) == ("lean",)
+    assert names(PER_BUCKET.assignment(space)) == ("lean",)
     no_workspace = with_profile(seed_problem, "stage", "fast", lambda p: ShapeLimited(p, limit=0, workspace_too=True))
     verdict = check_constraints(no_workspace, JointSpace.of(no_workspace).assignment(("fast",)), "light")
     assert verdict.legality == 1.0 and not verdict.feasible
+    assert space.choices == (("lean",),)  # pruned before any simulation, as triton.autotune's prune_configs_by
+    illegal = evaluate(problem, space.assignment(("fast",)), "light", [0], 5.0).constraints
+    assert illegal.legality == 1.0 and illegal.reason.startswith("illegal: batch")
     storage = memory_store()
     outcome = tune_regime(problem, "light", storage, TuneSettings(trials=3, seeds=2, horizon_s=5))
-    assert outcome.tuned.point == ("lean",)
-    study = optuna.load_study(study_name=outcome.study_name, storage=storage)
-    illegal = [t for t in study.trials if t.params == {"stage": "fast"}]
-    assert illegal and illegal[0].constraints["legality"] == 1.0 and illegal[0].value == 0.0
-    assert illegal[0].user_attrs["infeasible"].startswith("illegal: batch")
+    assert names(outcome.tuned.assignment) == ("lean",) and outcome.trials == 1  # the space has one point
 
 
 def test_no_legal_config_is_an_error(seed_problem):
@@ -202,7 +206,7 @@ def test_no_legal_config_is_an_error(seed_problem):
     for name in ("lean", "fast"):
         problem = with_profile(problem, "stage", name, lambda p: ShapeLimited(p, limit=0))
     with pytest.raises(SearchError, match="no config of family 'stage' can run operator 'stage'"):
-        isolated_fastest(JointSpace.of(problem))
+        PER_BUCKET.assignment(JointSpace.of(problem))
 
 
 # --- studies -------------------------------------------------------------------------------
@@ -212,13 +216,12 @@ def test_seed_example_table_is_fast_when_light_lean_when_heavy(seed_problem, tmp
     url = f"sqlite:///{tmp_path / 'r.db'}"
     outcomes = tune_problem(seed_problem, url, TuneSettings(horizon_s=10, oracle=True))
     by_regime = {o.regime: o for o in outcomes}
-    assert by_regime["light"].tuned.point == ("fast",)  # goodput ties; the faster config wins
-    assert by_regime["heavy"].tuned.point == ("lean",)
+    assert names(by_regime["light"].tuned.assignment) == ("fast",)  # goodput ties; the faster config wins
+    assert names(by_regime["heavy"].tuned.assignment) == ("lean",)
     heavy = by_regime["heavy"]
-    assert heavy.tuned.evaluation.mean > 10 * heavy.isolated_fastest.evaluation.mean
+    assert heavy.tuned.evaluation.mean > 10 * heavy.baseline.evaluation.mean
     for o in outcomes:
         tuned = o.tuned.evaluation
-        assert tuned.mean + tuned.ci >= o.isolated_fastest.evaluation.mean
         assert tuned.mean >= 0.99 * o.oracle.best.evaluation.mean
     rows = {(r.regime, r.op): r for r in Store(url).rows()}
     assert rows["light", "stage"].config == "fast" and rows["heavy", "stage"].config == "lean"
@@ -226,6 +229,10 @@ def test_seed_example_table_is_fast_when_light_lean_when_heavy(seed_problem, tmp
     assert row.study_name == "tuner:seed_example:heavy" and row.source == "declared"
     assert row.kernel_source_hash is None and row.problem_hash == seed_problem.file_hash
     assert row.goodput_ci_rps > 0 and row.oracle_goodput_rps == pytest.approx(row.goodput_rps)
+    assert row.bucket == 0 and row.bucket_bounds is None and row.baseline_config == "fast"
+    assert row.regime_rate_rps == 720.0  # the file's rate, for the runtime's classifier
+    # paired over the same 3 seeds: lean − fast, and its t-interval excludes 0
+    assert row.delta_ci_rps is not None and row.goodput_rps - row.baseline_goodput_rps > row.delta_ci_rps
 
 
 def test_tuned_reaches_the_oracle_with_a_tenth_of_its_simulations(tradeoff):
@@ -236,29 +243,40 @@ def test_tuned_reaches_the_oracle_with_a_tenth_of_its_simulations(tradeoff):
     assert outcome.tuned.evaluation.mean >= 0.99 * oracle.best.evaluation.mean
     assert outcome.study_simulations <= 0.10 * oracle.cost
     # the point of the product: the isolated-fastest choice loses under load
-    assert outcome.isolated_fastest.evaluation.mean < 0.5 * oracle.best.evaluation.mean
-    assert outcome.tuned.evaluation.mean > outcome.smallest_footprint.evaluation.mean
+    assert outcome.baseline.evaluation.mean < 0.5 * oracle.best.evaluation.mean
+    assert outcome.tuned.evaluation.mean > outcome.baselines["smallest_footprint"].evaluation.mean
 
 
 def test_the_wilcoxon_pruner_stops_clearly_worse_trials(tradeoff):
     storage = memory_store()
-    tune_regime(tradeoff, "heavy", storage, TuneSettings(trials=12, seeds=5, horizon_s=0.5))
+    settings = TuneSettings(trials=8, seeds=6, horizon_s=0.5)  # one seed ties everywhere
+    tune_regime(tradeoff, "heavy", storage, settings)
+    study = optuna.load_study(study_name=study_name("tradeoff", "heavy"), storage=storage)
+    for worse in (("w4", "w4", "w3"), ("w3", "w4", "w4")):  # near the isolated-fastest: half the concurrency
+        study.enqueue_trial(dict(zip(("a", "b", "c"), worse)))
+    tune_regime(tradeoff, "heavy", storage, dataclasses.replace(settings, trials=10))
     study = optuna.load_study(study_name=study_name("tradeoff", "heavy"), storage=storage)
     pruned = [t for t in study.trials if t.state == TrialState.PRUNED]
-    assert pruned, "with 5 paired seeds a much worse assignment is pruned after 4"
+    assert pruned, "with 6 paired seeds (one a tie) a much worse assignment is pruned after 5"
     best = study.best_trial
     for trial in pruned:
         steps = sorted(trial.intermediate_values)
-        assert len(steps) < 5 and steps == list(range(len(steps)))
-        assert all(trial.intermediate_values[s] < best.intermediate_values[s] for s in steps)
+        assert len(steps) < 6 and steps == list(range(len(steps)))
+        assert all(trial.intermediate_values[s] <= best.intermediate_values[s] for s in steps)
+        assert sum(trial.intermediate_values[s] < best.intermediate_values[s] for s in steps) >= 4
 
 
 def test_repeated_points_replay_stored_values(tradeoff):
     storage = memory_store()
-    tune_regime(tradeoff, "light", storage, TuneSettings(trials=25, seeds=2, horizon_s=0.5))
+    settings = TuneSettings(trials=6, seeds=2, horizon_s=0.5)
+    tune_regime(tradeoff, "light", storage, settings)
+    study = optuna.load_study(study_name=study_name("tradeoff", "light"), storage=storage)
+    for params in (study.trials[0].params, study.trials[2].params):  # a user enqueues points already run
+        study.enqueue_trial(params, skip_if_exists=False)
+    tune_regime(tradeoff, "light", storage, dataclasses.replace(settings, trials=8))
     study = optuna.load_study(study_name=study_name("tradeoff", "light"), storage=storage)
     replays = [t for t in study.trials if "duplicate_of" in t.user_attrs]
-    assert replays, "light traffic: many assignments tie, TPE repeats points"
+    assert len(replays) == 2
     for trial in replays:
         original = study.trials[trial.user_attrs["duplicate_of"]]
         assert trial.user_attrs["simulations"] == 0
@@ -273,12 +291,12 @@ def test_warm_starts_come_first_and_include_neighbour_bests(tradeoff):
     light = tune_regime(tradeoff, "light", storage, settings)
     space = JointSpace.of(tradeoff)
     starts = warm_starts(tradeoff, "heavy", space, storage)
-    assert starts[:2] == [("w4",) * 3, ("w0",) * 3]
-    assert light.tuned.point in starts
+    assert [names(a) for a in starts[:2]] == [("w4",) * 3, ("w0",) * 3]
+    assert light.tuned.assignment in starts
     heavy = tune_regime(tradeoff, "heavy", storage, settings)
     study = optuna.load_study(study_name=heavy.study_name, storage=storage)
-    first = [tuple(t.params[op] for op in space.operators) for t in study.trials[:len(starts)]]
-    assert first == starts
+    first = [tuple(t.params[name] for name in space.names) for t in study.trials[:len(starts)]]
+    assert first == [names(a) for a in starts]
 
 
 def test_select_best_breaks_goodput_ties_by_latency(seed_problem):
@@ -287,7 +305,7 @@ def test_select_best_breaks_goodput_ties_by_latency(seed_problem):
     study = optuna.load_study(study_name=study_name("seed_example", "light"), storage=storage)
     values = {t.params["stage"]: t.value for t in study.trials}
     assert values["fast"] == values["lean"]
-    assert select_best(JointSpace.of(seed_problem), study.trials, 2).point == ("fast",)
+    assert names(select_best(JointSpace.of(seed_problem), study.trials, 2).assignment) == ("fast",)
 
 
 def test_a_study_refuses_other_settings(tradeoff):
@@ -366,7 +384,7 @@ def test_table_rows_carry_provenance(seed_problem):
         "seed_example", "heavy", "stage", "lean", {"variant": "lean"})
     assert row.device == "generic" and row.seeds == 2 and row.horizon_s == 5.0
     assert row.trial_number == outcome.tuned.trial
-    assert row.baseline_goodput_rps == outcome.isolated_fastest.evaluation.mean
+    assert row.baseline_goodput_rps == outcome.baseline.evaluation.mean
     assert row.oracle_goodput_rps is None and row.created_at.tzinfo is not None
 
 
@@ -385,11 +403,65 @@ def test_built_in_kernel_families_tune_through_the_profile_protocol(tmp_path):
 
     problem = load_problem(write_yaml(tmp_path / "gemm.yaml", GEMM_PROBLEM), resources=FakeResources())
     space = JointSpace.of(problem)
-    assert space.size == 4
     outcome = tune_regime(problem, "steady", memory_store(), TuneSettings(trials=4, seeds=1, horizon_s=1))
-    assert outcome.tuned.evaluation.mean >= outcome.isolated_fastest.evaluation.mean
-    (row,) = table_rows(outcome)
+    rows = table_rows(outcome)
+    assert [r.bucket for r in rows] == list(range(problem.operator("proj").bucketing.size))
+    row = rows[-1]  # the largest bucket: its representative shape is the largest batch's
     assert row.source == "modeled" and row.shape == {"M": 1024, "N": 4096, "K": 4096}
     entry, note = vllm_config(row)
     assert {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"} <= set(entry)
     assert entry["SPLIT_K"] == row.params["SPLIT_K"] and "SPLIT_K" in note
+
+
+# --- a bucketed problem whose best assignment is derived by hand -----------------------------
+
+
+def ladder_problem() -> dict:
+    """Two operators, each with buckets M ≤ 1 and 1 < M ≤ 4 (every request is one batch of
+    size n ∈ {1, 4}, equally likely), three configs trading time for workspace:
+
+    ======  =====================  ==================
+    config  time alone at M        workspace at M
+    ======  =====================  ==================
+    v0      1.00 · (1 + M) ms      0
+    v1      0.85 · (1 + M) ms      M/32 GiB
+    v2      0.70 · (1 + M) ms      M/2 GiB
+    ======  =====================  ==================
+
+    The engine reserves the peak workspace × 8 executors out of 17 GiB free for 2 GiB
+    requests. By hand (capacity = admitted servers / mean service time of n ∈ {1, 4}):
+    all v0: 8 / 7 ms = 1143/s; all v1: reserves 8 × 1/8 = 1 GiB, still 8 admitted,
+    8 / 5.95 ms = 1345/s; v2 in the small buckets: reserves 4 GiB, 6 admitted,
+    6 / 5.65 ms = 1062/s; v2 in a large bucket: reserves 16 GiB, nothing fits. At 1250
+    req/s only all-v1 is below capacity: it is the optimum, the per-bucket
+    isolated-fastest (all v2) serves nothing, and the smallest footprint (all v0) is
+    overloaded.
+    """
+    configs = [{"name": name, "params": {"v": name},
+                "profile": {"latency": f"{speed} * (1 ms + 1 ms * M)", "workspace": f"M * {ws} GiB",
+                            "sm": 0.05, "dram": 0.05}}
+               for name, speed, ws in (("v0", 1.0, 0), ("v1", 0.85, 1 / 32), ("v2", 0.7, 0.5))]
+    operators = [{"name": op, "family": "stage", "shape": {"M": "n"}, "buckets": {"M": [1, 4]}} for op in "ab"]
+    return {
+        "name": "ladder",
+        "service": {"batching": "dynamic", "max_batch": 1, "max_context": 4, "executors": 8,
+                    "memory": {"budget": "33 GiB", "fixed": "16 GiB", "per_request": "2 GiB"},
+                    "operators": operators, "slo": {"deadline": "50 ms"}},
+        "families": {"stage": {"space": {"v": ["v0", "v1", "v2"]}, "configs": configs}},
+        "regimes": {"heavy": {"arrivals": {"process": "poisson", "rate": 1250},
+                              "sizes": {"n": {"dist": "empirical", "values": [1, 4]}}, "horizon": "4 s"}},
+    }
+
+
+def test_search_finds_the_hand_derived_optimum_of_a_bucketed_problem(tmp_path):
+    problem = load_problem(write_yaml(tmp_path / "ladder.yaml", ladder_problem()))
+    space = JointSpace.of(problem)
+    assert space.cells == (("a", 0), ("a", 1), ("b", 0), ("b", 1)) and space.size == 81
+    outcome = tune_regime(problem, "heavy", memory_store(), TuneSettings(trials=8, seeds=3, oracle=True))
+    assert names(outcome.tuned.assignment) == ("v1",) * 4
+    assert names(outcome.oracle.best.assignment) == ("v1",) * 4
+    assert outcome.study_simulations <= 0.2 * outcome.oracle.cost  # 36 of the 81 points are feasible
+    assert names(outcome.baseline.assignment) == ("v2",) * 4 and not outcome.baseline.evaluation.feasible
+    footprint = outcome.baselines["smallest_footprint"].evaluation
+    assert names(outcome.baselines["smallest_footprint"].assignment) == ("v0",) * 4
+    assert outcome.tuned.evaluation.mean > 1.3 * footprint.mean  # overloaded: its queue grows past 50 ms

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
-from .problem.model import Config, Problem, Service
+from .problem.assignment import Assignment
+from .problem.model import Problem, Service
 from .sim.metrics import Metrics
 
 
@@ -20,12 +21,12 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1e3:.2f}"
 
 
-def metrics_table(problem: Problem, assignment: Mapping[str, Config],
+def metrics_table(problem: Problem, assignment: Assignment,
                   results: Sequence[tuple[str, Metrics]], seed: int) -> None:
     """Print one row per regime with the figures people compare first."""
-    sources = sorted({c.profile.source for c in assignment.values()})
+    sources = sorted({c.profile.source for _, c in assignment.cells()})
     console = Console(width=None if Console().is_terminal else 200)
-    title = (f"{problem.name}: " + ", ".join(f"{op}={c.name}" for op, c in assignment.items())
+    title = (f"{problem.name}: " + assignment.summary(problem)
              + f"  (seed {seed}, profiles {'/'.join(sources)}; all figures simulated)")
     table = Table(title=title, title_justify="left")
     token = problem.service.batching == "continuous"
@@ -47,3 +48,37 @@ def metrics_table(problem: Problem, assignment: Mapping[str, Config],
             row.append("—" if m.neighbor_progress_ratio is None else f"{m.neighbor_progress_ratio:.1%}")
         table.add_row(*row)
     console.print(table)
+
+
+def typical_batches(problem: Problem) -> list[tuple[str, dict[str, float]]]:
+    """Named batches the service runs often: the largest batch (where workspace is
+    reserved), ``service.baseline_batch`` when the file sets one, and the smallest step."""
+    service = problem.service
+    batches = [("largest batch", service.largest_batch_variables(problem.size_fields))]
+    if service.baseline_batch:
+        batches.append(("baseline_batch", service.baseline_batch_variables(problem.size_fields)))
+    smallest = {name: 1.0 for name in batches[0][1]}
+    if service.batching == "continuous":
+        smallest.update(prefill_tokens=0.0, decode_seqs=1.0)
+        batches.append(("one-sequence decode step", smallest))
+    else:
+        batches.append(("batch of one", smallest))
+    return batches
+
+
+def bucket_lines(problem: Problem) -> Iterator[str]:
+    """What ``tuner validate`` says of buckets: per operator its key, its buckets, and
+    the bucket each typical batch falls in."""
+    batches = typical_batches(problem)
+    yield "buckets (one config is chosen per operator and bucket):"
+    for op in problem.service.operators:
+        bucketing = op.bucketing
+        if not bucketing.key:
+            yield f"  {op.name}: one bucket (every shape)"
+            continue
+        labels = " ".join(b.label for b in bucketing.buckets)
+        yield f"  {op.name}: key {', '.join(bucketing.key)}, {bucketing.size} buckets: {labels}"
+        for name, variables in batches:
+            values = op.variables(variables)
+            shape = ", ".join(f"{dim}={values[dim]:g}" for dim in bucketing.key)
+            yield f"    {name}: {shape} → {bucketing.buckets[bucketing.index(values)].label}"

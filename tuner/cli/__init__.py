@@ -24,6 +24,12 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
+def warn(messages: tuple[str, ...] | list[str]) -> None:
+    """Print each warning as one ``tuner: warning:`` line on stderr."""
+    for message in messages:
+        click.echo(f"tuner: warning: {message}", err=True)
+
+
 def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Turn the library's errors into ``tuner: error: …`` and exit code 2."""
 
@@ -56,4 +62,4 @@ from . import tune  # noqa: E402,F401  (tuner tune)
 from . import table  # noqa: E402,F401  (tuner table show|export)
 from . import dashboard  # noqa: E402,F401  (tuner dashboard, tuner report --html)
 
-__all__ = ["DEFAULT_PROBLEM", "fail", "main", "one_line_errors", "storage_option"]
+__all__ = ["DEFAULT_PROBLEM", "fail", "main", "one_line_errors", "storage_option", "warn"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option
+from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option, warn
 
 
 @main.command()
@@ -19,18 +19,23 @@ from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option
 def validate(problem: Path | None) -> None:
     """Check a problem file and summarise it."""
     from ..problem import load_problem
+    from ..report import bucket_lines
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
+    warn(loaded.warnings)
     ops = ", ".join(f"{op.name}({op.family}×{op.repeat})" for op in loaded.service.operators)
     click.echo(f"{loaded.path}: ok — {loaded.service.batching} batching, operators {ops}, "
                f"regimes {', '.join(loaded.regimes)}")
+    for line in bucket_lines(loaded):
+        click.echo(line)
 
 
 @main.command()
 @click.argument("problem", required=False, type=click.Path(path_type=Path))
 @click.option("--regime", "regimes", multiple=True, help="Regime to simulate (repeatable; default: all).")
-@click.option("--assign", "assign", multiple=True, metavar="OP=CONFIG",
-              help="Config for an operator, by name or by parameters (OP=K=V,K=V). Repeatable.")
+@click.option("--assign", "assign", multiple=True, metavar="OP[@BUCKET]=CONFIG",
+              help="Config for an operator (every bucket) or one bucket of it (OP@M17..32=…, labels as "
+                   "`tuner validate` lists them), by name or by parameters (OP=K=V,K=V). Repeatable.")
 @click.option("--seed", default=0, show_default=True, help="Workload seed (same seed, same requests).")
 @click.option("--horizon", type=float, default=None, help="Measurement window in seconds (default: the regime's).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -73,11 +78,10 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
         results.append((name, result))
         if trace_path is not None and result.recording is not None:
             write_chrome_trace(result.recording, trace_path, stream_names(loaded.service))
-    sources = sorted({c.profile.source for c in assignment.values()})
+    sources = sorted({c.profile.source for _, c in assignment.cells()})
     if as_json:
         documents = [
-            {"problem": loaded.name, "regime": name, "seed": seed,
-             "assignment": {op: c.name for op, c in assignment.items()},
+            {"problem": loaded.name, "regime": name, "seed": seed, "assignment": assignment.specs(loaded),
              "profile_source": ",".join(sources), **result.metrics.to_dict()}
             for name, result in results
         ]
@@ -90,31 +94,26 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
 
 def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str], seed: int,
                      horizon: float | None, as_json: bool) -> None:
-    from ..problem import resolve_assignment
     from ..sim import DispatcherPolicy, StaticPolicy, simulate_policy
 
     if policy_text == "isolated-fastest":
-        from ..search.space import JointSpace, isolated_fastest
+        from ..search import PER_BUCKET, JointSpace
 
-        space = JointSpace.of(problem)
-        assignments = {"isolated-fastest": space.assignment(isolated_fastest(space))}
+        assignments = {"isolated-fastest": PER_BUCKET.assignment(JointSpace.of(problem))}
         make = lambda: StaticPolicy("isolated-fastest")  # noqa: E731
     elif policy_text == "table" or policy_text.startswith("static:"):
+        from ..problem.assignment import Assignment
         from ..runtime import Dispatcher
-        from ..runtime.problem_rates import regime_rates_from_problem
         from ..runtime.table import read_table
 
         try:
             table = read_table(storage, problem=problem.name)
         except Exception as exc:  # noqa: BLE001 - any unreadable table is one line for the user
             raise TunerError(f"--policy {policy_text}: cannot read the table in {storage}: {exc}") from None
-        assignments = {
-            regime: resolve_assignment(problem, [f"{op}={name}" for op, name in table.names[regime].items()])
-            for regime in table.regimes
-        }
+        assignments = {regime: Assignment.from_rows(problem, table.regime_rows(regime), table.source)
+                       for regime in table.regimes}
         if policy_text == "table":
-            rates = regime_rates_from_problem(problem.path)
-            make = lambda: DispatcherPolicy(Dispatcher(table, regime_rates=rates))  # noqa: E731
+            make = lambda: DispatcherPolicy(Dispatcher(table))  # noqa: E731
         else:
             key = policy_text.removeprefix("static:")
             if key not in assignments:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, fail, main, one_line_errors, storage_option
+from . import DEFAULT_PROBLEM, fail, main, one_line_errors, storage_option, warn
 
 def default_problem() -> Path:
     """``search_spaces/llm_decode.yaml`` when it exists, else the seed example."""
@@ -47,6 +47,7 @@ def tune(problem: Path | None, storage: str, trials: int, seeds: int, regimes: s
     from ..store.store import resolve_url
 
     loaded = load_problem(problem or default_problem(), resources=LazyCompileCache(resolve_url(storage)))
+    warn(loaded.warnings)
     chosen = [name.strip() for name in regimes.split(",") if name.strip()] if regimes else None
     settings = TuneSettings(trials=trials, seeds=seeds, base_seed=seed, horizon_s=horizon, oracle=oracle,
                             oracle_limit=oracle_limit)

@@ -205,6 +205,7 @@ class DecodeAttentionFamily:
 
     name = "decode_attention"
     shape_keys = ("B", "H", "KV", "D", "L")
+    bucket_key = ("B", "L")  # split-KV pays at small batches and long contexts
     space = SPACE
 
     def __init__(self, *, dtype: str = "bf16") -> None:

@@ -71,6 +71,8 @@ class LaunchPlan:
 class KernelFamily(Protocol):
     """A kernel family. Implementations are stateless and thread-safe.
 
+    ``bucket_key`` names the shape dimensions whose value changes which config is
+    fastest: a problem's default shape buckets split them (``tuner.problem.buckets``).
     ``space`` is the full parameter space (parameter → allowed values, first value the
     default). ``illegal`` says why a config cannot run a shape (a shape limit, a
     parameter combination the kernel does not support) or returns None. ``plan`` is only
@@ -82,6 +84,7 @@ class KernelFamily(Protocol):
 
     name: str
     shape_keys: tuple[str, ...]
+    bucket_key: tuple[str, ...]
     space: Mapping[str, tuple[Any, ...]]
 
     def illegal(self, config: ConfigParams, shape: Shape) -> str | None: ...

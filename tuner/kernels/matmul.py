@@ -218,6 +218,7 @@ class MatmulFamily:
 
     name = "matmul"
     shape_keys = ("M", "N", "K")
+    bucket_key = ("M",)  # tile and split-K choices follow M, as vLLM's M-keyed tables do
     space = SPACE
 
     def __init__(self, epilogue: Epilogue = "none", *, dtype: str = "bf16") -> None:

@@ -120,6 +120,7 @@ class RmsNormFamily:
 
     name = "rmsnorm"
     shape_keys = ("M", "N")
+    bucket_key = ("M",)  # rows to normalise
     space = SPACE
 
     def __init__(self, *, residual: bool = True, eps: float = 1e-6, dtype: str = "bf16") -> None:

@@ -1,9 +1,12 @@
-"""Turn ``--assign OP=CONFIG`` strings into an assignment of configs to operators.
+"""Turn ``--assign`` strings into an :class:`~tuner.problem.assignment.Assignment`.
 
-``CONFIG`` is either a name the problem file gives a config (``stage=fast``) or its
-parameters (``qkv=tile=128x128,split_k=1``); a subset of the parameters is enough when
-exactly one config matches it (``qkv=split_k=4``). Operators not mentioned keep their
-family's default (the first config listed).
+``OP=CONFIG`` sets every bucket of the operator; ``OP@BUCKET=CONFIG`` one bucket, named
+by its label (``qkv@M17..32``, as ``tuner validate`` lists them) or its index
+(``qkv@3``); a bucket spec after an operator-wide one overrides it there. ``CONFIG`` is
+either a name the problem file gives a config (``stage=fast``) or its parameters
+(``qkv=tile=128x128,split_k=1``); a subset of the parameters is enough when exactly one
+config matches it (``qkv=split_k=4``). Operators not mentioned keep ``base`` (by
+default each family's default, the first config listed).
 """
 
 from __future__ import annotations
@@ -11,40 +14,58 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import AssignmentError
+from .assignment import Assignment
 from .model import Config, Family, Problem
 
 
-def resolve_assignment(problem: Problem, specs: Iterable[str] = ()) -> dict[str, Config]:
-    """The default assignment with the given ``OP=CONFIG`` overrides applied.
+def resolve_assignment(problem: Problem, specs: Iterable[str] = (), base: Assignment | None = None) -> Assignment:
+    """``base`` (default: every family's default) with the given overrides applied.
 
     Raises:
-        AssignmentError: a malformed spec, an unknown operator, an operator given twice,
-            or a config that is not in the family (or parameters that match none or
-            several); the message names the problem file and the ``--assign`` value.
+        AssignmentError: a malformed spec, an unknown operator or bucket, a cell given
+            twice, or a config that is not in the family (or parameters that match none
+            or several); the message names the problem file and the ``--assign`` value.
     """
-    assignment = problem.default_assignment()
-    given: set[str] = set()
+    assignment = base or problem.default_assignment()
+    operators = assignment.operators
+    given: set[tuple[str, int | None]] = set()
     for spec in specs:
         where = f"{problem.path}: --assign {spec}"
-        op, sep, choice = (part.strip() for part in spec.partition("="))
-        if not sep or not op or not choice:
-            raise AssignmentError(f"{where}: expected OP=CONFIG, e.g. {_example(problem)}")
-        if op not in assignment:
-            raise AssignmentError(f"{where}: unknown operator {op!r} (operators: {', '.join(assignment)})")
-        if op in given:
-            raise AssignmentError(f"{where}: operator {op!r} is assigned twice")
-        given.add(op)
+        target, sep, choice = (part.strip() for part in spec.partition("="))
+        op, at, bucket_name = (part.strip() for part in target.partition("@"))
+        if not sep or not op or not choice or (at and not bucket_name):
+            raise AssignmentError(f"{where}: expected OP=CONFIG or OP@BUCKET=CONFIG, e.g. {_example(problem)}")
+        if op not in operators:
+            raise AssignmentError(f"{where}: unknown operator {op!r} (operators: {', '.join(operators)})")
+        bucket = _bucket(problem, op, bucket_name, where) if at else None
+        if (op, bucket) in given:
+            raise AssignmentError(f"{where}: operator {op!r}{'' if bucket is None else f' bucket {bucket_name}'} "
+                                  "is assigned twice")
+        given.add((op, bucket))
         family = problem.family_of(op)
         if "=" in choice:
-            assignment[op] = _by_params(family, choice, where)
+            config = _by_params(family, choice, where)
         else:
-            config = family.find(name=choice)
-            if config is None:
+            found = family.find(name=choice)
+            if found is None:
                 raise AssignmentError(
                     f"{where}: family {family.name!r} has no config {choice!r} (configs: {_names(family.configs)})"
                 )
-            assignment[op] = config
+            config = found
+        if bucket is None:
+            assignment = assignment.replace_op(op, (config,) * len(assignment.configs(op)))
+        else:
+            assignment = assignment.replace({(op, bucket): config})
     return assignment
+
+
+def _bucket(problem: Problem, op: str, name: str, where: str) -> int:
+    buckets = problem.operator(op).bucketing.buckets
+    for bucket in buckets:
+        if name in (bucket.label, str(bucket.index)):
+            return bucket.index
+    labels = ", ".join(b.label for b in buckets) if buckets[0].bounds else "none: it has one bucket"
+    raise AssignmentError(f"{where}: operator {op!r} has no bucket {name!r} (buckets: {labels})")
 
 
 def _by_params(family: Family, choice: str, where: str) -> Config:

@@ -80,7 +80,7 @@ def kernel_families(
                    ModeledProfile(family, tuple(params.items()), preset, source, measured=measured))
             for params in all_configs(space)
         )
-        families[fname] = Family(fname, tuple(space.items()), configs)
+        families[fname] = Family(fname, tuple(space.items()), configs, bucket_key=tuple(family.bucket_key))
     return families
 
 

@@ -9,6 +9,7 @@ one key against another), :mod:`.probe` (every expression evaluated at probe bat
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ from ..errors import ProblemError
 from ..expr import FUNCTIONS, Expr, compile_expr, is_identifier
 from ..traffic import Jitter
 from ..units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds
-from . import kernels, probe, regimes
+from . import bucket_rules, kernels, probe, regimes
 from . import schema as s
 from .document import read_document
 from .explain import Invalid, checked, explain
@@ -78,12 +79,16 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
         families.update(kernels.kernel_families(spec, operators, preset, resources))
     service = _service(spec, operators, size_fields, constants, device)
     built = {name: regimes.regime(name, r, base, service) for name, r in spec.regimes.items()}
-    probe.check_operators(operators, families, probe.probe_points(service, size_fields))
+    points = probe.probe_points(service, size_fields)
+    probe.check_operators(operators, families, points)
     probe.check_neighbors(service.neighbors)
     probe.check_per_request(service.memory.per_request, size_fields, service.max_context)
+    operators, warnings = bucket_rules.bucketed(spec, operators, families, points, batch_vars)
+    service = dataclasses.replace(service, operators=operators)
     return Problem(
         name=spec.name, path=str(path), file_hash=file_hash, description=spec.description.strip(),
         service=service, families=families, regimes=built, size_fields=size_fields,
+        warnings=tuple(f"{path}: {warning}" for warning in warnings),
     )
 
 

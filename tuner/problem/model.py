@@ -9,13 +9,17 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
 from ..expr import Expr
+from .buckets import Bucketing
 from ..phases import Phase, wave_phases
 from ..traffic import ArrivalProcess, Jitter, SizeDistribution, Workload, make_workload
+
+if TYPE_CHECKING:
+    from .assignment import Assignment
 
 Batching = Literal["dynamic", "continuous"]
 ProfileSource = Literal["measured", "modeled", "declared"]
@@ -125,6 +129,19 @@ class KernelProfile:
         ctas = 1.0 if self.ctas is None else self.ctas.evaluate(variables)
         return wave_phases(latency, ctas, float(self.ctas_per_sm * device.sms), self.dram, self.persistent)
 
+    @property
+    def variables_read(self) -> frozenset[str]:
+        """The variables its launches depend on (the simulator memoises launches by them)."""
+        names: set[str] = set()
+        for quantity in (self.latency, self.ctas):
+            if isinstance(quantity, Expr):
+                names |= quantity.names
+            elif isinstance(quantity, PiecewiseLinear):
+                names.add(quantity.variable)
+            elif quantity is not None:
+                return frozenset({"*"})
+        return frozenset(names)
+
     def launches(self, variables: Mapping[str, float], device: Device, tag: str) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
         """The kernel launches this config makes for a batch: one, for a declared profile."""
         return ((tag, self.phases(variables, device)),)
@@ -153,11 +170,16 @@ class Config:
 
 @dataclass(frozen=True)
 class Family:
-    """A kernel family: its parameter space and the configs that have profiles."""
+    """A kernel family: its parameter space and the configs that have profiles.
+
+    ``bucket_key`` names the shape dimensions its best config depends on (a built-in
+    family says; None: an operator's first batch-dependent dimension).
+    """
 
     name: str
     space: tuple[tuple[str, tuple[object, ...]], ...]
     configs: tuple[Config, ...]
+    bucket_key: tuple[str, ...] | None = None
 
     @property
     def default(self) -> Config:
@@ -181,12 +203,23 @@ class Operator:
     family: str
     shape: tuple[tuple[str, Expr], ...]
     repeat: int = 1
+    bucketing: Bucketing = Bucketing()
 
     def variables(self, batch_variables: Mapping[str, float]) -> dict[str, float]:
         """The batch variables plus this operator's shape dimensions."""
         values = dict(batch_variables)
         for dim, expr in self.shape:
             values[dim] = expr.evaluate(batch_variables)
+        return values
+
+    def bucket_variables(self, largest: Mapping[str, float], bucket: int, at: str = "representative") -> dict[str, float]:
+        """The variables a bucket is judged at: this operator's variables at the largest
+        batch (``largest``), its key dimensions replaced by the bucket's representative
+        values (``at="lowest"``: its smallest ones); see :mod:`tuner.problem.buckets`."""
+        values = self.variables(largest)
+        chosen = self.bucketing.buckets[bucket]
+        values.update(self.bucketing.representative(chosen) if at == "representative"
+                      else self.bucketing.lowest(chosen))
         return values
 
 
@@ -260,10 +293,14 @@ class Service:
 
 @dataclass(frozen=True)
 class ArrivalSpec:
-    """An arrival process whose rate may be a bucket ``[low, high]`` sampled per seed."""
+    """An arrival process whose rate may be a bucket ``[low, high]`` sampled per seed.
+
+    ``declared_rate`` is the file's mean rate: the bucket's midpoint or the fixed rate
+    (None for a trace replayed at its own rate)."""
 
     build: object = field(compare=False)  # Callable[[float | None], ArrivalProcess]
     rate_range: tuple[float, float] | None
+    declared_rate: float | None = None
 
     def sample(self, rng: np.random.Generator) -> ArrivalProcess:
         if self.rate_range is None:
@@ -302,6 +339,7 @@ class Problem:
     families: Mapping[str, Family]
     regimes: Mapping[str, Regime]
     size_fields: frozenset[str]
+    warnings: tuple[str, ...] = ()
 
     def family_of(self, op: str) -> Family:
         for operator in self.service.operators:
@@ -309,6 +347,14 @@ class Problem:
                 return self.families[operator.family]
         raise KeyError(op)
 
-    def default_assignment(self) -> dict[str, Config]:
-        """Each operator's family default (the first config listed)."""
-        return {op.name: self.families[op.family].default for op in self.service.operators}
+    def default_assignment(self) -> Assignment:
+        """Each operator's family default (the first config listed), in every bucket."""
+        from .assignment import Assignment
+
+        return Assignment.uniform(self, {op.name: self.families[op.family].default for op in self.service.operators})
+
+    def operator(self, op: str) -> Operator:
+        for operator in self.service.operators:
+            if operator.name == op:
+                return operator
+        raise KeyError(op)

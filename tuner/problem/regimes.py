@@ -139,7 +139,8 @@ def _arrivals(a: s.ArrivalSpecs, base: Path, key: str) -> ArrivalSpec:
     # Build both ends of a bucket once, so a bad value fails now and not in a study.
     for probe_rate in rate_range or (None,):
         checked(key, lambda probe_rate=probe_rate: build(probe_rate))
-    return ArrivalSpec(build, rate_range)
+    declared = (rate_range[0] + rate_range[1]) / 2 if rate_range else fixed_rate
+    return ArrivalSpec(build, rate_range, declared)
 
 
 def _size(d: object, base: Path, key: str) -> SizeDistribution:

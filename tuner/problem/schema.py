@@ -175,6 +175,7 @@ class OperatorSpec(Strict):
     family: str
     shape: dict[str, ExprText] = {}
     repeat: int = Field(1, ge=1)
+    buckets: dict[str, list[float]] | None = None
 
 
 class NeighborSpec(Strict):

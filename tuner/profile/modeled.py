@@ -108,6 +108,11 @@ class ModeledProfile:
         return found
 
     @property
+    def variables_read(self) -> frozenset[str]:
+        """Its launches depend on the family's shape dimensions only."""
+        return frozenset(self.family.shape_keys)
+
+    @property
     def config(self) -> dict[str, Any]:
         return dict(self.params)
 

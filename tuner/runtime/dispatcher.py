@@ -3,12 +3,14 @@
 Lifecycle. :func:`load_table` reads the table once (never raising: a bad table gives a
 dispatcher serving the caller's fallback, with one warning naming the cause). The
 service then feeds the load monitor (``observe_*``), calls :meth:`Dispatcher.tick` at
-its safe points (between batches, say), and asks :meth:`Dispatcher.config` per launch.
+its safe points (between batches, say), and asks :meth:`Dispatcher.config` per launch,
+with the launch's shape: an operator's configs are per shape bucket, found by bisecting
+the bucket edges precomputed at load (:class:`~tuner.runtime.table.OpConfigs`).
 
-Thread safety. Everything a lookup reads is one immutable snapshot: the current
-regime's ``op -> params`` mapping, held in one attribute and replaced whole by
-:meth:`~Dispatcher.tick` (a regime change) or :meth:`~Dispatcher.reload` (a new table),
-both under a lock. A lookup takes no lock and sees the old assignment or the new one,
+Thread safety. Everything a lookup reads is one snapshot that is never mutated: the
+current regime's ``op -> OpConfigs`` mapping (every bucket of every operator), held in
+one attribute and replaced whole by :meth:`~Dispatcher.tick` (a regime change) or
+:meth:`~Dispatcher.reload` (a new table), both under a lock. A lookup takes no lock and sees the old assignment or the new one,
 never a mix, and every operator of a launch sequence that reads between two ticks gets
 the same regime's config.
 """
@@ -26,7 +28,7 @@ from typing import Any
 
 from .classify import RateClassifier
 from .monitor import LoadMonitor, LoadSnapshot
-from .table import Table, read_table
+from .table import OpConfigs, Table, read_table
 
 __all__ = ["Dispatcher", "load_table"]
 
@@ -45,7 +47,8 @@ class _State:
 
 
 class Dispatcher:
-    """Answers ``config(op)`` from a regime-indexed table, switching regimes with the load.
+    """Answers ``config(op, shape)`` from a regime-indexed table of per-bucket configs,
+    switching regimes with the load.
 
     Build one with :func:`load_table`. Contract:
 
@@ -65,7 +68,8 @@ class Dispatcher:
             other op) or one ``params`` mapping for every op; None serves ``{}`` (the
             kernel's own defaults).
         reason: why the fallback is served when ``table`` is None.
-        regime_rates: mean arrival rate per regime (req/s), overriding the table's.
+        regime_rates: mean arrival rate per regime (req/s), overriding the table's own
+            (:attr:`Table.rates`, from the rows' ``regime_rate_rps``).
         classifier: a custom ``(snapshot, current) -> regime``; default: by rate.
         initial_regime: the regime served before the load says otherwise; default the
             table's first (the problem file's order).
@@ -110,26 +114,45 @@ class Dispatcher:
         self._pending: tuple[str | None, int] = (None, 0)
         self._classifier: Classifier | None = None
         self._state = _State(None, None, reason or "no table given")
-        self._lookup: Mapping[str, Params] = MappingProxyType(dict(self._per_op))
+        self._lookup: dict[str, OpConfigs] = {op: OpConfigs.fixed(params) for op, params in self._per_op.items()}
         if table is not None:
             self._install(table, initial_regime)
 
     # --- lookups (the hot path: no lock) ---------------------------------------------
 
     def config(self, op: str, shape: Mapping[str, Any] | None = None) -> Params:
-        """The params of ``op`` for the current regime (``shape`` is accepted for
-        interface stability; the table holds one config per regime and operator)."""
+        """The params of ``op`` for the current regime and the bucket ``shape`` falls in.
+
+        ``shape`` maps the operator's key dimensions to the launch's values
+        (``{"M": 4096}``, as ``triton.autotune(key=…)`` reads them; other entries are
+        ignored). The bucket is the first whose upper edge is at least the value; a value
+        above the last edge gets the last bucket; a missing ``shape``, a missing key value
+        or one that is not a number gets the last bucket along that dimension. An
+        operator with one bucket ignores ``shape``. Never raises.
+        """
         try:
-            return self._lookup[op]
+            entry = self._lookup[op]
         except KeyError:
             return self._missing(op)
+        single = entry.single
+        if single is not None:
+            return single
+        dense = entry.dense
+        if dense is not None:
+            try:
+                return entry.params[dense[shape[entry.dim]]]  # type: ignore[index]
+            except Exception:  # noqa: BLE001 - no shape, or a value the index lacks: bisect
+                pass
+        return entry.params[entry.index(shape)]
 
-    def config_name(self, op: str) -> str | None:
-        """The table's config name for ``op`` in the current regime (None on fallback)."""
+    def config_name(self, op: str, shape: Mapping[str, Any] | None = None) -> str | None:
+        """The table's config name for ``op`` and ``shape`` in the current regime (None on
+        fallback, and for an operator the table does not have)."""
         state = self._state
         if state.table is None or state.regime is None:
             return None
-        return state.table.names[state.regime].get(op)
+        entry = state.table.configs[state.regime].get(op)
+        return None if entry is None else entry.name(shape)
 
     @property
     def regime(self) -> str | None:
@@ -234,7 +257,7 @@ class Dispatcher:
         else:
             self._classifier = None
             if len(table.regimes) > 1:
-                logger.info("tuner.runtime: no arrival rates for the regimes of %s; serving one regime "
+                logger.info("tuner.runtime: the rows of %s carry no regime_rate_rps; serving one regime "
                             "until set_regime() (pass regime_rates= to switch with the load)", table.source)
         if regime is None or regime not in table.configs:
             regime = table.regimes[0]
@@ -243,7 +266,7 @@ class Dispatcher:
 
     def _set(self, table: Table, regime: str) -> None:
         self._state = _State(table, regime, None)
-        self._lookup = table.configs[regime]
+        self._lookup = dict(table.configs[regime])  # a private plain dict: a mappingproxy costs a lookup more
 
     def _missing(self, op: str) -> Params:
         params = self._per_op.get(op, self._default)

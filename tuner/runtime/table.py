@@ -4,34 +4,139 @@ This module is the runtime's boundary: everything a table file can get wrong is 
 here, once, and raised as a :class:`~tuner.errors.StorageError` (a
 :class:`~tuner.errors.SchemaMismatchError` for another schema version) whose one line
 names the file and the cause. :func:`~tuner.runtime.load_table` turns those into one
-warning and a fallback; nothing here is on the lookup path.
+warning and a fallback; nothing here is on the lookup path but :class:`OpConfigs`.
 
 No SQLAlchemy: the SQLite file is read through :mod:`sqlite3`, opened read-only (a
 missing file is an error, never a new empty database), from the tables
-``tuner_schema`` and ``tuner_configs`` that :mod:`tuner.store.models` defines.
+``tuner_schema`` and ``tuner_configs`` that :mod:`tuner.store.models` defines; rows are
+decoded by the store's own codec (:meth:`tuner.store.table.TableRow.decode`).
 """
 
 from __future__ import annotations
 
+import bisect
 import gc
 import json
+import math
 import sqlite3
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote
 
-from ..errors import SchemaMismatchError, StorageError
-from ..store.version import SCHEMA_VERSION, check_export
+from ..errors import StorageError
+from ..store.table import ROW_FIELDS, TableRow, bucket_label
+from ..store.version import check_export, check_version
 
-__all__ = ["Table", "read_table"]
+__all__ = ["OpConfigs", "Table", "read_table"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _CONFIGS = "tuner_configs"
 _SCHEMA = "tuner_schema"
-_COLUMNS = ("problem", "regime", "op", "regime_index", "op_index", "config", "params", "device")
+
+#: An operator keyed on one dimension whose edges are integers no larger than this gets
+#: a precomputed ``value -> bucket`` index for the integer values ``0..last edge`` (one
+#: per distinct edge list, shared); other values, and larger edges, are bisected.
+DENSE_LIMIT = 16384
+
+Params = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OpConfigs:
+    """One operator's configs in one regime, by shape bucket, ready for lookups.
+
+    Attributes:
+        key: the shape dimensions that pick the bucket (empty: one config).
+        edges: per key dimension, the buckets' strictly ascending upper edges; a value
+            ``v`` falls in the first bucket whose edge is ``>= v`` (bisect), values above
+            the last edge in the last bucket, as the tuner's simulator does
+            (:meth:`tuner.problem.buckets.Bucketing.index`).
+        params: per bucket (first key dimension slowest), read-only parameters.
+        names: per bucket, the config's name.
+        single: ``params[0]`` when there is one bucket, else None (the fast path).
+
+    Derived (not arguments): ``dim``, the key dimension when there is exactly one (else
+    None); ``dense``, for such an operator with integer edges up to :data:`DENSE_LIMIT`,
+    the bucket of every integer value ``0..edges[-1]``, computed by the same bisect
+    (else None).
+    """
+
+    key: tuple[str, ...]
+    edges: tuple[tuple[float, ...], ...]
+    params: tuple[Params, ...]
+    names: tuple[str, ...]
+    single: Params | None
+    dim: str | None = field(init=False, repr=False, compare=False)
+    dense: Mapping[Any, int] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        count = math.prod(len(e) for e in self.edges) if self.key else 1
+        if len(self.edges) != len(self.key) or any(not e for e in self.edges):
+            raise ValueError(f"OpConfigs: key {self.key} needs one non-empty edge list per dimension")
+        if len(self.params) != count or len(self.names) != count:
+            raise ValueError(f"OpConfigs: {len(self.params)} params and {len(self.names)} names "
+                             f"for {count} buckets")
+        one = len(self.key) == 1
+        object.__setattr__(self, "dim", self.key[0] if one else None)
+        object.__setattr__(self, "dense", _dense_index(self.edges[0]) if one else None)
+
+    @classmethod
+    def fixed(cls, params: Params, name: str = "fallback") -> OpConfigs:
+        """One config for every shape."""
+        params = params if isinstance(params, MappingProxyType) else MappingProxyType(dict(params))
+        return cls((), (), (params,), (name,), params)
+
+    def index(self, shape: Mapping[str, Any] | None) -> int:
+        """The bucket of ``shape`` (never raises): per key dimension, the bucket its value
+        falls in; a dimension whose value is missing or not comparable takes its last
+        bucket (so no shape at all gives the last bucket)."""
+        if self.single is not None:
+            return 0
+        if self.dense is not None:
+            try:
+                return self.dense[shape[self.dim]]  # type: ignore[index]
+            except Exception:  # noqa: BLE001 - not an integer in range, or no value: bisect below
+                pass
+        flat = 0
+        for dim, edges in zip(self.key, self.edges):
+            last = len(edges) - 1
+            try:
+                i = min(bisect.bisect_left(edges, shape[dim]), last)  # type: ignore[index]
+            except Exception:  # noqa: BLE001 - no shape, no value, or a value edges cannot be compared with
+                i = last
+            flat = flat * len(edges) + i
+        return flat
+
+    def pick(self, shape: Mapping[str, Any] | None) -> Params:
+        """The params serving ``shape`` (never raises)."""
+        single = self.single
+        if single is not None:
+            return single
+        return self.params[self.index(shape)]
+
+    def name(self, shape: Mapping[str, Any] | None = None) -> str:
+        """The config name serving ``shape``."""
+        return self.names[self.index(shape)]
+
+
+@lru_cache(maxsize=32)
+def _dense_index(edges: tuple[float, ...]) -> Mapping[Any, int] | None:
+    """``value -> bucket`` for the integers ``0..edges[-1]`` (read-only), or None when the
+    edges are not integers up to :data:`DENSE_LIMIT`. A dict, not a list: a negative or
+    an out-of-range value misses (and is bisected) instead of wrapping around, and an
+    integral float or NumPy integer hashes like the int it equals."""
+    if not all(float(e).is_integer() for e in edges) or edges[-1] > DENSE_LIMIT or edges[0] < 0:
+        return None
+    index: dict[Any, int] = {}
+    start = 0
+    for i, edge in enumerate(edges):
+        index.update(dict.fromkeys(range(start, int(edge) + 1), i))
+        start = int(edge) + 1
+    return index  # shared by every operator with these edges; never mutated
 
 
 @dataclass(frozen=True)
@@ -42,23 +147,27 @@ class Table:
         problem: the problem's name.
         device: the device the table was tuned for.
         regimes: regime names in the problem file's order.
-        configs: ``regime -> op -> params`` (read-only mappings, shared by every lookup).
-        names: ``regime -> op -> config name``.
-        rates: ``regime -> mean arrival rate (req/s)`` when the source carries them.
+        configs: ``regime -> op -> OpConfigs`` (read-only, shared by every lookup).
+        rates: ``regime -> mean arrival rate (req/s)`` as the table stores them (None
+            when no regime has one).
+        rows: the rows it was built from, in table order.
         source: where the table was read from (for messages).
     """
 
     problem: str
     device: str
     regimes: tuple[str, ...]
-    configs: Mapping[str, Mapping[str, Mapping[str, Any]]]
-    names: Mapping[str, Mapping[str, str]]
+    configs: Mapping[str, Mapping[str, OpConfigs]]
     rates: Mapping[str, float] | None
+    rows: tuple[TableRow, ...]
     source: str
 
     @property
     def ops(self) -> frozenset[str]:
         return frozenset(op for ops in self.configs.values() for op in ops)
+
+    def regime_rows(self, regime: str) -> tuple[TableRow, ...]:
+        return tuple(row for row in self.rows if row.regime == regime)
 
 
 def read_table(source: str | Path, *, problem: str | None = None, device: str | None = None) -> Table:
@@ -71,7 +180,7 @@ def read_table(source: str | Path, *, problem: str | None = None, device: str | 
 
     Raises:
         StorageError: missing, unreadable, corrupt or empty source; no such problem;
-            rows of another device.
+            rows of another device; a malformed row.
         SchemaMismatchError: another tuner schema version.
     """
     path = _path(source)
@@ -94,11 +203,12 @@ def _read(path: Path, problem: str | None, device: str | None) -> Table:
         raise StorageError(f"{path}: cannot read the table file ({exc.strerror or exc})") from None
     if not head:
         raise StorageError(f"{path}: the table file is empty")
-    if head == _SQLITE_MAGIC:
-        rows, rates = _sqlite_rows(path), None
-    else:
-        rows, rates = _json_rows(path)
-    return _build(rows, rates, str(path), problem, device)
+    records = _sqlite_records(path) if head == _SQLITE_MAGIC else _json_records(path)
+    try:
+        rows = [TableRow.decode(record) for record in records]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StorageError(f"{path}: malformed row in the config table ({exc!r})") from None
+    return _build(rows, str(path), problem, device)
 
 
 def _path(source: str | Path) -> Path:
@@ -113,7 +223,7 @@ def _path(source: str | Path) -> Path:
     return Path(text)
 
 
-def _sqlite_rows(path: Path) -> list[tuple[Any, ...]]:
+def _sqlite_records(path: Path) -> list[dict[str, Any]]:
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     try:
         connection = sqlite3.connect(uri, uri=True)
@@ -124,83 +234,102 @@ def _sqlite_rows(path: Path) -> list[tuple[Any, ...]]:
         if _SCHEMA not in names or _CONFIGS not in names:
             raise StorageError(f"{path}: holds no tuner table ({_SCHEMA} and {_CONFIGS} expected)")
         versions = [v for (v,) in connection.execute(f"SELECT version FROM {_SCHEMA}")]
-        found = versions[0] if len(versions) == 1 else None
-        if found != SCHEMA_VERSION:
-            raise SchemaMismatchError(f"{path}: tuner schema version {found if found is not None else 'unknown'} "
-                                      f"found, this tuner reads version {SCHEMA_VERSION}")
-        query = (f"SELECT {', '.join(_COLUMNS)} FROM {_CONFIGS} "
-                 "ORDER BY problem, regime_index, regime, op_index, op")
-        parsed: dict[Any, Any] = {}  # a table repeats its configs: parse each distinct cell once
-        out = []
-        for r in connection.execute(query):
-            cell = r[6]
-            params = parsed.get(cell) if isinstance(cell, str) else None
-            if params is None:
-                params = parsed[cell] = _json_cell(cell, path) if isinstance(cell, str) else cell
-            out.append((*r[:6], params, r[7]))
-        return out
+        check_version(versions[0] if len(versions) == 1 else None, path)
+        query = (f"SELECT {', '.join(ROW_FIELDS)} FROM {_CONFIGS} "
+                 "ORDER BY problem, regime_index, regime, op_index, op, bucket")
+        return [dict(zip(ROW_FIELDS, record)) for record in connection.execute(query)]
     except sqlite3.Error as exc:
         raise StorageError(f"{path}: cannot read the SQLite table ({exc})") from None
     finally:
         connection.close()
 
 
-def _json_cell(value: Any, path: Path) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise StorageError(f"{path}: a params cell is not JSON ({exc})") from None
-    return value
-
-
-def _json_rows(path: Path) -> tuple[list[tuple[Any, ...]], dict[str, float] | None]:
+def _json_records(path: Path) -> list[Any]:
     try:
         document = json.loads(path.read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StorageError(f"{path}: neither a SQLite database nor JSON ({exc})") from None
     check_export(document, path)
-    try:
-        rows = [(r["problem"], r["regime"], r["op"], r["regime_index"], r["op_index"], r["config"]["name"],
-                 r["config"]["params"], r["device"]) for r in document["rows"]]
-    except (KeyError, TypeError) as exc:
-        raise StorageError(f"{path}: malformed row in the exported table ({exc!r})") from None
-    rates = document.get("regime_rates")
-    if rates is not None:
-        try:
-            rates = {str(k): float(v) for k, v in rates.items()}
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise StorageError(f"{path}: regime_rates must map regime names to req/s ({exc})") from None
-    return rows, rates
+    records = document.get("rows")
+    if not isinstance(records, list):
+        raise StorageError(f"{path}: the exported table has no list of rows")
+    return records
 
 
-def _build(rows: list[tuple[Any, ...]], rates: dict[str, float] | None, source: str,
-           problem: str | None, device: str | None) -> Table:
+def _build(rows: Sequence[TableRow], source: str, problem: str | None, device: str | None) -> Table:
     if not rows:
         raise StorageError(f"{source}: the config table holds no row")
-    problems = sorted({r[0] for r in rows})
+    problems = sorted({r.problem for r in rows})
     if problem is None:
         if len(problems) > 1:
             raise StorageError(f"{source}: holds the problems {', '.join(problems)}; pass problem= to choose one")
         problem = problems[0]
     elif problem not in problems:
         raise StorageError(f"{source}: no rows for problem {problem!r} (it holds {', '.join(problems)})")
-    rows = sorted((r for r in rows if r[0] == problem), key=lambda r: (r[3], r[1], r[4], r[2]))
-    devices = sorted({r[7] for r in rows})
+    mine = sorted((r for r in rows if r.problem == problem), key=lambda r: (r.regime_index, r.regime, r.op_index,
+                                                                             r.op, r.bucket))
+    devices = sorted({r.device for r in mine})
     if len(devices) > 1:
         raise StorageError(f"{source}: problem {problem!r} mixes rows of devices {', '.join(devices)}")
     if device is not None and devices[0] != device:
         raise StorageError(f"{source}: tuned for device {devices[0]!r}, not {device!r}")
-    configs: dict[str, dict[str, Mapping[str, Any]]] = {}
-    names: dict[str, dict[str, str]] = {}
-    for _, regime, op, _, _, name, params, _ in rows:
-        if not isinstance(params, dict):
-            raise StorageError(f"{source}: {regime}/{op}: params {params!r} is not an object")
-        configs.setdefault(regime, {})[op] = MappingProxyType(dict(params))
-        names.setdefault(regime, {})[op] = str(name)
-    return Table(
-        problem=problem, device=devices[0], regimes=tuple(configs),
-        configs=MappingProxyType({k: MappingProxyType(v) for k, v in configs.items()}),
-        names=MappingProxyType({k: MappingProxyType(v) for k, v in names.items()}),
-        rates=MappingProxyType(rates) if rates is not None else None, source=source,
-    )
+    grouped: dict[str, dict[str, list[TableRow]]] = {}
+    rates: dict[str, float] = {}
+    for row in mine:
+        grouped.setdefault(row.regime, {}).setdefault(row.op, []).append(row)
+        if row.regime_rate_rps is not None:
+            rates[row.regime] = float(row.regime_rate_rps)
+    configs = {regime: MappingProxyType({op: _op_configs(group, source) for op, group in ops.items()})
+               for regime, ops in grouped.items()}
+    return Table(problem=problem, device=devices[0], regimes=tuple(configs), configs=MappingProxyType(configs),
+                 rates=MappingProxyType(rates) if rates else None, rows=tuple(mine), source=source)
+
+
+def _op_configs(rows: list[TableRow], source: str) -> OpConfigs:
+    """The lookup of one (regime, operator) from its rows, checked: buckets ``0..n-1``
+    whose bounds are the cells of a grid of ascending edges, first dimension slowest."""
+    where = f"{source}: {rows[0].regime}/{rows[0].op}"
+    if [r.bucket for r in rows] != list(range(len(rows))):
+        raise StorageError(f"{where}: buckets {[r.bucket for r in rows]} are not 0..{len(rows) - 1}")
+    params = tuple(MappingProxyType(dict(r.params)) for r in rows)
+    names = tuple(str(r.config) for r in rows)
+    bounds = rows[0].bucket_bounds
+    if not bounds:
+        if len(rows) != 1:
+            raise StorageError(f"{where}: {len(rows)} rows but no bucket bounds")
+        return OpConfigs((), (), params, names, params[0])
+    key = tuple(bounds)
+    try:
+        cells = []
+        for r in rows:
+            if not isinstance(r.bucket_bounds, Mapping) or tuple(r.bucket_bounds) != key:
+                raise ValueError(f"bucket {r.bucket} has bounds {r.bucket_bounds!r}, not over {', '.join(key)}")
+            cells.append(tuple((_bound(r.bucket_bounds[dim][0]), _bound(r.bucket_bounds[dim][1])) for dim in key))
+        edges = tuple(tuple(sorted({cell[d][1] for cell in cells})) for d in range(len(key)))
+        if any(high is None for cell in cells for _, high in cell):
+            raise ValueError("a bucket has no upper edge")
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise StorageError(f"{where}: malformed bucket bounds ({exc})") from None
+    if math.prod(len(e) for e in edges) != len(rows):
+        raise StorageError(f"{where}: {len(rows)} buckets do not form a grid over {', '.join(key)}")
+    for r, cell in zip(rows, cells):  # each row where a lookup will look for it
+        flat = 0
+        for (low, high), dim_edges in zip(cell, edges):
+            i = dim_edges.index(high)
+            if low != (dim_edges[i - 1] if i else low):
+                raise StorageError(f"{where}: bucket {r.bucket} ({bucket_label(r.bucket_bounds)}) does not start "
+                                   "where the bucket before it ends")
+            flat = flat * len(dim_edges) + i
+        if flat != r.bucket:
+            raise StorageError(f"{where}: bucket {r.bucket} ({bucket_label(r.bucket_bounds)}) is out of order "
+                               f"(its bounds are bucket {flat}'s)")
+    return OpConfigs(key, edges, params, names, params[0] if len(rows) == 1 else None)
+
+
+def _bound(value: Any) -> float | int | None:
+    """A bucket bound as a number (int when integral: faster to compare with int shapes)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"bound {value!r} is not a number")
+    return int(value) if float(value).is_integer() else float(value)

@@ -4,20 +4,22 @@ Optuna is imported here, never by :mod:`tuner.sim` or the runtime.
 """
 
 from ..errors import SearchError
+from .baselines import (
+    BASELINES, ONE_CONFIG, PER_BUCKET, SMALLEST, Baseline, OneConfigPerOperator, PerBucketIsolatedFastest,
+    SmallestFootprint, footprint_ladder,
+)
 from .evaluate import Constraints, Evaluation, check_constraints, ci_half_width, evaluate
 from .run import open_storage, table_rows, tune_problem
-from .space import (
-    JointSpace, Point, footprint_ladder, isolated_fastest, isolated_latency, representative_variables,
-    smallest_footprint,
-)
+from .space import CellCost, JointSpace, Point, seconds_alone
 from .study import (
     Choice, OracleResult, Progress, RegimeOutcome, TuneSettings, exhaustive, select_best, study_name, tune_regime,
     warm_starts,
 )
 
 __all__ = [
-    "Choice", "Constraints", "Evaluation", "JointSpace", "OracleResult", "Point", "Progress", "RegimeOutcome",
-    "SearchError", "TuneSettings", "check_constraints", "ci_half_width", "evaluate", "exhaustive", "footprint_ladder",
-    "isolated_fastest", "isolated_latency", "open_storage", "representative_variables", "select_best",
-    "smallest_footprint", "study_name", "table_rows", "tune_problem", "tune_regime", "warm_starts",
+    "BASELINES", "Baseline", "CellCost", "Choice", "Constraints", "Evaluation", "JointSpace", "ONE_CONFIG",
+    "OneConfigPerOperator", "OracleResult", "PER_BUCKET", "PerBucketIsolatedFastest", "Point", "Progress",
+    "RegimeOutcome", "SMALLEST", "SearchError", "SmallestFootprint", "TuneSettings", "check_constraints",
+    "ci_half_width", "evaluate", "exhaustive", "footprint_ladder", "open_storage", "seconds_alone", "select_best",
+    "study_name", "table_rows", "tune_problem", "tune_regime", "warm_starts",
 ]

@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import IllegalConfigError
-from ..problem.model import Config, Problem
+from ..problem.assignment import Assignment
+from ..problem.model import Problem
 from ..sim import Metrics, bind, simulate
 
 
@@ -35,6 +36,7 @@ class Constraints:
     memory: float = 0.0
     legality: float = 0.0
     reason: str | None = None
+    reserved_bytes: float | None = None
 
     @property
     def feasible(self) -> bool:
@@ -44,7 +46,7 @@ class Constraints:
         return {"memory": self.memory, "legality": self.legality}
 
 
-def check_constraints(problem: Problem, assignment: Mapping[str, Config], regime: str) -> Constraints:
+def check_constraints(problem: Problem, assignment: Assignment, regime: str) -> Constraints:
     """Memory and legality of ``assignment`` before any simulation (cheap)."""
     service = problem.service
     try:
@@ -61,8 +63,9 @@ def check_constraints(problem: Problem, assignment: Mapping[str, Config], regime
             memory=memory,
             reason=(f"memory: fixed {_gib(service.memory.fixed)} + reserved workspace {_gib(reserved)} "
                     f"+ one request {_gib(minimal_state)} exceeds the budget {_gib(budget)}"),
+            reserved_bytes=reserved,
         )
-    return Constraints(memory=memory)
+    return Constraints(memory=memory, reserved_bytes=reserved)
 
 
 def _gib(n: float) -> str:
@@ -75,12 +78,14 @@ class Evaluation:
 
     ``latency_p50_s`` is the mean over seeds of the median latency (None when nothing
     completed); it breaks exact goodput ties, because when every request meets its SLO
-    whatever the config, the faster config is the right one.
+    whatever the config, the faster config is the right one. ``visited`` is the union
+    over the simulated seeds of the cells some launch used (see ``SimResult.visited``).
     """
 
     goodputs: tuple[float, ...]
     constraints: Constraints = Constraints()
     latency_p50_s: float | None = None
+    visited: frozenset[tuple[str, int]] = frozenset()
 
     @property
     def feasible(self) -> bool:
@@ -108,7 +113,7 @@ def ci_half_width(values: Sequence[float], confidence: float = 0.95) -> float | 
 
 def evaluate(
     problem: Problem,
-    assignment: Mapping[str, Config],
+    assignment: Assignment,
     regime: str,
     seeds: Sequence[int],
     horizon_s: float | None,
@@ -126,12 +131,15 @@ def evaluate(
         return Evaluation((), constraints)
     goodputs: list[float] = []
     latencies: list[float] = []
+    visited: set[tuple[str, int]] = set()
     try:
         for step, seed in enumerate(seeds):
             if known is not None and step in known:
                 goodputs.append(known[step])
                 continue
-            metrics = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s).metrics
+            result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s)
+            metrics = result.metrics
+            visited |= result.visited
             goodputs.append(metrics.goodput_rps)
             if metrics.latency_p50_s is not None:
                 latencies.append(metrics.latency_p50_s)
@@ -139,4 +147,5 @@ def evaluate(
                 on_seed(step, metrics)
     except IllegalConfigError as exc:
         return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {exc}"))
-    return Evaluation(tuple(goodputs), constraints, statistics.fmean(latencies) if latencies else None)
+    return Evaluation(tuple(goodputs), constraints, statistics.fmean(latencies) if latencies else None,
+                      frozenset(visited))

@@ -23,7 +23,8 @@ from ..errors import StorageError
 from ..store import Store, TableRow
 from ..store.store import parse_url, resolve_url, shown
 from ..errors import SearchError
-from .space import representative_variables
+from ..stats import paired_delta
+from .baselines import ONE_CONFIG
 from .study import Progress, RegimeOutcome, TuneSettings, study_name, tune_regime
 
 
@@ -92,43 +93,31 @@ def triton_version() -> str | None:
 
 
 def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> list[TableRow]:
-    """One row per operator for the regime's tuned assignment, with its provenance.
-
-    A profile may expose ``source_hash`` (a hash of its kernel's source); declared
-    profiles have none, and their rows say None.
-    """
+    """One row per (operator, bucket) for the regime's tuned assignment, with its
+    provenance and the baselines' figures (every row of a regime carries the same)."""
     problem = outcome.problem
-    created_at = created_at or datetime.now(timezone.utc)
-    assignment = outcome.space.assignment(outcome.tuned.point)
-    representative = representative_variables(problem)
-    regime_index = list(problem.regimes).index(outcome.regime)
-    tuned = outcome.tuned.evaluation
+    tuned, baseline = outcome.tuned.evaluation, outcome.baseline.evaluation
+    delta = paired_delta(tuned, baseline)
     oracle = outcome.oracle.best.evaluation.mean if outcome.oracle and outcome.oracle.best else None
-    version = triton_version()
-    rows = []
-    for index, op in enumerate(problem.service.operators):
-        config = assignment[op.name]
-        values = op.variables(representative)
-        shape = {dim: _number(values[dim]) for dim, _ in op.shape}
-        rows.append(TableRow(
-            problem=problem.name, regime=outcome.regime, op=op.name, regime_index=regime_index, op_index=index,
-            config=config.name, params={k: _jsonable(v) for k, v in config.params}, shape=shape or None,
-            device=problem.service.device.name, source=str(config.profile.source), triton_version=version,
-            kernel_source_hash=getattr(config.profile, "source_hash", None), problem_hash=problem.file_hash,
-            study_name=outcome.study_name, trial_number=int(outcome.tuned.trial or 0),
-            seeds=outcome.settings.seeds, horizon_s=outcome.horizon_s,
-            goodput_rps=tuned.mean, goodput_ci_rps=tuned.ci,
-            baseline_goodput_rps=outcome.isolated_fastest.evaluation.mean, oracle_goodput_rps=oracle,
-            created_at=created_at,
-        ))
-    return rows
+    one_config = outcome.baselines.get(ONE_CONFIG.name)
+    provenance = dict(
+        device=problem.service.device.name, triton_version=triton_version(), problem_hash=problem.file_hash,
+        study_name=outcome.study_name, trial_number=int(outcome.tuned.trial or 0),
+        seeds=outcome.settings.seeds, horizon_s=outcome.horizon_s,
+        goodput_rps=tuned.mean, goodput_ci_rps=tuned.ci, baseline_goodput_rps=baseline.mean,
+        delta_ci_rps=delta.half_width, one_config_goodput_rps=one_config.evaluation.mean if one_config else None,
+        oracle_goodput_rps=oracle, regime_rate_rps=regime_rate(problem, outcome.regime, outcome.settings.seed_list,
+                                                               outcome.horizon_s),
+        created_at=created_at or datetime.now(timezone.utc),
+    )
+    return outcome.tuned.assignment.to_rows(problem, outcome.regime, provenance, baseline=outcome.baseline.assignment)
 
 
-def _number(value: float) -> float | int:
-    return int(value) if float(value).is_integer() else float(value)
-
-
-def _jsonable(value: object) -> object:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
+def regime_rate(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float) -> float | None:
+    """The regime's mean arrival rate: the file's (a rate bucket's midpoint, or a fixed
+    rate), else the mean rate its seeded workloads realise (requests / window)."""
+    chosen = problem.regimes[regime]
+    if chosen.arrivals.declared_rate is not None:
+        return chosen.arrivals.declared_rate
+    rates = [len(chosen.workload(seed, problem.service.jitter, horizon_s)) / horizon_s for seed in seeds]
+    return sum(rates) / len(rates) if rates else None

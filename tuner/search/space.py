@@ -1,15 +1,19 @@
-"""The joint search space of a problem, and the per-operator baselines an autotuner would pick.
+"""The joint search space: one categorical choice per (operator, bucket) cell.
 
-A *joint assignment* is one config per operator. The search names configs, never
-builds them: a point of the space is a tuple of config names in operator order, which
-is what Optuna stores (one categorical parameter per operator, named after it).
+A *point* is a tuple of config names in cell order (operators in service order, buckets
+in order). Optuna stores one categorical parameter per *free* cell — a cell with more
+than one choice — named ``op`` for an operator with one bucket and ``op@LABEL``
+otherwise; a cell with one choice is not a parameter (it has nothing to learn, and
+every parameter is a database write per trial).
 
-Both baselines judge a config alone, at one shape: the operator's shape at the
-**representative batch** — the problem's ``service.baseline_batch`` (the batch an
-autotuner keyed on shape would first meet in this service, e.g. a typical decode step),
-by default the largest batch the engine runs. The isolated-fastest config there is what
-``@triton.autotune`` keyed on that shape would keep. Workspace is always judged at the
-largest batch, where the engine reserves it.
+Each cell's choices are its family's legal configs that no other config *dominates*
+(prunes like ``triton.autotune``'s ``prune_configs_by``, before any simulation). Config
+``a`` dominates ``b`` in a bucket when ``a`` is no slower alone at both ends of the
+bucket (its lowest and its representative shape) and needs no more workspace there —
+and, when kernels share the GPU (several executors or a neighbour stream), also takes
+no larger share of the SMs and of DRAM bandwidth — and is better in one of them. Cells
+interact only through the workspace the engine reserves (the peak over cells) and
+through co-running, so a dominated config can only lose; ties keep the earlier config.
 """
 
 from __future__ import annotations
@@ -18,163 +22,193 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
-from ..errors import IllegalConfigError
+from ..errors import IllegalConfigError, SearchError
+from ..problem.assignment import Assignment, Cell
 from ..problem.model import Config, Problem
-from ..errors import SearchError
 
-#: A joint assignment as the search stores it: config names in operator order.
+#: A joint assignment as the search stores it: config names in cell order.
 Point = tuple[str, ...]
+
+_SPACES: dict[int, JointSpace] = {}  # id(problem) → its space (the space keeps the problem alive)
 
 
 @dataclass(frozen=True)
-class JointSpace:
-    """The operators of a problem and the config names each may take.
+class CellCost:
+    """What a config costs alone in one bucket (None latency: illegal there)."""
 
-    Attributes:
-        operators: operator names, in service order (the order of :data:`Point`).
-        choices: per operator, its family's config names in file order.
-    """
-
-    problem: Problem
-    operators: tuple[str, ...]
-    choices: tuple[tuple[str, ...], ...]
-
-    @classmethod
-    def of(cls, problem: Problem) -> JointSpace:
-        ops = tuple(op.name for op in problem.service.operators)
-        choices = tuple(tuple(c.name for c in problem.family_of(op).configs) for op in ops)
-        return cls(problem, ops, choices)
+    config: Config
+    latency_s: float | None
+    lowest_latency_s: float | None
+    workspace: float
+    sm: float
+    dram: float
 
     @property
-    def size(self) -> int:
-        """Number of joint assignments (the product of the per-operator choices)."""
-        return math.prod(len(c) for c in self.choices)
-
-    def points(self) -> Iterator[Point]:
-        """Every joint assignment, in a stable order (file order, first operator slowest)."""
-        return itertools.product(*self.choices)
-
-    def point(self, params: Mapping[str, object]) -> Point | None:
-        """The point Optuna's ``params`` name, or None when they do not belong to this space."""
-        values = []
-        for op, names in zip(self.operators, self.choices):
-            value = params.get(op)
-            if value not in names:
-                return None
-            values.append(value)
-        return tuple(values)  # type: ignore[arg-type]
-
-    def params(self, point: Point) -> dict[str, str]:
-        return dict(zip(self.operators, point))
-
-    def assignment(self, point: Point) -> dict[str, Config]:
-        """Configs for a point (names are checked on the way in, so they exist)."""
-        result = {}
-        for op, name in zip(self.operators, point):
-            config = self.problem.family_of(op).find(name=name)
-            assert config is not None, (op, name)
-            result[op] = config
-        return result
+    def legal(self) -> bool:
+        return self.latency_s is not None
 
 
-def representative_variables(problem: Problem) -> dict[str, float]:
-    """Batch variables of the representative batch (``service.baseline_batch``, by default
-    the largest batch the engine runs)."""
-    return problem.service.baseline_batch_variables(problem.size_fields)
-
-
-def isolated_latency(problem: Problem, op_name: str, config: Config) -> float:
-    """Seconds ``config`` takes alone for ``op_name`` at the representative batch: the sum
-    of the phase seconds of every launch it makes (launch overhead excluded).
+def seconds_alone(problem: Problem, op: str, config: Config, variables: Mapping[str, float]) -> float:
+    """Seconds ``config`` takes alone for ``op`` at these variables: the sum of the phase
+    seconds of every launch it makes (launch overhead excluded).
 
     Raises:
         IllegalConfigError: the config cannot run that shape.
     """
-    op = next(o for o in problem.service.operators if o.name == op_name)
-    variables = op.variables(representative_variables(problem))
-    launches = config.profile.launches(variables, problem.service.device, op_name)
+    launches = config.profile.launches(problem.operator(op).variables(variables), problem.service.device, op)
     return sum(phase[0] for _, phases in launches for phase in phases)
 
 
-def workspace_at_largest(problem: Problem, op_name: str, config: Config) -> float:
-    """Global workspace bytes ``config`` needs for ``op_name`` at the largest batch."""
-    op = next(o for o in problem.service.operators if o.name == op_name)
-    return config.profile.workspace_bytes(op.variables(problem.service.largest_batch_variables(problem.size_fields)))
+def cell_cost(problem: Problem, op: str, bucket: int, config: Config) -> CellCost:
+    """Latency at the bucket's representative and lowest shapes, workspace at the
+    representative shape, and the largest SM and DRAM shares of its launches."""
+    operator = problem.operator(op)
+    largest = problem.service.largest_batch_variables(problem.size_fields)
+    at = operator.bucket_variables(largest, bucket)
+    low = operator.bucket_variables(largest, bucket, at="lowest")
+    try:
+        launches = config.profile.launches(at, problem.service.device, op)
+        latency = sum(p[0] for _, phases in launches for p in phases)
+        lowest = sum(p[0] for _, phases in config.profile.launches(low, problem.service.device, op)
+                     for p in phases)
+        workspace = config.profile.workspace_bytes(at)
+    except IllegalConfigError:
+        return CellCost(config, None, None, math.inf, 1.0, 1.0)
+    sm = max((p[1] for _, phases in launches for p in phases), default=0.0)
+    dram = max((p[2] for _, phases in launches for p in phases), default=0.0)
+    return CellCost(config, latency, lowest, workspace, sm, dram)
 
 
-def isolated_fastest(space: JointSpace) -> Point:
-    """Per operator, the legal config with the lowest isolated latency (ties: file order)."""
-    return _per_operator(space, lambda op, c: (isolated_latency(space.problem, op, c),), "isolated-fastest")
+@dataclass(frozen=True)
+class JointSpace:
+    """The cells of a problem, each config's cost per cell, and the candidates searched.
 
-
-def smallest_footprint(space: JointSpace) -> Point:
-    """Per operator, the legal config with the least workspace at the largest batch
-    (ties: the faster alone, then file order)."""
-    problem = space.problem
-    return _per_operator(
-        space,
-        lambda op, c: (workspace_at_largest(problem, op, c), isolated_latency(problem, op, c)),
-        "smallest-footprint",
-    )
-
-
-def footprint_ladder(space: JointSpace, levels: int = 8) -> list[Point]:
-    """Per workspace cap, each operator's fastest legal config within the cap.
-
-    The engine reserves the assignment's *peak* workspace (the largest of any operator),
-    so for a given cap the memory side is fixed and, as far as memory goes, every
-    operator should take its fastest config that fits under it. The ladder walks the
-    caps from the smallest footprint to the isolated-fastest, at most ``levels`` of
-    them (spread evenly over the distinct workspace sizes), fastest cap first
-    de-duplicated. An operator with no config under a cap takes its smallest one.
+    Attributes:
+        cells: ``(operator, bucket)`` in service then bucket order (the order of a point).
+        costs: per cell, every config of the family with its cost, in file order.
     """
-    problem = space.problem
-    table: list[list[tuple[float, float, int, str]]] = []  # per op: (workspace, latency, index, name)
-    for op, names in zip(space.operators, space.choices):
-        family = problem.family_of(op)
-        rows = []
-        for index, name in enumerate(names):
-            config = family.find(name=name)
-            try:
-                workspace = workspace_at_largest(problem, op, config)
-                rows.append((workspace, isolated_latency(problem, op, config), index, name))
-            except IllegalConfigError:
+
+    problem: Problem
+    cells: tuple[Cell, ...]
+    costs: tuple[tuple[CellCost, ...], ...]
+
+    @classmethod
+    def of(cls, problem: Problem) -> JointSpace:
+        """The space of a problem, computed once per loaded problem (it times every
+        config in every bucket: seconds for a transformer layer)."""
+        cached = _SPACES.get(id(problem))
+        if cached is not None and cached.problem is problem:
+            return cached
+        cells = tuple((op.name, b) for op in problem.service.operators for b in range(op.bucketing.size))
+        costs = tuple(tuple(cell_cost(problem, op, b, c) for c in problem.family_of(op).configs) for op, b in cells)
+        space = cls(problem, cells, costs)
+        if len(_SPACES) >= 16:
+            _SPACES.clear()
+        _SPACES[id(problem)] = space
+        return space
+
+    @cached_property
+    def choices(self) -> tuple[tuple[str, ...], ...]:
+        """Per cell, the names of its legal, non-dominated configs (file order)."""
+        shared = self.problem.service.executors > 1 or bool(self.problem.service.neighbors)
+        out = []
+        for (op, bucket), costs in zip(self.cells, self.costs):
+            legal = [c for c in costs if c.legal]
+            if not legal:  # nothing runs here: keep the family default, the constraint will say why
+                out.append((costs[0].config.name,))
                 continue
-        if not rows:
-            return []
-        table.append(rows)
-    caps = sorted({ws for rows in table for ws, *_ in rows})
-    if len(caps) > levels:
-        caps = [caps[round(i * (len(caps) - 1) / (levels - 1))] for i in range(levels)]
-    ladder: list[Point] = []
-    for cap in caps:
-        point = []
-        for rows in table:
-            fitting = [r for r in rows if r[0] <= cap] or [min(rows)]
-            point.append(min(fitting, key=lambda r: (r[1], r[2]))[3])
-        if tuple(point) not in ladder:
-            ladder.append(tuple(point))
-    return ladder
+            out.append(tuple(c.config.name for i, c in enumerate(legal)
+                             if not any(_dominates(o, c, shared, j < i) for j, o in enumerate(legal) if j != i)))
+        return tuple(out)
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """Optuna's parameter name per cell."""
+        out = []
+        for op, bucket in self.cells:
+            bucketing = self.problem.operator(op).bucketing
+            out.append(op if bucketing.size == 1 else f"{op}@{bucketing.buckets[bucket].label}")
+        return tuple(out)
+
+    @cached_property
+    def _family_names(self) -> tuple[frozenset[str], ...]:
+        return tuple(frozenset(c.config.name for c in costs) for costs in self.costs)
+
+    @property
+    def size(self) -> int:
+        """Number of joint assignments searched (the product of the per-cell choices)."""
+        return math.prod(len(c) for c in self.choices)
+
+    def points(self) -> Iterator[Point]:
+        """Every joint assignment searched, in a stable order (first cell slowest)."""
+        return itertools.product(*self.choices)
+
+    @cached_property
+    def free(self) -> tuple[int, ...]:
+        """Indices of the cells with more than one choice (the Optuna parameters)."""
+        return tuple(i for i, choices in enumerate(self.choices) if len(choices) > 1)
+
+    def point(self, params: Mapping[str, object]) -> Point | None:
+        """The point Optuna's ``params`` name (any config of a free cell's family; the
+        other cells their one choice), or None when they do not belong to this space."""
+        values = [choices[0] for choices in self.choices]
+        for i in self.free:
+            value = params.get(self.names[i])
+            if value not in self._family_names[i]:
+                return None
+            values[i] = value  # type: ignore[assignment]
+        return tuple(values)
+
+    def params(self, point: Point) -> dict[str, str]:
+        """Optuna's parameters of a point (its free cells)."""
+        return {self.names[i]: point[i] for i in self.free}
+
+    def contains(self, assignment: Assignment) -> bool:
+        """Whether a trial can hold ``assignment``: every cell that is not free has its
+        one choice."""
+        point = self.point_of(assignment)
+        free = set(self.free)
+        return all(i in free or point[i] == self.choices[i][0] for i in range(len(point)))
+
+    def assignment(self, point: Point) -> Assignment:
+        """The configs a point names (names are checked on the way in, so they exist)."""
+        by_op: dict[str, list[Config]] = {}
+        for (op, _), costs, name in zip(self.cells, self.costs, point):
+            by_op.setdefault(op, []).append(next(c.config for c in costs if c.config.name == name))
+        return Assignment(tuple((op, tuple(configs)) for op, configs in by_op.items()))
+
+    def point_of(self, assignment: Assignment) -> Point:
+        """The names of an assignment's configs in cell order (it may lie outside the
+        searched choices: a baseline is evaluated wherever it is)."""
+        return tuple(config.name for _, config in assignment.cells())
+
+    def cost(self, index: int, name: str) -> CellCost:
+        return next(c for c in self.costs[index] if c.config.name == name)
 
 
-def _per_operator(space: JointSpace, key, what: str) -> Point:
-    chosen = []
-    for op, names in zip(space.operators, space.choices):
+def _dominates(a: CellCost, b: CellCost, shared: bool, earlier: bool) -> bool:
+    """``a`` is at least as good as ``b`` on every axis and better on one (or equal on
+    all and listed earlier, so one of two identical configs stays)."""
+    axes = [(a.latency_s, b.latency_s), (a.lowest_latency_s, b.lowest_latency_s), (a.workspace, b.workspace)]
+    if shared:
+        axes += [(a.sm, b.sm), (a.dram, b.dram)]
+    if any(x > y for x, y in axes):  # type: ignore[operator]
+        return False
+    return any(x < y for x, y in axes) or earlier  # type: ignore[operator]
+
+
+def fastest_in_cell(space: JointSpace, index: int, cap: float = math.inf, what: str = "isolated-fastest") -> CellCost:
+    """The cell's legal config with the lowest latency at its representative shape among
+    those needing at most ``cap`` workspace (ties: file order)."""
+    legal = [c for c in space.costs[index] if c.legal and c.workspace <= cap]
+    if not legal:
+        op, bucket = space.cells[index]
         family = space.problem.family_of(op)
-        best: tuple | None = None
-        for index, name in enumerate(names):
-            config = family.find(name=name)
-            try:
-                score = (*key(op, config), index)
-            except IllegalConfigError:
-                continue
-            if best is None or score < best[0]:
-                best = (score, name)
-        if best is None:
-            raise SearchError(
-                f"{space.problem.path}: no config of family {family.name!r} can run operator {op!r} at the "
-                f"largest batch, so there is no {what} baseline; check the family's shape limits"
-            )
-        chosen.append(best[1])
-    return tuple(chosen)
+        raise SearchError(
+            f"{space.problem.path}: no config of family {family.name!r} can run operator {op!r} in bucket "
+            f"{space.problem.operator(op).bucketing.buckets[bucket].label or 0}, so there is no {what} "
+            "baseline; check the family's shape limits"
+        )
+    return min(legal, key=lambda c: c.latency_s)  # type: ignore[arg-type,return-value]

@@ -5,17 +5,21 @@ in any storage Optuna accepts; everything a worker needs is in that storage, so 
 workers on many machines may share it (run the same command against the same URL).
 The study's user attributes record what its numbers mean — regime description, seeds,
 horizon, problem-file hash — and a run with other settings is refused rather than
-mixed in. One trial is one joint assignment: a categorical parameter per operator,
-named after it, over its family's config names. Its value is the mean goodput over
+mixed in. One trial is one joint assignment: a categorical parameter per (operator,
+bucket) cell, named ``op`` or ``op@BUCKET`` (:mod:`tuner.search.space`), proposed by
+the local-search sampler of :mod:`tuner.search.local`. Its value is the mean goodput over
 seeds ``base_seed + k``; each seed's goodput is reported at step ``k`` so the Wilcoxon
 pruner compares it with the best trial pairwise (common random numbers). Constraints
 (memory, legality) are set with ``trial.set_constraint`` and mirrored in the user
 attribute ``constraint`` as ``[memory, legality]``; infeasible trials score 0.
 
-Warm starts (enqueued once): the isolated-fastest assignment, the smallest-footprint
-one, the *footprint ladder* between them (per workspace cap, each operator's fastest
-config under it — the engine reserves the peak workspace, so this is the memory
-trade-off's natural axis), and the best of the neighbouring regimes' studies.
+Warm starts (enqueued once): the per-bucket isolated-fastest assignment (THE baseline),
+the one-config-per-operator and smallest-footprint baselines, the *footprint ladder*
+(per workspace cap, each cell's fastest config under it — the engine reserves the peak
+workspace, so this is the memory trade-off's natural axis), and the best of the
+neighbouring regimes' studies. So the tuned assignment is never below a baseline by
+construction — which is why the tests judge the search against the oracle and a
+hand-derived optimum instead.
 
 Optuna commits each finished trial, so an interruption loses at most the trial in
 flight, and a rerun continues: ``trials`` is the target number of finished (complete
@@ -35,11 +39,14 @@ from typing import Any, Protocol
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ..errors import SearchError
+from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..sim import Metrics
-from ..errors import SearchError
-from .evaluate import Constraints, Evaluation, evaluate
-from .space import JointSpace, Point, footprint_ladder, isolated_fastest, smallest_footprint
+from .baselines import BASELINES, PER_BUCKET, footprint_ladder
+from .evaluate import Constraints, Evaluation, check_constraints, evaluate
+from .local import LocalSearchSampler, names_of, suggest
+from .space import JointSpace, Point
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -96,7 +103,7 @@ class TuneSettings:
 class Choice:
     """A joint assignment and its evaluation; ``trial`` is its study trial number, if any."""
 
-    point: Point
+    assignment: Assignment
     evaluation: Evaluation
     trial: int | None = None
 
@@ -128,12 +135,16 @@ class RegimeOutcome:
     settings: TuneSettings
     horizon_s: float
     tuned: Choice
-    isolated_fastest: Choice
-    smallest_footprint: Choice
+    baselines: Mapping[str, Choice]
     oracle: OracleResult | None
     trials: int
     study_simulations: int
     run_simulations: int
+
+    @property
+    def baseline(self) -> Choice:
+        """THE baseline: the per-bucket isolated-fastest assignment."""
+        return self.baselines[PER_BUCKET.name]
 
 
 class Progress(Protocol):
@@ -192,7 +203,7 @@ def tune_regime(
     counter = _Counter()
     if isinstance(storage, str):
         storage = optuna.storages.RDBStorage(storage)
-    fastest, footprint = isolated_fastest(space), smallest_footprint(space)  # before any write
+    baseline_assignments = {b.name: b.assignment(space) for b in BASELINES}  # before any write
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -205,14 +216,16 @@ def tune_regime(
     # Seeded by the run's seed, the regime and the trials already there: the same command
     # on the same storage suggests the same points, and a resumed run does not replay the
     # suggestions its first part already evaluated.
-    study.sampler = optuna.samplers.TPESampler(
-        seed=zlib.crc32(f"{settings.base_seed}:{regime}:{len(finished)}".encode()) & 0x7FFFFFFF
+    study.sampler = LocalSearchSampler(
+        space, lambda s: _incumbent(space, s, len(seeds)),
+        seed=zlib.crc32(f"{settings.base_seed}:{regime}:{len(finished)}".encode()) & 0x7FFFFFFF,
     )
     remaining = settings.trials - len(finished)
     progress.start(regime, len(finished), settings.trials)
-    if remaining > 0 and len(_points(space, finished)) < space.size:
-        for point in warm_starts(problem, regime, space, storage):
-            study.enqueue_trial(space.params(point), skip_if_exists=True)
+    if remaining > 0 and len(names_of(finished, space)) < space.size:
+        for assignment in warm_starts(problem, regime, space, storage):
+            if space.contains(assignment):  # a baseline with a dominated config is evaluated apart
+                study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
         objective = _Objective(problem, regime, space, seeds, horizon, counter)
         stop = _Stop(space, settings.trials, progress)
         study.optimize(objective, n_trials=remaining, callbacks=[stop, *callbacks], gc_after_trial=False)
@@ -222,19 +235,21 @@ def tune_regime(
     known = _known(space, finished, len(seeds))
     tuned = select_best(space, finished, len(seeds))
     if tuned is None:
+        fastest = baseline_assignments[PER_BUCKET.name]
         reason = known.get(fastest, Evaluation(())).constraints.reason or "every trial was infeasible"
         raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
-                          f"{len(finished)} trials (isolated-fastest: {reason})")
-    baselines = []
-    for point in (fastest, footprint):
-        baselines.append(Choice(point, _complete(problem, regime, space, point, seeds, horizon, known, counter),
-                                _trial_of(space, finished, point)))
+                          f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
+    baselines = {
+        key: Choice(assignment, _complete(problem, regime, assignment, seeds, horizon, known, counter),
+                    _trial_of(space, finished, assignment))
+        for key, assignment in baseline_assignments.items()
+    }
     oracle = None
     if settings.oracle:
         oracle = exhaustive(problem, regime, space, seeds, horizon, settings.oracle_limit, known, counter)
     return RegimeOutcome(
         problem=problem, regime=regime, study_name=name, space=space, settings=settings, horizon_s=horizon,
-        tuned=tuned, isolated_fastest=baselines[0], smallest_footprint=baselines[1], oracle=oracle,
+        tuned=tuned, baselines=baselines, oracle=oracle,
         trials=len(finished), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in finished),
         run_simulations=counter.simulations,
     )
@@ -274,10 +289,6 @@ def _finished(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=FINISHED)
 
 
-def _points(space: JointSpace, trials: Sequence[FrozenTrial]) -> set[Point]:
-    return {p for t in trials if (p := space.point(t.params)) is not None}
-
-
 def _infeasible(trial: FrozenTrial) -> bool:
     return any(v > 0.0 for v in trial.constraints.values())
 
@@ -295,7 +306,17 @@ def select_best(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) 
     top = max(t.value for t in candidates)
     tied = [t for t in candidates if t.value >= top - abs(top) * TIE_TOLERANCE]
     best = min(tied, key=lambda t: (_latency_key(t.user_attrs.get("latency_p50_s")), t.number))
-    return Choice(space.point(best.params), _evaluation_of(best), best.number)
+    return Choice(space.assignment(space.point(best.params)), _evaluation_of(best), best.number)
+
+
+def _incumbent(space: JointSpace, study: optuna.Study, n_seeds: int) -> tuple[Point, frozenset[int] | None] | None:
+    """The best point so far and the cells its simulations used (None: not recorded)."""
+    trials = _finished(study)
+    best = select_best(space, trials, n_seeds)
+    if best is None:
+        return None
+    visited = next(t.user_attrs.get("visited") for t in trials if t.number == best.trial)
+    return space.point_of(best.assignment), (frozenset(visited) if visited else None)
 
 
 def _latency_key(latency: float | None) -> float:
@@ -309,30 +330,32 @@ def _evaluation_of(trial: FrozenTrial) -> Evaluation:
     return Evaluation(goodputs if constraints.feasible else (), constraints, trial.user_attrs.get("latency_p50_s"))
 
 
-def _known(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) -> dict[Point, Evaluation]:
-    """What the study already knows per point: complete evaluations and infeasible verdicts,
-    else the seeds a pruned trial measured (goodputs of a prefix of the seeds)."""
-    known: dict[Point, Evaluation] = {}
+def _known(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) -> dict[Assignment, Evaluation]:
+    """What the study already knows per assignment: complete evaluations and infeasible
+    verdicts, else the seeds a pruned trial measured (goodputs of a prefix of the seeds)."""
+    known: dict[Assignment, Evaluation] = {}
     for trial in sorted(trials, key=lambda t: t.number):
         point = space.point(trial.params)
         if point is None:
             continue
+        assignment = space.assignment(point)
         evaluation = _evaluation_of(trial)
-        previous = known.get(point)
+        previous = known.get(assignment)
         if previous is None or len(evaluation.goodputs) > len(previous.goodputs) or not evaluation.feasible:
-            known[point] = evaluation
+            known[assignment] = evaluation
     return known
 
 
-def _trial_of(space: JointSpace, trials: Sequence[FrozenTrial], point: Point) -> int | None:
+def _trial_of(space: JointSpace, trials: Sequence[FrozenTrial], assignment: Assignment) -> int | None:
+    point = space.point_of(assignment)
     numbers = [t.number for t in trials if t.state == TrialState.COMPLETE and space.point(t.params) == point]
     return min(numbers) if numbers else None
 
 
-def _complete(problem: Problem, regime: str, space: JointSpace, point: Point, seeds: Sequence[int],
-              horizon: float, known: dict[Point, Evaluation], counter: _Counter) -> Evaluation:
-    """A full evaluation of ``point``: the study's if complete, else the missing seeds simulated."""
-    have = known.get(point)
+def _complete(problem: Problem, regime: str, assignment: Assignment, seeds: Sequence[int],
+              horizon: float, known: dict[Assignment, Evaluation], counter: _Counter) -> Evaluation:
+    """A full evaluation of ``assignment``: the study's if complete, else the missing seeds simulated."""
+    have = known.get(assignment)
     if have is not None and (not have.feasible or len(have.goodputs) == len(seeds)):
         return have
     prefix = dict(enumerate(have.goodputs)) if have is not None else {}
@@ -340,17 +363,18 @@ def _complete(problem: Problem, regime: str, space: JointSpace, point: Point, se
     def count(step: int, metrics: Metrics) -> None:
         counter.simulations += 1
 
-    result = evaluate(problem, space.assignment(point), regime, seeds, horizon, on_seed=count, known=prefix)
+    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, known=prefix)
     if have is not None and have.latency_p50_s is not None and result.latency_p50_s is None:
         result = Evaluation(result.goodputs, result.constraints, have.latency_p50_s)
-    known[point] = result
+    known[assignment] = result
     return result
 
 
 def exhaustive(problem: Problem, regime: str, space: JointSpace, seeds: Sequence[int], horizon: float,
-               limit: int, known: dict[Point, Evaluation], counter: _Counter | None = None) -> OracleResult:
-    """Evaluate every joint assignment (when there are at most ``limit``) and keep the best,
-    by the same rule as :func:`select_best`."""
+               limit: int, known: dict[Assignment, Evaluation], counter: _Counter | None = None) -> OracleResult:
+    """Evaluate every joint assignment of the space (when there are at most ``limit``)
+    and keep the best, by the same rule as :func:`select_best`. The space holds each
+    cell's non-dominated configs (:mod:`tuner.search.space`): a dominated one cannot win."""
     if space.size > limit:
         return OracleResult(space.size, limit)
     counter = counter or _Counter()
@@ -358,12 +382,13 @@ def exhaustive(problem: Problem, regime: str, space: JointSpace, seeds: Sequence
     best: tuple | None = None
     feasible = 0
     for point in space.points():
-        evaluation = _complete(problem, regime, space, point, seeds, horizon, known, counter)
+        assignment = space.assignment(point)
+        evaluation = _complete(problem, regime, assignment, seeds, horizon, known, counter)
         if not evaluation.feasible:
             continue
         feasible += 1
         if best is None or _better(evaluation, best[1]):
-            best = (point, evaluation)
+            best = (assignment, evaluation)
     choice = None if best is None else Choice(best[0], best[1])
     return OracleResult(space.size, limit, choice, counter.simulations - before, feasible * len(seeds))
 
@@ -378,26 +403,26 @@ def _better(a: Evaluation, b: Evaluation) -> bool:
 
 
 def warm_starts(problem: Problem, regime: str, space: JointSpace,
-                storage: optuna.storages.BaseStorage) -> list[Point]:
-    """The points a study starts from, in order, without repeats: isolated-fastest,
-    smallest-footprint, the footprint ladder between them, then the best of this
-    problem's other regimes already in the storage."""
-    points: list[Point] = []
-    for point in (isolated_fastest(space), smallest_footprint(space), *footprint_ladder(space),
-                  *_neighbour_bests(problem, regime, space, storage)):
-        if point not in points:
-            points.append(point)
-    return points
+                storage: optuna.storages.BaseStorage) -> list[Assignment]:
+    """The assignments a study starts from, in order, without repeats: the baselines (THE
+    baseline first), the footprint ladder, then the best of this problem's other regimes
+    already in the storage."""
+    out: list[Assignment] = []
+    for assignment in (*(b.assignment(space) for b in BASELINES), *footprint_ladder(space),
+                       *_neighbour_bests(problem, regime, space, storage)):
+        if assignment not in out:
+            out.append(assignment)
+    return out
 
 
 def _neighbour_bests(problem: Problem, regime: str, space: JointSpace,
-                     storage: optuna.storages.BaseStorage) -> list[Point]:
+                     storage: optuna.storages.BaseStorage) -> list[Assignment]:
     """The best points of this problem's other regimes' studies in the storage, nearest
     regime (in file order) first; studies of another version of the problem are ignored."""
     names = list(problem.regimes)
     here = names.index(regime)
     existing = {s.study_name for s in storage.get_all_studies()}
-    points: list[Point] = []
+    points: list[Assignment] = []
     for other in sorted((n for n in names if n != regime), key=lambda n: (abs(names.index(n) - here), names.index(n))):
         other_name = study_name(problem.name, other)
         if other_name not in existing:
@@ -407,8 +432,8 @@ def _neighbour_bests(problem: Problem, regime: str, space: JointSpace,
         if attrs.get("problem_hash") != problem.file_hash:
             continue
         best = select_best(space, _finished(study), len(attrs.get("seeds", ())))
-        if best is not None and best.point not in points:
-            points.append(best.point)
+        if best is not None and best.assignment not in points:
+            points.append(best.assignment)
     return points
 
 
@@ -425,10 +450,16 @@ class _Objective:
 
     def __call__(self, trial: optuna.Trial) -> float:
         space = self.space
-        point = tuple(trial.suggest_categorical(op, list(names)) for op, names in zip(space.operators, space.choices))
+        point = suggest(trial, space)
         prior = self._prior(trial, point)
         if prior is not None:
             return self._replay(trial, prior)
+        assignment = space.assignment(point)
+        constraints = check_constraints(self.problem, assignment, self.regime)
+        twin = self._equivalent(trial, point, constraints) if constraints.feasible else None
+        if twin is not None:
+            trial.set_user_attr("equivalent_to", twin.number)
+            return self._replay(trial, twin)
         simulations = 0
 
         def on_seed(step: int, metrics: Metrics) -> None:
@@ -440,13 +471,32 @@ class _Objective:
                 _record(trial, Constraints(), simulations)
                 raise optuna.TrialPruned(f"worse than the best trial after {step + 1} seeds (Wilcoxon)")
 
-        evaluation = evaluate(self.problem, space.assignment(point), self.regime, self.seeds, self.horizon, on_seed)
+        evaluation = evaluate(self.problem, assignment, self.regime, self.seeds, self.horizon, on_seed)
         _record(trial, evaluation.constraints, simulations, evaluation.latency_p50_s)
+        if evaluation.visited:
+            index = {cell: i for i, cell in enumerate(space.cells)}
+            trial.set_user_attr("visited", sorted(index[cell] for cell in evaluation.visited))
         return evaluation.mean
 
     def _prior(self, trial: optuna.Trial, point: Point) -> FrozenTrial | None:
         for other in trial.study.get_trials(deepcopy=False, states=FINISHED):
             if other.number != trial.number and self.space.point(other.params) == point:
+                return other
+        return None
+
+    def _equivalent(self, trial: optuna.Trial, point: Point, constraints: Constraints) -> FrozenTrial | None:
+        """A complete trial whose run this point repeats exactly: the same reserved
+        workspace and the same configs in every cell its simulations used (the others
+        are never launched on that trajectory, so every event is the same)."""
+        for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            visited = other.user_attrs.get("visited")
+            reserved = other.user_attrs.get("reserved_bytes")
+            if not visited or reserved is None or reserved != constraints.reserved_bytes:
+                continue
+            if len(other.intermediate_values) != len(self.seeds):
+                continue
+            theirs = self.space.point(other.params)
+            if theirs is not None and all(theirs[i] == point[i] for i in visited):
                 return other
         return None
 
@@ -457,6 +507,9 @@ class _Objective:
         constraints = _evaluation_of(prior).constraints
         _record(trial, constraints, 0, prior.user_attrs.get("latency_p50_s"))
         trial.set_user_attr("duplicate_of", prior.number)
+        for key in ("visited", "reserved_bytes"):
+            if key in prior.user_attrs:
+                trial.set_user_attr(key, prior.user_attrs[key])
         if prior.state == TrialState.PRUNED:
             raise optuna.TrialPruned(f"same assignment as pruned trial {prior.number}")
         return float(prior.value)
@@ -467,6 +520,8 @@ def _record(trial: optuna.Trial, constraints: Constraints, simulations: int, lat
         trial.set_constraint(key, value)
     trial.set_user_attr("constraint", [constraints.memory, constraints.legality])
     trial.set_user_attr("simulations", simulations)
+    if constraints.reserved_bytes is not None:
+        trial.set_user_attr("reserved_bytes", constraints.reserved_bytes)
     if constraints.reason is not None:
         trial.set_user_attr("infeasible", constraints.reason)
     if latency is not None:
@@ -488,5 +543,5 @@ class _Stop:
         except ValueError:
             best = None
         self.progress.update(len(finished), best)
-        if len(finished) >= self.target or len(_points(self.space, finished)) >= self.space.size:
+        if len(finished) >= self.target or len(names_of(finished, self.space)) >= self.space.size:
             study.stop()

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import AssignmentError
+from ..problem.assignment import Assignment
 from ..problem.model import Config, Device, Operator, Service
 
 Phases = tuple[tuple[float, float, float], ...]
@@ -56,15 +57,66 @@ _CACHE_LIMIT = 8192
 
 @dataclass(frozen=True)
 class BoundOperator:
+    """An operator with one config per bucket: each launch uses its shape's bucket's.
+
+    Launches are memoised by what they depend on, twice: first by the batch variables
+    the operator reads (its shape's and its profiles', ``reads``), which costs no
+    arithmetic on a hit; on a miss by its shape and the profiles' direct reads. A
+    decode step and the next differ in context length, which changes no GEMM's
+    shape, and changes attention's rounded length only every 16 tokens per sequence.
+    ``reads`` is None when a profile does not say what it reads (then every variable).
+    """
+
     operator: Operator
-    config: Config
+    configs: tuple[Config, ...]
+    reads: tuple[str, ...] | None = None
+    direct: tuple[str, ...] | None = None
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+    _by_vars: dict = field(default_factory=dict, repr=False, compare=False)
+    visited: set = field(default_factory=set, repr=False, compare=False)
+
+    def config_for(self, values: Mapping[str, float]) -> Config:
+        """The config of the bucket ``values`` fall in (recorded in :attr:`visited`)."""
+        bucket = 0 if len(self.configs) == 1 else self.operator.bucketing.index(values)
+        self.visited.add(bucket)
+        return self.configs[bucket]
 
     def launches(self, variables: Mapping[str, float], device: Device) -> tuple[Launch, ...]:
-        values = self.operator.variables(variables)
-        return self.config.profile.launches(values, device, self.operator.name)
+        reads = self.reads
+        outer = tuple(variables[v] for v in reads) if reads is not None else tuple(variables.values())
+        found = self._by_vars.get(outer)
+        if found is not None:
+            return found
+        shape = self.operator.shape
+        dims = tuple(expr.evaluate(variables) for _, expr in shape)
+        direct = self.direct
+        key = dims + (tuple(variables[v] for v in direct) if direct is not None else outer)
+        memo = self._memo
+        found = memo.get(key)
+        if found is None:
+            values = dict(variables)
+            values.update(zip((dim for dim, _ in shape), dims))
+            found = self.config_for(values).profile.launches(values, device, self.operator.name)
+            if len(memo) >= _CACHE_LIMIT:
+                memo.clear()
+            memo[key] = found
+        if len(self._by_vars) >= _CACHE_LIMIT:
+            self._by_vars.clear()
+        self._by_vars[outer] = found
+        return found
 
-    def workspace(self, variables: Mapping[str, float]) -> float:
-        return self.config.profile.workspace_bytes(self.operator.variables(variables))
+    def reserved_workspace(self, largest: Mapping[str, float]) -> float:
+        """The most workspace any of its configs needs in a bucket the service reaches,
+        each at its bucket's largest shape (an engine sizes it before its KV cache)."""
+        bucketing = self.operator.bucketing
+        if not bucketing.key:
+            return self.configs[0].profile.workspace_bytes(self.operator.variables(largest))
+        peak = 0.0
+        for bucket, config in zip(bucketing.buckets, self.configs):
+            if bucketing.reachable(bucket):
+                values = self.operator.bucket_variables(largest, bucket.index)
+                peak = max(peak, config.profile.workspace_bytes(values))
+        return peak
 
 
 @dataclass(frozen=True)
@@ -76,6 +128,10 @@ class BoundService:
     reserved_workspace: float
     merged: bool = False
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def visited(self) -> frozenset[tuple[str, int]]:
+        """The (operator, bucket) cells whose configs any launch so far has used."""
+        return frozenset((op.operator.name, b) for ops, _ in self.blocks for op in ops for b in op.visited)
 
     def program(self, variables: Mapping[str, float]) -> Program:
         """The launches of one batch with these variables (memoised: batches repeat).
@@ -102,13 +158,26 @@ class BoundService:
         return program
 
 
-def bind(service: Service, assignment: Mapping[str, Config], size_fields: frozenset[str],
-         allow_merge: bool = True) -> BoundService:
-    """Pair each operator with its config and compute the workspace the engine reserves.
+def _reads(configs: tuple[Config, ...], op: Operator) -> tuple[str, ...] | None:
+    """Batch variables the configs' profiles read besides the operator's shape (None:
+    a profile that does not say)."""
+    names: set[str] = set()
+    for config in configs:
+        read = getattr(config.profile, "variables_read", None)
+        if read is None or "*" in read:
+            return None
+        names |= set(read)
+    return tuple(sorted(names - {dim for dim, _ in op.shape}))
 
-    The reservation is the assignment's peak workspace at the largest batch (one
-    operator runs at a time per executor), once per executor, as an engine profiles it
-    before sizing its request state. A service whose one executor has the GPU to itself
+
+def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
+         allow_merge: bool = True) -> BoundService:
+    """Pair each operator with its configs and compute the workspace the engine reserves.
+
+    The reservation is the assignment's peak workspace over every reachable bucket of
+    every operator, each at its bucket's shape at the largest batch (one operator runs
+    at a time per executor), once per executor, as an engine profiles it before sizing
+    its request state. A service whose one executor has the GPU to itself
     (no neighbours) runs each batch as one merged launch, exactly (see :func:`merge`),
     unless ``allow_merge`` is off (a recorded timeline shows every kernel) or jitter
     would also stretch the merged launch gaps.
@@ -118,14 +187,20 @@ def bind(service: Service, assignment: Mapping[str, Config], size_fields: frozen
     """
     bound = []
     for op in service.operators:
-        config = assignment.get(op.name)
-        if config is None:
-            raise AssignmentError(f"operator {op.name!r} has no config in the assignment")
-        if config.family != op.family:
-            raise AssignmentError(
-                f"operator {op.name!r} is family {op.family!r} but config {config.name!r} is of {config.family!r}"
-            )
-        bound.append(BoundOperator(op, config))
+        try:
+            configs = assignment.configs(op.name)
+        except KeyError:
+            raise AssignmentError(f"operator {op.name!r} has no config in the assignment") from None
+        if len(configs) != op.bucketing.size:
+            raise AssignmentError(f"operator {op.name!r} has {op.bucketing.size} buckets but the assignment "
+                                  f"gives {len(configs)} configs")
+        for config in configs:
+            if config.family != op.family:
+                raise AssignmentError(f"operator {op.name!r} is family {op.family!r} but config "
+                                      f"{config.name!r} is of {config.family!r}")
+        direct = _reads(configs, op)
+        reads = None if direct is None else tuple(sorted(set(direct).union(*(e.names for _, e in op.shape))))
+        bound.append(BoundOperator(op, configs, reads, direct))
     blocks: list[tuple[tuple[BoundOperator, ...], int]] = []
     for item in bound:
         if blocks and blocks[-1][1] == item.operator.repeat:
@@ -133,7 +208,7 @@ def bind(service: Service, assignment: Mapping[str, Config], size_fields: frozen
         else:
             blocks.append(((item,), item.operator.repeat))
     largest = service.largest_batch_variables(size_fields)
-    peak = max(op.workspace(largest) for op in bound)
+    peak = max(op.reserved_workspace(largest) for op in bound)
     merged = (allow_merge and service.executors == 1 and not service.neighbors
               and service.jitter.kind == "deterministic")
     return BoundService(service, tuple(blocks), peak * service.executors, merged)

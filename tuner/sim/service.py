@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..problem.model import Config, Problem, Slo
+from ..problem.assignment import Assignment
+from ..problem.model import Problem, Slo
 from ..traffic import Workload
 from .batching import ContinuousBatching, DynamicBatching
 from .gpu import FluidGPU, Kernel
@@ -37,15 +38,21 @@ _INF = math.inf
 
 @dataclass(frozen=True)
 class SimResult:
-    """Metrics, plus the timeline when it was recorded."""
+    """Metrics, plus the timeline when it was recorded.
+
+    ``visited`` lists the (operator, bucket) cells whose configs some launch used: two
+    assignments that agree on these cells and reserve the same workspace give the same
+    run on the same workload (every launch, hence every event, is the same).
+    """
 
     metrics: Metrics
     recording: Recording | None = None
+    visited: frozenset[tuple[str, int]] = frozenset()
 
 
 def simulate(
     problem: Problem,
-    assignment: Mapping[str, Config],
+    assignment: Assignment,
     regime: str,
     seed: int = 0,
     horizon_s: float | None = None,
@@ -72,7 +79,7 @@ def _workload_and_budget(problem: Problem, regime: str, seed: int, horizon_s: fl
 
 def simulate_policy(
     problem: Problem,
-    assignments: Mapping[str, Mapping[str, Config]],
+    assignments: Mapping[str, Assignment],
     policy: SwitchPolicy,
     regime: str,
     seed: int = 0,
@@ -334,7 +341,7 @@ class ServiceRun:
         self._memory_integral, self._idle_waiting = memory_integral, idle_waiting
         self._sm_integral = gpu.sm_seconds(horizon)
         self._sm_peak = max(gpu.sm_peak, self._program_peak)
-        return SimResult(self._metrics(), recording)
+        return SimResult(self._metrics(), recording, self.bound.visited())
 
     def _metrics(self) -> Metrics:
         service = self.bound.service

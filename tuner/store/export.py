@@ -6,13 +6,15 @@ leaves a half-written file.
 
 Project JSON::
 
-    {"schema_version": 1, "problem": "toy_llm", "rows": [TableRow.to_dict(), ...]}
+    {"schema_version": 2, "problem": "toy_llm", "rows": [TableRow.to_dict(), ...]}
 
 vLLM-style: one file per (regime, operator), ``{problem}_{regime}_{op}.json``, holding
 ``{"<M>": {"BLOCK_SIZE_M": …, "BLOCK_SIZE_N": …, "BLOCK_SIZE_K": …, "GROUP_SIZE_M": …,
-"num_warps": …, "num_stages": …}}`` as vLLM's tuned Triton configs do. ``<M>`` is the
-operator's M at the largest batch (the table has one config per regime, and vLLM picks
-the key nearest the runtime M, so that one entry serves every M). Parameters spelled
+"num_warps": …, "num_stages": …}}`` as vLLM's tuned Triton configs do, one key per
+bucket (two for edges too uneven for one). vLLM serves the entry whose key is nearest
+the runtime M, so the keys are placed to make that lookup land in the right bucket for
+every integer M (:func:`nearest_keys`). An operator keyed on several dimensions gets one file per
+bucket of the others (``…_{op}_L17..32.json``), keyed on its first. Parameters spelled
 ``BLOCK_M``/``GROUP_M`` are renamed; parameters vLLM has no key for (``SPLIT_K`` …)
 are kept as they are, and a config without the six tile parameters is exported with
 its own parameters: both are reported in the returned notes.
@@ -21,6 +23,7 @@ its own parameters: both are reported in the returned notes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StorageError
-from .table import TableRow
+from .table import TableRow, bucket_label
 from .version import SCHEMA_VERSION, check_export
 
 VLLM_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
@@ -62,7 +65,7 @@ def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
         raise StorageError(f"{path}: cannot read the exported table ({exc})") from None
     check_export(document, path)
     try:
-        return str(document["problem"]), [TableRow.from_dict(row) for row in document["rows"]]
+        return str(document["problem"]), [TableRow.decode(row) for row in document["rows"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise StorageError(f"{path}: malformed row in the exported table ({exc!r})") from None
 
@@ -70,44 +73,112 @@ def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
 def vllm_config(row: TableRow) -> tuple[dict[str, Any], str | None]:
     """The vLLM-style entry of a row, and a note when it is not plain vLLM."""
     renamed = {_ALIASES.get(k, k): v for k, v in row.params.items()}
+    where = f"{row.regime}/{row.op}" + (f"@{bucket_label(row.bucket_bounds)}" if row.bucket_bounds else "")
     missing = [k for k in VLLM_KEYS if k not in renamed]
     if missing:
-        return dict(row.params), (f"{row.regime}/{row.op}: config {row.config!r} has no vLLM tile parameters "
+        return dict(row.params), (f"{where}: config {row.config!r} has no vLLM tile parameters "
                                   f"(missing {', '.join(missing)}); exported its own parameters as they are")
     entry = {k: renamed[k] for k in VLLM_KEYS}
     extra = {k: v for k, v in renamed.items() if k not in VLLM_KEYS}
     entry.update(extra)
     note = None
     if extra:
-        note = (f"{row.regime}/{row.op}: parameters {', '.join(extra)} have no vLLM key; "
-                "kept in the file as they are")
+        note = f"{where}: parameters {', '.join(extra)} have no vLLM key; kept in the file as they are"
     return entry, note
 
 
-def vllm_filename(row: TableRow) -> str:
-    return _safe(f"{row.problem}_{row.regime}_{row.op}") + ".json"
+def nearest_keys(edges: Sequence[float]) -> tuple[list[tuple[int, int]], bool]:
+    """Integer keys for buckets with ascending upper ``edges`` (bucket ``i`` holds
+    ``(edges[i-1], edges[i]]``, the last also every value above) such that vLLM's lookup,
+    the key nearest to M (``min(keys, key=lambda k: abs(k - M))``), lands in M's bucket for
+    every integer M >= 1.
+
+    One key per bucket when possible: the midpoint of consecutive keys must fall between
+    the last integer of a bucket ``h`` and the next, ``k[j] + k[j+1] = 2h + 1`` (odd, so
+    no integer M is ever a tie), so every key follows from the first, and each must lie in
+    its own bucket, which bounds the first. When no first key satisfies every bound (edges
+    too uneven), each bucket gets two keys, its lowest and its highest integer: every
+    integer of a bucket is then strictly nearer one of its own keys than any other.
+    Buckets holding no integer M get no key.
+
+    Returns:
+        ``[(key, bucket), ...]`` in ascending key order, and whether it is one key per bucket.
+    """
+    ranges = []  # (bucket, lowest integer, highest integer) of the buckets that hold one
+    previous = 0  # M >= 1: the first bucket starts at 1
+    for i, edge in enumerate(edges):
+        lo, hi = previous + 1, math.floor(edge)
+        if i == len(edges) - 1:
+            hi = max(hi, lo)  # the last bucket also takes every value above its edge
+        previous = max(previous, hi)
+        if hi >= lo:
+            ranges.append((i, lo, hi))
+    # k[j] = c[j] + sign[j] * k[0], each within [lo_j, hi_j]
+    low, high = ranges[0][1], ranges[0][2]
+    c, sign = [0], [1]
+    for (_, _, hi_before), (_, lo, hi) in zip(ranges, ranges[1:]):
+        c.append(2 * hi_before + 1 - c[-1])
+        sign.append(-sign[-1])
+        if sign[-1] > 0:
+            low, high = max(low, lo - c[-1]), min(high, hi - c[-1])
+        else:
+            low, high = max(low, c[-1] - hi), min(high, c[-1] - lo)
+    if low <= high:
+        return [(c[j] + sign[j] * high, bucket) for j, (bucket, _, _) in enumerate(ranges)], True
+    pairs = []
+    for bucket, lo, hi in ranges:
+        pairs.extend([(lo, bucket)] if lo == hi else [(lo, bucket), (hi, bucket)])
+    return pairs, False
 
 
 def export_vllm(rows: Sequence[TableRow], out_dir: str | Path) -> tuple[list[Path], list[str]]:
-    """Write one vLLM-style file per row under ``out_dir`` (created if missing).
+    """Write vLLM-style files under ``out_dir`` (created if missing): per (regime, operator
+    [, bucket of its other key dimensions]) one file whose keys (:func:`nearest_keys`)
+    make vLLM's nearest-M lookup serve each bucket's config for every integer M in it.
 
-    Returns the files written and the notes (configs that are not plain vLLM tiles).
+    Returns the files written and the notes (configs that are not plain vLLM tiles,
+    buckets that needed two keys).
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise StorageError(f"{out}: exists and is not a directory")
-    entries = []
-    notes = []
+    groups: dict[tuple[str, str, str, str], list[TableRow]] = {}
     for row in rows:
-        entry, note = vllm_config(row)
-        m = (row.shape or {}).get("M", 1)
-        entries.append((out / vllm_filename(row), {str(int(m)): entry}))
-        if note:
-            notes.append(note)
+        bounds = list((row.bucket_bounds or {}).items())
+        rest = bucket_label(dict(bounds[1:]))
+        groups.setdefault((row.problem, row.regime, row.op, rest), []).append(row)
+    files: dict[Path, dict[str, Any]] = {}
+    notes: list[str] = []
+    for (problem, regime, op, rest), group in groups.items():
+        group.sort(key=lambda r: r.bucket)
+        where = f"{regime}/{op}" + (f"@{rest}" if rest else "")
+        first_dim = next(iter(group[0].bucket_bounds or {}), None)
+        if first_dim is None:
+            m = (group[0].shape or {}).get("M", 1)
+            pairs: list[tuple[int, int]] = [(int(m), 0)]
+        else:
+            try:
+                edges = [float(r.bucket_bounds[first_dim][1]) for r in group]  # type: ignore[index]
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise StorageError(f"{where}: malformed bucket bounds ({exc!r})") from None
+            if any(b <= a for a, b in zip(edges, edges[1:])):
+                raise StorageError(f"{where}: bucket upper edges {edges} are not ascending")
+            pairs, one_each = nearest_keys(edges)
+            if not one_each:
+                notes.append(f"{where}: bucket edges too uneven for one key per bucket under nearest-{first_dim} "
+                             "lookup; each bucket has a key at its lowest and its highest value")
+        content: dict[str, Any] = {}
+        for key, position in pairs:
+            entry, note = vllm_config(group[position])
+            content[str(key)] = entry
+            if note and note not in notes:
+                notes.append(note)
+        name = _safe(f"{problem}_{regime}_{op}" + (f"_{rest}" if rest else "")) + ".json"
+        files[out / name] = content
     out.mkdir(parents=True, exist_ok=True)
-    for path, content in entries:
+    for path, content in files.items():
         _write_atomic(path, json.dumps(content, indent=4) + "\n")
-    return [path for path, _ in entries], notes
+    return list(files), notes
 
 
 def _safe(name: str) -> str:

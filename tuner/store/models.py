@@ -35,11 +35,12 @@ class SchemaVersion(Base):
 
 
 class ConfigEntry(Base):
-    """One row of the config table: (problem, regime, operator) → config, with provenance.
+    """One row of the config table: (problem, regime, operator, bucket) → config, with
+    provenance (the fields of :class:`~tuner.store.table.TableRow`).
 
     ``goodput_rps`` and ``goodput_ci_rps`` describe the whole joint assignment of the
-    regime (every operator row of a regime carries the same figures), as do the
-    baselines'. ``regime_index`` and ``op_index`` keep the problem file's order.
+    regime (every row of a regime carries the same figures), as do the baselines'.
+    ``regime_index`` and ``op_index`` keep the problem file's order.
     """
 
     __tablename__ = "tuner_configs"
@@ -47,6 +48,8 @@ class ConfigEntry(Base):
     problem: Mapped[str] = mapped_column(String(200), primary_key=True)
     regime: Mapped[str] = mapped_column(String(200), primary_key=True)
     op: Mapped[str] = mapped_column(String(200), primary_key=True)
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bucket_bounds: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     regime_index: Mapped[int] = mapped_column(Integer, nullable=False)
     op_index: Mapped[int] = mapped_column(Integer, nullable=False)
     config: Mapped[str] = mapped_column(String(500), nullable=False)
@@ -63,6 +66,10 @@ class ConfigEntry(Base):
     horizon_s: Mapped[float] = mapped_column(Float, nullable=False)
     goodput_rps: Mapped[float] = mapped_column(Float, nullable=False)
     goodput_ci_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    baseline_config: Mapped[str] = mapped_column(String(500), nullable=False)
     baseline_goodput_rps: Mapped[float] = mapped_column(Float, nullable=False)
+    delta_ci_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    one_config_goodput_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
     oracle_goodput_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    regime_rate_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from sqlalchemy.orm import Session
 from ..errors import SchemaMismatchError, StorageError
 from .models import SCHEMA_VERSION, Base, ConfigEntry, SchemaVersion
 from .table import ROW_FIELDS, TableRow
+from .version import check_version
 
 DEFAULT_URL = "sqlite:///results.db"
 
@@ -115,14 +115,7 @@ class Store:
             return
         with self._session("read the schema version") as session:
             versions = session.scalars(select(SchemaVersion.version)).all()
-        found = versions[0] if len(versions) == 1 else None
-        if found != SCHEMA_VERSION:
-            raise SchemaMismatchError(
-                f"{self.url}: tuner schema version {found if found is not None else 'unknown'} found, "
-                f"this tuner reads and writes version {SCHEMA_VERSION}; "
-                f"{'upgrade tuner' if found is not None and found > SCHEMA_VERSION else 'use another database'} "
-                "(nothing was changed)"
-            )
+        check_version(versions[0] if len(versions) == 1 else None, self.url)
         if create:  # tables added to the schema since (other tuner_* tables) — never altered
             self._create_tables()
 
@@ -148,7 +141,7 @@ class Store:
         """Replace every row of (problem, regime) with ``rows``, in one transaction."""
         for row in rows:
             if (row.problem, row.regime) != (problem, regime):
-                raise ValueError(f"row {row.problem}/{row.regime}/{row.op} is not of {problem}/{regime}")
+                raise ValueError(f"row {row.problem}/{row.regime}/{row.op}/{row.bucket} is not of {problem}/{regime}")
         with self._session(f"write the rows of {problem}/{regime}") as session:
             session.execute(delete(ConfigEntry).where(ConfigEntry.problem == problem, ConfigEntry.regime == regime))
             session.add_all(ConfigEntry(**{name: getattr(row, name) for name in ROW_FIELDS}) for row in rows)
@@ -156,11 +149,12 @@ class Store:
     def rows(self, problem: str | None = None) -> list[TableRow]:
         """Rows, ordered by problem, then the problem file's order of regimes and operators."""
         query = select(ConfigEntry).order_by(ConfigEntry.problem, ConfigEntry.regime_index, ConfigEntry.regime,
-                                             ConfigEntry.op_index, ConfigEntry.op)
+                                             ConfigEntry.op_index, ConfigEntry.op, ConfigEntry.bucket)
         if problem is not None:
             query = query.where(ConfigEntry.problem == problem)
         with self._session("read the config table") as session:
-            return [_row(entry) for entry in session.scalars(query)]
+            return [TableRow.decode({name: getattr(entry, name) for name in ROW_FIELDS})
+                    for entry in session.scalars(query)]
 
     def problems(self) -> list[str]:
         with self._session("read the config table") as session:
@@ -174,13 +168,6 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _row(entry: ConfigEntry) -> TableRow:
-    values = {name: getattr(entry, name) for name in ROW_FIELDS}
-    if values["created_at"].tzinfo is None:  # SQLite drops the zone; rows are written in UTC
-        values["created_at"] = values["created_at"].replace(tzinfo=timezone.utc)
-    return TableRow(**values)
 
 
 def sqlite_file(url: URL) -> Path | None:

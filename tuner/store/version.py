@@ -1,17 +1,50 @@
-"""The version of the tuner tables' schema (kept apart so readers of exports need no SQLAlchemy)."""
+"""The version of the tuner tables' schema, and the one check every reader makes.
+
+Kept apart so readers of exports and the runtime need no SQLAlchemy. Version 2 keys
+rows by shape bucket; a database or export of another version is refused, never
+read silently (a version-1 table has one config per operator and no buckets).
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaMismatchError, StorageError
 
 #: Version of the tuner tables this code reads and writes; ``tuner_schema`` holds it.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
-def check_export(document: Any, path: Path) -> None:
+#: The fix for a database of an older version (or none recorded).
+RETUNE_DATABASE = ("tune again into a new database (`tuner tune --storage sqlite:///new.db`) or delete its "
+                   "tuner_* tables; nothing was changed")
+#: The fix for a JSON export of an older version.
+RETUNE_EXPORT = ("tune again into a new database (`tuner tune --storage sqlite:///new.db`) and export that "
+                 "(`tuner table export --format json`)")
+
+
+def check_version(found: Any, where: object, *, fix: str = RETUNE_DATABASE) -> None:
+    """Refuse a table of another schema version with one line naming the fix.
+
+    Args:
+        found: the version the table records (None when it records none, or several).
+        where: the database URL or file, for the message.
+        fix: what to do about an older (or unknown) version; a newer one needs a newer tuner.
+
+    Raises:
+        SchemaMismatchError: ``found`` is not :data:`SCHEMA_VERSION`.
+    """
+    if found == SCHEMA_VERSION and isinstance(found, int) and not isinstance(found, bool):
+        return
+    if isinstance(found, int) and not isinstance(found, bool) and found > SCHEMA_VERSION:
+        fix = "upgrade tuner to read it"
+    shown = "unknown" if found is None else found if isinstance(found, int) and not isinstance(found, bool) \
+        else repr(found)
+    raise SchemaMismatchError(f"{where}: tuner schema version {shown} found, this tuner reads and writes "
+                              f"version {SCHEMA_VERSION} (per-shape buckets): {fix}")
+
+
+def check_export(document: Any, path: object) -> None:
     """Refuse a JSON document that is not a table export of this schema version.
 
     Raises:
@@ -20,6 +53,4 @@ def check_export(document: Any, path: Path) -> None:
     """
     if not isinstance(document, dict) or "schema_version" not in document:
         raise StorageError(f"{path}: not a tuner table export (no schema_version)")
-    if document["schema_version"] != SCHEMA_VERSION:
-        raise SchemaMismatchError(f"{path}: tuner schema version {document['schema_version']!r} found, "
-                                  f"this tuner reads version {SCHEMA_VERSION}")
+    check_version(document["schema_version"], path, fix=RETUNE_EXPORT)

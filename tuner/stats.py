@@ -82,3 +82,12 @@ def paired(after: Sequence[float], before: Sequence[float], confidence: float) -
     if len(after) != len(before):
         raise ValueError("paired samples need the same seeds")
     return Delta(tuple(a - b for a, b in zip(after, before)), confidence)
+
+
+def paired_delta(after: object, before: object, confidence: float = 0.95) -> Delta:
+    """The per-seed difference of two evaluations (anything with ``goodputs``); empty
+    (mean 0, no interval) when either is infeasible."""
+    a, b = getattr(after, "goodputs"), getattr(before, "goodputs")
+    if not a or not b:
+        return Delta((), confidence)
+    return paired(a, b, confidence)

@@ -1,0 +1,222 @@
+"""The joint assignment: one config per (operator, shape bucket), and its two codecs.
+
+Everything that carries a choice of configs — a trial, a baseline, a table row set, a
+``--assign`` list, a gate's BASE and CAND — carries an :class:`Assignment`. Its codecs
+are here and nowhere else: :meth:`Assignment.specs` / :func:`parse_specs` (the
+``OP=CONFIG`` and ``OP@BUCKET=CONFIG`` text a user types and the CLI prints) and
+:meth:`Assignment.from_rows` / :meth:`Assignment.to_rows` (the config table's rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import AssignmentError, StorageError
+from .model import Config, Problem
+
+if TYPE_CHECKING:
+    from ..store.table import TableRow
+
+#: One cell of the assignment: (operator name, bucket index).
+Cell = tuple[str, int]
+
+
+class RowLike(Protocol):
+    """What :meth:`Assignment.from_rows` reads of a table row."""
+
+    op: str
+    bucket: int
+    config: str
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One config per bucket of every operator, in service order; hashable, comparable.
+
+    Attributes:
+        ops: per operator ``(name, configs)``, ``configs[b]`` serving bucket ``b``.
+    """
+
+    ops: tuple[tuple[str, tuple[Config, ...]], ...]
+
+    @classmethod
+    def uniform(cls, problem: Problem, per_op: Mapping[str, Config]) -> Assignment:
+        """Every bucket of each operator gets that operator's config (what one config per
+        operator, as the table held before buckets, means)."""
+        missing = [op.name for op in problem.service.operators if op.name not in per_op]
+        if missing:
+            raise AssignmentError(f"operator {missing[0]!r} has no config in the assignment")
+        return cls(tuple((op.name, (per_op[op.name],) * op.bucketing.size) for op in problem.service.operators))
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        return tuple(op for op, _ in self.ops)
+
+    def configs(self, op: str) -> tuple[Config, ...]:
+        for name, configs in self.ops:
+            if name == op:
+                return configs
+        raise KeyError(op)
+
+    def config(self, op: str, bucket: int = 0) -> Config:
+        return self.configs(op)[bucket]
+
+    def cells(self) -> Iterator[tuple[Cell, Config]]:
+        for op, configs in self.ops:
+            for bucket, config in enumerate(configs):
+                yield (op, bucket), config
+
+    def uniform_config(self, op: str) -> Config | None:
+        """The operator's config when every bucket has the same one, else None."""
+        configs = self.configs(op)
+        return configs[0] if all(c == configs[0] for c in configs) else None
+
+    def replace(self, changes: Mapping[Cell, Config]) -> Assignment:
+        """A copy with some cells changed."""
+        ops = []
+        for op, configs in self.ops:
+            ops.append((op, tuple(changes.get((op, b), c) for b, c in enumerate(configs))))
+        return Assignment(tuple(ops))
+
+    def replace_op(self, op: str, configs: tuple[Config, ...]) -> Assignment:
+        """A copy with every bucket of ``op`` taken from ``configs``."""
+        return Assignment(tuple((name, configs if name == op else current) for name, current in self.ops))
+
+    def changed(self, other: Assignment) -> tuple[Cell, ...]:
+        """Cells where ``other`` has another config, in service then bucket order."""
+        return tuple(cell for (cell, mine), (_, theirs) in zip(self.cells(), other.cells()) if mine != theirs)
+
+    def changed_ops(self, other: Assignment) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(op for op, _ in self.changed(other)))
+
+    # --- the text codec ------------------------------------------------------------
+
+    def specs(self, problem: Problem) -> list[str]:
+        """``OP=CONFIG`` for an operator with one config in every bucket, else one
+        ``OP@BUCKET=CONFIG`` per bucket (the text ``--assign`` reads back)."""
+        out = []
+        for op, configs in self.ops:
+            uniform = self.uniform_config(op)
+            if uniform is not None:
+                out.append(f"{op}={uniform.name}")
+                continue
+            buckets = problem.operator(op).bucketing.buckets
+            out.extend(f"{op}@{bucket.label}={config.name}" for bucket, config in zip(buckets, configs))
+        return out
+
+    def summary(self, problem: Problem) -> str:
+        """One line: operators with one config as ``op=name``, the others as
+        ``op=[label:name …]`` with runs of equal configs merged (``M..64:a M128..8192:b``)."""
+        parts = []
+        for op, configs in self.ops:
+            uniform = self.uniform_config(op)
+            if uniform is not None:
+                parts.append(f"{op}={uniform.name}")
+                continue
+            parts.append(f"{op}=[{' '.join(runs(problem, op, configs))}]")
+        return "; ".join(parts)
+
+    # --- the table codec -------------------------------------------------------------
+
+    @classmethod
+    def from_rows(cls, problem: Problem, rows: Iterable[RowLike], where: str) -> Assignment:
+        """The assignment one regime's rows hold.
+
+        Raises:
+            StorageError: a row names an unknown operator, bucket or config, or an
+                operator's buckets are missing (the table was tuned with other buckets
+                or another version of the problem: tune it again).
+        """
+        found: dict[Cell, str] = {}
+        for row in rows:
+            found[(row.op, int(row.bucket))] = row.config
+        ops = []
+        for op in problem.service.operators:
+            family = problem.families[op.family]
+            configs = []
+            for bucket in range(op.bucketing.size):
+                name = found.pop((op.name, bucket), None)
+                config = None if name is None else family.find(name=name)
+                if config is None:
+                    what = "no row" if name is None else f"config {name!r}, which family {family.name!r} lacks"
+                    raise StorageError(f"{where}: {op.name} bucket {bucket}: {what}; the table was tuned for "
+                                       "other buckets or configs: run `tuner tune` again")
+                configs.append(config)
+            ops.append((op.name, tuple(configs)))
+        if found:
+            (op, bucket), _ = next(iter(found.items()))
+            raise StorageError(f"{where}: a row for {op} bucket {bucket}, which {problem.path} does not have; "
+                               "the table was tuned for another version of the problem: run `tuner tune` again")
+        return cls(tuple(ops))
+
+    def to_rows(self, problem: Problem, regime: str, provenance: Mapping[str, Any],
+                baseline: Assignment) -> list[TableRow]:
+        """One row per (operator, bucket), each with the regime's ``provenance`` fields
+        (every :class:`~tuner.store.TableRow` field that is not about the cell) and the
+        cell's config in ``baseline``."""
+        from ..store.table import TableRow
+
+        rows = []
+        regime_index = list(problem.regimes).index(regime)
+        for op_index, (op, configs) in enumerate(self.ops):
+            operator = problem.operator(op)
+            for bucket, config, base in zip(operator.bucketing.buckets, configs, baseline.configs(op)):
+                rows.append(TableRow(
+                    problem=problem.name, regime=regime, op=op, bucket=bucket.index,
+                    bucket_bounds=bucket.as_dict() or None, regime_index=regime_index, op_index=op_index,
+                    config=config.name, params={k: _jsonable(v) for k, v in config.params}, baseline_config=base.name,
+                    shape=representative_shape(problem, op, bucket.index),
+                    source=str(config.profile.source),
+                    kernel_source_hash=getattr(config.profile, "source_hash", None), **provenance,
+                ))
+        return rows
+
+
+def runs(problem: Problem, op: str, configs: tuple[Config, ...]) -> list[str]:
+    """``label:name`` per run of consecutive buckets with the same config."""
+    buckets = problem.operator(op).bucketing.buckets
+    if len(configs) == 1:
+        return [configs[0].name]
+    out: list[str] = []
+    start = 0
+    for i in range(1, len(configs) + 1):
+        if i == len(configs) or configs[i] != configs[start]:
+            first, last = buckets[start].label, buckets[i - 1].label
+            span = first if start == i - 1 else _span(first, last)
+            out.append(f"{span}:{configs[start].name}")
+            start = i
+    return out
+
+
+def _span(first: str, last: str) -> str:
+    """``M..16`` + ``M33..64`` → ``M..64`` (one key dimension); several: ``first–last``."""
+    if "/" in first:
+        return f"{first}–{last}"
+    return f"{first.split('..')[0]}..{last.split('..')[1]}"
+
+
+def representative_shape(problem: Problem, op: str, bucket: int) -> dict[str, float | int]:
+    """The operator's shape dimensions at a bucket's representative shape (see
+    :mod:`tuner.problem.buckets`)."""
+    values = bucket_variables(problem, op, bucket)
+    return {dim: _number(values[dim]) for dim, _ in problem.operator(op).shape}
+
+
+def bucket_variables(problem: Problem, op: str, bucket: int, at: str = "representative") -> dict[str, float]:
+    """The variables a profile is evaluated at for a bucket: the operator's variables at
+    the largest batch, its key dimensions replaced by the bucket's representative (or
+    ``at="lowest"``: smallest) values."""
+    largest = problem.service.largest_batch_variables(problem.size_fields)
+    return problem.operator(op).bucket_variables(largest, bucket, at)
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def _jsonable(value: object) -> object:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)

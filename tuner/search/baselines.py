@@ -1,0 +1,155 @@
+"""Baselines: the assignments a user would run without tuner, as objects.
+
+A :class:`Baseline` turns a problem's :class:`~tuner.search.space.JointSpace` into one
+:class:`~tuner.problem.assignment.Assignment`, judged alone (no simulation). Every
+regime evaluates them on the same seeded workloads as its trials; the table, the tune
+report, the dashboard and the gate compare against :data:`PER_BUCKET` — THE baseline:
+
+* :class:`PerBucketIsolatedFastest` — per (operator, bucket), the config fastest alone
+  at the bucket's representative shape: what ``triton.autotune(key=[M, …])`` keeps per
+  key value and a vLLM M-keyed table looks up, bucket by bucket.
+* :class:`OneConfigPerOperator` — per operator, the config fastest alone at one shape
+  (the problem's ``service.baseline_batch``, by default the largest batch) used for
+  every shape: an autotuner keyed on nothing, or on the first shape it met. Labelled
+  as such wherever it is shown; it is not what a careful user runs.
+* :class:`SmallestFootprint` — per cell, the least workspace (ties: the faster).
+
+The exhaustive oracle is not a baseline here: it needs simulations (see ``study``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..errors import IllegalConfigError, SearchError
+from ..problem.assignment import Assignment
+from ..problem.model import Config
+from .space import JointSpace, fastest_in_cell, seconds_alone
+
+
+class Baseline(Protocol):
+    """A rule that picks one assignment without simulating the service.
+
+    ``name`` is the stable key stored in tables and JSON (``per_bucket_isolated_fastest``);
+    ``label`` is what people read. ``assignment`` raises :class:`SearchError` when some
+    cell has no legal config under the rule.
+    """
+
+    name: str
+    label: str
+
+    def assignment(self, space: JointSpace) -> Assignment: ...
+
+
+def _by_cell(space: JointSpace, pick) -> Assignment:
+    by_op: dict[str, list[Config]] = {}
+    for index, (op, _) in enumerate(space.cells):
+        by_op.setdefault(op, []).append(pick(index))
+    return Assignment(tuple((op, tuple(configs)) for op, configs in by_op.items()))
+
+
+@dataclass(frozen=True)
+class PerBucketIsolatedFastest:
+    name: str = "per_bucket_isolated_fastest"
+    label: str = "per-bucket isolated-fastest"
+
+    def assignment(self, space: JointSpace) -> Assignment:
+        return _by_cell(space, lambda i: fastest_in_cell(space, i, what=self.label).config)
+
+
+@dataclass(frozen=True)
+class SmallestFootprint:
+    name: str = "smallest_footprint"
+    label: str = "smallest-footprint"
+
+    def assignment(self, space: JointSpace) -> Assignment:
+        def pick(index: int) -> Config:
+            legal = [c for c in space.costs[index] if c.legal]
+            if not legal:
+                fastest_in_cell(space, index, what=self.label)  # raises, naming the cell
+            return min(legal, key=lambda c: (c.workspace, c.latency_s)).config
+
+        return _by_cell(space, pick)
+
+
+@dataclass(frozen=True)
+class OneConfigPerOperator:
+    name: str = "one_config_per_operator"
+    label: str = "one config per operator (isolated-fastest at service.baseline_batch)"
+
+    def assignment(self, space: JointSpace) -> Assignment:
+        problem = space.problem
+        at = problem.service.baseline_batch_variables(problem.size_fields)
+        per_op = {}
+        for op in problem.service.operators:
+            best: tuple[float, int, Config] | None = None
+            for index, config in enumerate(problem.families[op.family].configs):
+                try:
+                    score = (seconds_alone(problem, op.name, config, at), index, config)
+                except IllegalConfigError:
+                    continue
+                if best is None or score[:2] < best[:2]:
+                    best = score
+            if best is None:
+                raise SearchError(f"{problem.path}: no config of family {op.family!r} can run operator "
+                                  f"{op.name!r} at service.baseline_batch, so there is no {self.name} baseline")
+            per_op[op.name] = best[2]
+        return Assignment.uniform(problem, per_op)
+
+
+PER_BUCKET = PerBucketIsolatedFastest()
+ONE_CONFIG = OneConfigPerOperator()
+SMALLEST = SmallestFootprint()
+
+#: The baselines every regime reports, THE baseline first.
+BASELINES: tuple[Baseline, ...] = (PER_BUCKET, ONE_CONFIG, SMALLEST)
+
+
+def footprint_ladder(space: JointSpace, levels: int = 8) -> list[Assignment]:
+    """Per workspace cap, each cell's fastest legal config within the cap.
+
+    The engine reserves the assignment's *peak* workspace (the largest of any cell), so
+    for a given cap the memory side is fixed and, as far as memory goes, every cell
+    should take its fastest config that fits under it. The ladder walks the caps from
+    the smallest footprint to the isolated-fastest, at most ``levels`` of them (spread
+    evenly over the distinct workspace sizes), de-duplicated. A cell with no config
+    under a cap takes its smallest one.
+    """
+    caps = sorted({c.workspace for costs in space.costs for c in costs if c.legal})
+    if not caps:
+        return []
+    if len(caps) > levels:
+        caps = [caps[round(i * (len(caps) - 1) / (levels - 1))] for i in range(levels)]
+    ladder: list[Assignment] = []
+    for cap in caps:
+        assignment = capped(space, cap)
+        if assignment is not None and assignment not in ladder:
+            ladder.append(assignment)
+    return ladder
+
+
+def capped(space: JointSpace, cap: float) -> Assignment | None:
+    """Each cell's fastest legal config with at most ``cap`` workspace (its smallest when
+    none fits); None when some cell has no legal config at all."""
+    def pick(index: int) -> Config | None:
+        legal = [c for c in space.costs[index] if c.legal]
+        if not legal:
+            return None
+        fitting = [c for c in legal if c.workspace <= cap] or [min(legal, key=lambda c: (c.workspace, c.latency_s))]
+        return min(fitting, key=lambda c: c.latency_s).config  # type: ignore[arg-type,return-value]
+
+    picks = [pick(i) for i in range(len(space.cells))]
+    if any(p is None for p in picks):
+        return None
+    return _by_cell(space, lambda i: picks[i])
+
+
+def peak_workspace(space: JointSpace, assignment: Assignment) -> float:
+    """The largest workspace any cell of the assignment needs (inf when one is illegal)."""
+    peak = 0.0
+    for index, (_, config) in enumerate(assignment.cells()):
+        cost = next(c for c in space.costs[index] if c.config == config)
+        peak = max(peak, cost.workspace if cost.legal else math.inf)
+    return peak

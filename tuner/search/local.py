@@ -1,0 +1,167 @@
+"""An Optuna sampler that searches the (operator, bucket) space by local moves.
+
+Why not TPE: a problem has one categorical parameter per cell — over a hundred for a
+transformer layer keyed on M — and a study has tens of trials. TPE's start-up trials
+are random points of that space, nearly all far worse than the warm starts, and its
+per-parameter densities need far more trials than that. The structure does the work
+instead: cells interact only through the peak workspace the engine reserves and
+through co-running, and each cell's choices are already the configs no other dominates
+(:mod:`tuner.search.space`). So every proposal is a neighbour of the best trial so far:
+
+* **cap** — lower the peak workspace one step: the cells above the next-lower cap take
+  their fastest config under it (the memory trade-off, one notch at a time); or raise it
+  one step, every cell taking its fastest config under the higher cap;
+* **operator** — move every bucket of one operator one step along its choices, towards
+  less workspace or towards less time alone (its buckets usually agree);
+* **cell** — one cell to another of its choices.
+
+Operator and cell moves touch only the cells the incumbent's simulations launched
+(when the study recorded them): a config in a bucket the service never reached in this
+regime changes nothing but, through workspace, memory — which cap moves cover.
+
+Proposals already evaluated (or in flight) are skipped; the random stream is seeded, so
+the same study and seed propose the same points. Enqueued trials (the warm starts) keep
+their own parameters, as with any Optuna sampler.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from .space import JointSpace, Point
+
+#: (move, probability) of each kind of proposal.
+MOVES = (("cap", 0.3), ("operator", 0.3), ("cell", 0.4))
+
+
+class LocalSearchSampler(optuna.samplers.BaseSampler):
+    """Neighbours of the incumbent (see the module doc).
+
+    Args:
+        space: the joint space; its ``names`` are the parameters sampled.
+        incumbent: the best point of a study so far, or None before any finished trial.
+        seed: seeds the proposals.
+    """
+
+    def __init__(self, space: JointSpace,
+                 incumbent: Callable[[optuna.Study], tuple[Point, frozenset[int] | None] | None], seed: int) -> None:
+        self.space = space
+        self._incumbent = incumbent
+        self._rng = np.random.RandomState(seed)
+        self._distributions = distributions(space)
+        self._caps = sorted({c.workspace for costs in space.costs for c in costs if c.legal})
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return dict(self._distributions)
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, object]:
+        if not search_space:
+            return {}
+        space = self.space
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
+                                                          TrialState.RUNNING, TrialState.WAITING))
+        seen = {p for t in trials if t.number != trial.number and (p := space.point(t.params)) is not None}
+        found = self._incumbent(study)
+        start, visited = found if found is not None else (tuple(c[0] for c in space.choices), None)
+        self._visited = visited
+        for _ in range(64):
+            point = self._move(start)
+            if point not in seen:
+                return space.params(point)
+        return space.params(tuple(choices[self._rng.randint(len(choices))] for choices in space.choices))
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> object:
+        choices = param_distribution.choices  # type: ignore[attr-defined]
+        return choices[self._rng.randint(len(choices))]
+
+    # --- moves ---------------------------------------------------------------------
+
+    def _move(self, point: Point) -> Point:
+        kinds, weights = zip(*MOVES)
+        kind = kinds[self._rng.choice(len(kinds), p=weights)]
+        return getattr(self, f"_{kind}_move")(point)
+
+    def _cap_move(self, point: Point) -> Point:
+        space = self.space
+        costs = [space.cost(i, name) for i, name in enumerate(point)]
+        peak = max((c.workspace for c in costs), default=0.0)
+        lower = [cap for cap in self._caps if cap < peak]
+        higher = [cap for cap in self._caps if cap > peak]
+        if lower and (not higher or self._rng.rand() < 0.7):
+            cap = lower[-1]
+            return tuple(name if cost.workspace <= cap else self._fastest(i, cap)
+                         for i, (name, cost) in enumerate(zip(point, costs)))
+        if higher:
+            return tuple(self._fastest(i, higher[0]) for i in range(len(point)))
+        return self._cell_move(point)
+
+    def _operator_move(self, point: Point) -> Point:
+        space = self.space
+        ops = sorted({space.cells[i][0] for i in self._movable()})
+        if not ops:
+            return point
+        op = ops[self._rng.randint(len(ops))]
+        by = "workspace" if self._rng.rand() < 0.5 else "latency_s"
+        out = list(point)
+        for i in self._movable():
+            choices = space.choices[i]
+            if space.cells[i][0] != op:
+                continue
+            ordered = sorted(choices, key=lambda n: (getattr(space.cost(i, n), by), n))
+            here = ordered.index(point[i]) if point[i] in ordered else len(ordered)
+            out[i] = ordered[max(0, here - 1)] if here > 0 else ordered[0]
+        return tuple(out)
+
+    def _movable(self) -> list[int]:
+        """Free cells the incumbent's runs launched (all free cells when not recorded)."""
+        free = self.space.free
+        visited = getattr(self, "_visited", None)
+        chosen = [i for i in free if i in visited] if visited else list(free)
+        return chosen or list(free)
+
+    def _cell_move(self, point: Point) -> Point:
+        movable = self._movable()
+        if not movable:
+            return point
+        i = movable[self._rng.randint(len(movable))]
+        others = [n for n in self.space.choices[i] if n != point[i]]
+        out = list(point)
+        out[i] = others[self._rng.randint(len(others))]
+        return tuple(out)
+
+    def _fastest(self, index: int, cap: float) -> str:
+        choices = [self.space.cost(index, n) for n in self.space.choices[index]]
+        fitting = [c for c in choices if c.workspace <= cap] or [min(choices, key=lambda c: c.workspace)]
+        return min(fitting, key=lambda c: math.inf if c.latency_s is None else c.latency_s).config.name
+
+
+def distributions(space: JointSpace) -> dict[str, CategoricalDistribution]:
+    """Optuna's distribution per free cell: every config of the family (a trial may
+    hold any, a warm start or a user's enqueued point included); the sampler proposes
+    only the cell's non-dominated choices."""
+    out = {}
+    for i in space.free:
+        op, _ = space.cells[i]
+        out[space.names[i]] = CategoricalDistribution([c.name for c in space.problem.family_of(op).configs])
+    return out
+
+
+def suggest(trial: optuna.Trial, space: JointSpace) -> Point:
+    """The trial's point: one categorical per free cell, the others their one choice."""
+    params = {name: trial.suggest_categorical(name, d.choices)  # type: ignore[misc]
+              for name, d in distributions(space).items()}
+    point = space.point(params)
+    assert point is not None
+    return point
+
+
+def names_of(trials: Sequence[FrozenTrial], space: JointSpace) -> set[Point]:
+    return {p for t in trials if (p := space.point(t.params)) is not None}
