@@ -5,6 +5,13 @@ A two-operator service built here: ``mem`` (lean 5 ms, no workspace / fast 4 ms 
 profiles). Memory admits (72-40)/4 = 8 requests under lean and (72-40-16)/4 = 4 under
 fast, so the capacities are 8/6 ms ≈ 1333 req/s and 4/5 ms = 800 req/s: at 1100 req/s
 (heavy) only the switch of ``mem`` to ``fast`` can cost goodput.
+
+A bucketed service (:func:`bucketed`): ``mm`` has shape ``M = batch`` and buckets
+``M..2`` and ``M3..8``; its config ``x`` takes 4 ms at every M, ``y`` takes M ms (faster
+up to M = 3, twice as slow at M = 8). One executor, batches of up to 8, 1500 req/s: with
+``x`` everywhere a full batch takes 4.1 ms (capacity 8/4.1 ms ≈ 1950 req/s), with ``y``
+in ``M3..8`` 8.1 ms (≈ 988 req/s < 1500), while ``y`` in ``M..2`` only makes small
+batches faster. So the switch to ``y`` is lost in bucket ``M3..8`` and nowhere else.
 """
 
 from __future__ import annotations
@@ -16,7 +23,11 @@ from click.testing import CliRunner
 
 from tests.conftest import ROOT, SEED_EXAMPLE
 from tuner.attribution import assignments_per_regime, attribute, compare, decide, gate
+from tuner.attribution.render import markdown_report, verdict_line
 from tuner.cli import main
+from tuner.problem import resolve_assignment
+from tuner.problem.assignment import Assignment
+from tuner.sim import simulate
 
 SEEDS = range(5)
 
@@ -65,8 +76,9 @@ def cli(*args: str):
 def test_the_regressing_operator_gets_the_largest_effect_and_its_ci_excludes_zero(problem):
     base, cand = per_regime(problem, "mem=lean norm=a")["heavy"], per_regime(problem, "mem=fast norm=b")["heavy"]
     a = attribute(problem, base, cand, "heavy", SEEDS)
-    assert [e.op for e in a.effects] == ["mem", "norm"]
+    assert [e.op for e in a.effects] == ["mem", "norm"] and [e.label for e in a.effects] == ["mem", "norm"]
     assert a.blamed == "mem" and a.ranked[0].op == "mem"
+    assert a.blamed_cell is None  # mem has one bucket: there is no bucket to name
     mem, norm = a.ranked[0], a.ranked[1]
     assert mem.add.high < 0 and mem.effect.excludes_zero and mem.remove.high < 0
     assert mem.add.mean < -0.2 * a.comparison.base_runs.mean_goodput  # the lost capacity: 1333 → 800 req/s
@@ -93,9 +105,10 @@ def test_a_neutral_change_passes_the_gate_and_its_cis_include_zero(problem):
 
 def test_identical_assignments_give_identical_metrics_and_zero_deltas(problem):
     same = per_regime(problem, "mem=fast norm=b")["heavy"]
-    comparison = compare(problem, same, dict(same), "heavy", SEEDS)
-    assert comparison.base_runs == comparison.candidate_runs
-    a = attribute(problem, same, dict(same), "heavy", SEEDS)
+    spelled_otherwise = per_regime(problem, "norm=b;mem=fast")["heavy"]
+    comparison = compare(problem, same, spelled_otherwise, "heavy", SEEDS)
+    assert comparison.base_runs == comparison.candidate_runs and comparison.changed == ()
+    a = attribute(problem, same, spelled_otherwise, "heavy", SEEDS)
     assert a.effects == () and set(a.total.values) == {0.0} and set(a.interaction.values) == {0.0}
     assert decide(comparison, 0.0, 0.95).passed
 
@@ -132,14 +145,20 @@ def test_the_seed_examples_fast_kernel_fails_the_gate_under_heavy_load_and_stage
     assert "| heavy | 7" in text  # base goodput ~730 req/s
 
 
-def test_a_table_gives_each_regime_its_own_row(tmp_path):
-    # results.db.example: seed_example's rows are light=fast, bursty=lean, heavy=lean
-    table = str(ROOT / "results.db.example")
+def test_a_table_gives_each_regime_its_own_row(seed_example, tmp_path):
+    from tuner.store.export import export_json
+
+    # the rows results.db.example holds for the seed example: light=fast, bursty=lean, heavy=lean
+    lean, fast = (resolve_assignment(seed_example, [f"stage={name}"]) for name in ("lean", "fast"))
+    rows = _table_rows(seed_example, {"light": fast, "bursty": lean, "heavy": lean})
+    table = str(export_json(seed_example.name, rows, tmp_path / "seed_example.json"))
     problem_args = ("--problem", str(SEED_EXAMPLE), "--horizon", "5", "--seeds", "2")
     ok = cli("gate", table, "stage=lean", *problem_args, "--regime", "heavy", "--regime", "bursty")
     assert ok.exit_code == 0, ok.output
     bad = cli("gate", table, "stage=fast", *problem_args, "--regime", "heavy")
     assert bad.exit_code == 1 and "blamed operator: stage" in bad.output
+    same = cli("gate", table, "stage=fast", *problem_args, "--regime", "light")
+    assert same.exit_code == 0 and "+0.0%" in same.output, same.output
 
 
 @pytest.mark.parametrize("args, words", [
@@ -175,3 +194,185 @@ def test_a_batch_simulator_gives_the_same_attribution_with_each_run_once(problem
     # removed alone): 4 distinct assignments x 3 seeds, in one batch
     assert batches == [4 * 3]
     assert together == attribute(problem, base, cand, "heavy", range(3), 2.0)
+
+
+# --- per-shape buckets -------------------------------------------------------------------
+
+BUCKET_SEEDS = range(3)
+FULL_BATCH_Y_S = 8e-3 + 0.1e-3  # y at M = 8, then norm
+
+
+def bucketed() -> dict:
+    profile = {"sm": 0.1, "dram": 0.05}
+    return {
+        "name": "bucketed",
+        "service": {
+            "batching": "dynamic", "max_batch": 8, "executors": 1,
+            "memory": {"budget": "80 GiB", "fixed": 0, "per_request": "1 GiB"},
+            "operators": [{"name": "mm", "family": "mm", "shape": {"M": "batch"}, "buckets": {"M": [2, 8]}},
+                          {"name": "norm", "family": "norm"}],
+            "slo": {"deadline": "100 ms"},
+        },
+        "families": {
+            "mm": {"space": {"variant": ["x", "y"]}, "configs": [
+                {"name": "x", "params": {"variant": "x"}, "profile": {"latency": "4 ms", **profile}},
+                {"name": "y", "params": {"variant": "y"}, "profile": {"latency": "M * ms", **profile}},
+            ]},
+            "norm": {"space": {"variant": ["a", "b"]}, "configs": [
+                {"name": "a", "params": {"variant": "a"}, "profile": {"latency": "0.1 ms", **profile}},
+                {"name": "b", "params": {"variant": "b"}, "profile": {"latency": "0.1 ms", **profile}},
+            ]},
+        },
+        "regimes": {
+            "light": {"arrivals": {"process": "poisson", "rate": 20}, "horizon": "3 s"},
+            "heavy": {"arrivals": {"process": "poisson", "rate": 1500}, "horizon": "3 s"},
+        },
+    }
+
+
+@pytest.fixture
+def buckets(write_problem):
+    return write_problem(bucketed())
+
+
+def goodputs(problem, assignment, regime="heavy"):
+    return [simulate(problem, assignment, regime, seed=s).metrics.goodput_rps for s in BUCKET_SEEDS]
+
+
+def test_by_bucket_names_op_at_label_units_and_the_operator_summary_substitutes_all_its_buckets_at_once(buckets):
+    assert [b.label for b in buckets.operator("mm").bucketing.buckets] == ["M..2", "M3..8"]
+    base, cand = per_regime(buckets, "mm=x norm=a")["heavy"], per_regime(buckets, "mm=y norm=b")["heavy"]
+    a = attribute(buckets, base, cand, "heavy", BUCKET_SEEDS, by_bucket=True)
+    # one unit per changed cell; norm has one bucket, so it keeps its plain name
+    assert [e.label for e in a.effects] == ["mm@M..2", "mm@M3..8", "norm"]
+    assert [(e.base_config, e.candidate_config) for e in a.effects] == [("x", "y")] * 2 + [("a", "b")]
+    small, large, norm = a.effects
+    base_g, cand_g = goodputs(buckets, base), goodputs(buckets, cand)
+    assert min(base_g) > 0.9 * 1500 and max(cand_g) < 8 / FULL_BATCH_Y_S  # 1500 req/s fit x, not y
+    assert large.add.high < 0 and large.effect.excludes_zero and large.add.mean < -(0.9 * 1500 - 8 / FULL_BATCH_Y_S)
+    assert small.effect.mean >= 0  # y is faster than x up to M = 3: it cannot cost goodput there
+    assert set(norm.add.values) == {0.0}  # identical profiles
+    # the per-operator summary is mm's two buckets substituted together, seed by seed,
+    # in both directions (assignments spelled independently here, simulated directly)
+    mm_only = resolve_assignment(buckets, ["mm=y", "norm=a"])
+    mm_back = resolve_assignment(buckets, ["mm=x", "norm=b"])
+    summary = {o.label: o for o in a.operators}
+    assert list(summary) == ["mm", "norm"] and summary["mm"].bucket_labels == ("M..2", "M3..8")
+    assert summary["mm"].add.values == tuple(y - x for y, x in zip(goodputs(buckets, mm_only), base_g))
+    assert summary["mm"].remove.values == tuple(c - m for c, m in zip(cand_g, goodputs(buckets, mm_back)))
+    assert summary["norm"] == norm
+    # ... which is exactly the default unit, and the interaction is over the units in use
+    by_op = attribute(buckets, base, cand, "heavy", BUCKET_SEEDS)
+    assert by_op.effects == a.operators and [e.label for e in by_op.effects] == ["mm", "norm"]
+    for result in (a, by_op):
+        assert result.total.values == pytest.approx(
+            [sum(e.add.values[i] for e in result.effects) + result.interaction.values[i] for i in range(3)])
+    # the operator is blamed, and the one bucket whose change costs goodput with it
+    assert a.blamed == "mm" and a.blamed_cell == large
+    assert by_op.blamed == "mm" and by_op.blamed_cell is None  # by operator, the buckets are not told apart
+
+
+def test_a_bucket_spec_changes_one_cell_and_the_blame_names_it(buckets):
+    base = per_regime(buckets, "default")["heavy"]
+    cand = per_regime(buckets, "mm@M3..8=y")["heavy"]
+    x, y = (buckets.family_of("mm").find(name=n) for n in ("x", "y"))
+    assert base.configs("mm") == (x, x)  # the family default is its first config
+    assert cand == base.replace({("mm", 1): y}) and cand == per_regime(buckets, "mm@1=y")["heavy"]
+    a = attribute(buckets, base, cand, "heavy", BUCKET_SEEDS)
+    (e,) = a.effects
+    assert (e.label, e.buckets, e.cell_label) == ("mm", (1,), "mm@M3..8")
+    assert a.blamed == "mm" and a.blamed_cell == e  # one bucket changed: it is the one to name
+    result = gate(buckets, {"heavy": base}, {"heavy": cand}, BUCKET_SEEDS)
+    line = verdict_line(result.verdicts[0])
+    assert "regime heavy: FAIL" in line and "blamed operator: mm@M3..8 (x → y, effect -" in line
+
+
+def test_the_gate_blames_the_operator_and_bucket_and_reports_each_cells_isolated_latency(buckets, tmp_path):
+    report = tmp_path / "gate.md"
+    result = cli("gate", "mm=x norm=a", "mm=y norm=b", "--problem", str(buckets.path), "--seeds", "3",
+                 "--report", str(report))
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("regime heavy: FAIL") and lines[1].startswith("regime light: PASS")
+    assert "blamed operator: mm (x → y, effect -" in lines[0] and "bucket mm@M3..8 (x → y, effect -" in lines[0]
+    text = report.read_text()
+    # isolated latency at each bucket's representative shape (its upper edge: M = 2, M = 8):
+    # x 4 ms everywhere, y M ms, so y is twice as fast in M..2 and twice as slow in M3..8
+    assert "| heavy | `mm@M..2` | x → y | 4.000 → 2.000 | -50.0% |" in text
+    assert "| heavy | `mm@M3..8` **(blamed)** | x → y | 4.000 → 8.000 | +100.0% |" in text
+    assert "| heavy | `norm` | a → b | 0.100 → 0.100 | +0.0% |" in text
+    assert "| heavy | `mm` (its 2 changed buckets together) | x → y |" in text
+
+
+def test_attribute_by_bucket_on_the_command_line(buckets):
+    args = ("mm=x norm=a", "mm=y norm=b", "--problem", str(buckets.path), "--regime", "heavy", "--seeds", "3")
+    document = json.loads(cli("attribute", *args, "--by-bucket", "--json").output)["regimes"][0]
+    assert [e["label"] for e in document["effects"]] == ["mm@M..2", "mm@M3..8", "norm"]
+    assert [e["label"] for e in document["operators"]] == ["mm", "norm"]
+    assert document["blamed"] == "mm" and document["blamed_bucket"] == "M3..8" and document["by_bucket"]
+    assert document["base"] == {"mm": "x", "norm": "a"} and document["candidate"] == {"mm": "y", "norm": "b"}
+    by_op = json.loads(cli("attribute", *args, "--json").output)["regimes"][0]
+    assert [e["label"] for e in by_op["effects"]] == ["mm", "norm"] and by_op["blamed_bucket"] is None
+    assert by_op["effects"][0]["effect"] == document["operators"][0]["effect"]
+    shown = cli("attribute", *args, "--by-bucket")
+    assert shown.exit_code == 0, shown.output
+    assert "mm@M3..8: x → y" in shown.output and "← blamed" in shown.output
+    assert "per operator, its changed buckets substituted together" in shown.output
+
+
+def _table_rows(problem, per_regime_assignments):
+    from datetime import datetime, timezone
+
+    provenance = dict(device="generic", triton_version=None, problem_hash="0" * 64, study_name="s",
+                      trial_number=0, seeds=1, horizon_s=1.0, goodput_rps=1.0, goodput_ci_rps=None,
+                      baseline_goodput_rps=1.0, delta_ci_rps=None, one_config_goodput_rps=None,
+                      oracle_goodput_rps=None, regime_rate_rps=None, created_at=datetime.now(timezone.utc))
+    baseline = problem.default_assignment()
+    return [row for regime, assignment in per_regime_assignments.items()
+            for row in assignment.to_rows(problem, regime, provenance, baseline=baseline)]
+
+
+def test_a_bucketed_table_gives_each_regime_its_own_cells(buckets, tmp_path):
+    from tuner.errors import StorageError
+    from tuner.store.export import export_json
+
+    x, y = (buckets.family_of("mm").find(name=n) for n in ("x", "y"))
+    a, b = (buckets.family_of("norm").find(name=n) for n in ("a", "b"))
+    light = Assignment((("mm", (y, x)), ("norm", (a,))))
+    heavy = Assignment((("mm", (x, y)), ("norm", (b,))))
+    path = export_json(buckets.name, _table_rows(buckets, {"light": light, "heavy": heavy}), tmp_path / "t.json")
+    got = assignments_per_regime(buckets, str(path), ("heavy", "light"), "BASE")
+    assert got == {"heavy": heavy, "light": light}
+    assert got["light"].specs(buckets) == ["mm@M..2=y", "mm@M3..8=x", "norm=a"]
+    # against specs equal to the light row: nothing changed in light, every cell in heavy
+    result = cli("attribute", str(path), "mm@M..2=y norm=a", "--problem", str(buckets.path), "--seeds", "2",
+                 "--by-bucket", "--json")
+    assert result.exit_code == 0, result.output
+    labels = {r["regime"]: [e["label"] for e in r["effects"]] for r in json.loads(result.output)["regimes"]}
+    assert labels == {"light": [], "heavy": ["mm@M..2", "mm@M3..8", "norm"]}
+    # a table that lacks a bucket's row is refused, naming the cell
+    rows = [r for r in _table_rows(buckets, {"heavy": heavy}) if not (r.op == "mm" and r.bucket == 1)]
+    broken = export_json(buckets.name, rows, tmp_path / "broken.json")
+    with pytest.raises(StorageError, match="mm bucket 1: no row"):
+        assignments_per_regime(buckets, str(broken), ("heavy",), "BASE")
+
+
+def test_a_bucket_is_named_only_when_it_alone_is_responsible():
+    from tuner.attribution import Attribution, Delta, Effect
+
+    def cell(bucket, *effects):
+        d = Delta(tuple(effects), 0.95)
+        return Effect("mm", (bucket,), (f"M{bucket}",), f"mm@M{bucket}", "x", "y", d, d)
+
+    def attribution(*cells):
+        values = tuple(sum(c.add.values[i] for c in cells) for i in range(len(cells[0].add.values)))
+        d = Delta(values, 0.95)
+        summary = Effect("mm", tuple(c.buckets[0] for c in cells), tuple(c.bucket_labels[0] for c in cells),
+                         "mm", "x", "y", d, d)
+        return Attribution(comparison=None, effects=cells, operators=(summary,), by_bucket=True)
+
+    hurts, noise, also_hurts = cell(0, -10.0, -11.0, -12.0), cell(1, -1.0, 1.5, -0.2), cell(2, -5.0, -6.0, -5.5)
+    assert attribution(hurts, noise).blamed_cell == hurts  # the other interval contains 0
+    assert attribution(hurts, noise, also_hurts).blamed_cell is None  # two buckets share the loss
+    assert attribution(cell(0, -10.0), cell(1, 2.0)).blamed_cell is None  # one seed: no interval to trust
+    assert attribution(hurts, noise).blamed == "mm"

@@ -1,8 +1,12 @@
 """The dashboard: ``tuner report --html``, bad storage URLs, and the served pages in a real
-headless Chromium (Debian's /usr/bin/chromium, driven by playwright-python)."""
+headless Chromium (Debian's /usr/bin/chromium, driven by playwright-python).
+
+The database is tuned once per session (``tuner tune`` on small problems, schema 2: one
+row per regime, operator and shape bucket) and copied for each test."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import threading
@@ -17,7 +21,13 @@ from tuner.cli import main
 from tuner.dashboard.render import study_body
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "results.db.example"
+#: (problem, extra ``tuner tune`` arguments) tuned into the session's database: the seed
+#: example (one bucket; lean wins bursty and heavy, fast light), toy_embedder (operators
+#: with 15 M buckets: its studies search 45 cells) and embedding_instances' light regime
+#: (built-in kernel families: compiled resources in the database's compile cache).
+TUNED = (("seed_example", ["--trials", "4", "--horizon", "2"]),
+         ("toy_embedder", ["--trials", "4", "--horizon", "1"]),
+         ("embedding_instances", ["--trials", "2", "--horizon", "0.5", "--regimes", "light"]))
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
@@ -28,10 +38,28 @@ def _regimes(db: Path) -> set[tuple[str, str]]:
         return set(conn.execute("SELECT DISTINCT problem, regime FROM tuner_configs"))
 
 
+@pytest.fixture(scope="session")
+def tuned(tmp_path_factory) -> Path:
+    """A tuner database written by ``tuner tune`` (never changed: tests view copies)."""
+    import os
+
+    path = tmp_path_factory.mktemp("tuned") / "results.db"
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for problem, args in TUNED:
+            result = CliRunner().invoke(main, ["tune", f"search_spaces/{problem}.yaml", "--storage",
+                                               f"sqlite:///{path}", *args])
+            assert result.exit_code == 0, result.output
+    finally:
+        os.chdir(cwd)
+    return path
+
+
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
+def db(tuned: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "results.db"
-    shutil.copy(EXAMPLE, copy)
+    shutil.copy(tuned, copy)
     return copy
 
 
@@ -47,6 +75,8 @@ def test_report_html_is_self_contained_and_lists_every_regime(db: Path, tmp_path
         assert f'data-problem="{problem}" data-regime="{regime}"' in text
     assert "Plotly" in text and "<script src=" not in text  # plotly.js inline, nothing fetched
     assert "plotly-graph-div" in text and "goodput (req\\u002fs)" in text
+    assert "per-bucket isolated-fastest" in text  # THE baseline, named as such everywhere
+    assert not re.search(r"(?<!per-bucket )isolated-fastest (assignment|goodput|<)", text)
     assert db.read_bytes() == before  # opened read-only
 
 
@@ -61,6 +91,20 @@ def test_bad_storage_is_one_line_exit_2(tmp_path: Path, url: str) -> None:
         assert result.exit_code == 2, result.output
         assert result.output.startswith("tuner: error: ") and result.output.count("\n") == 1, result.output
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_schema_1_database_is_refused_in_one_line(db: Path, tmp_path: Path) -> None:
+    """A table from before shape buckets (one config per operator) is never read silently."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE tuner_schema SET version = 1")
+    conn.close()
+    before = db.read_bytes()
+    for args in (["report", "--html", str(tmp_path / "r.html")], ["dashboard", "--port", "0"]):
+        result = CliRunner().invoke(main, [*args, "--storage", f"sqlite:///{db}"])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("tuner: error: ") and result.output.count("\n") == 1, result.output
+        assert "schema version 1 found" in result.output and "tune again" in result.output
+    assert db.read_bytes() == before
 
 
 @pytest.fixture
@@ -107,10 +151,17 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(base + "/", timeout=20_000)
-            shown = {(r.get_attribute("data-problem"), r.get_attribute("data-regime"))
-                     for r in page.locator("table.regimes tbody tr").all()}
-            assert shown == regimes
+            lines = page.locator("table.regimes tbody tr").all()
+            shown = [(r.get_attribute("data-problem"), r.get_attribute("data-regime")) for r in lines]
+            assert sorted(shown) == sorted(regimes)  # one line per regime, whatever its buckets
             assert "simulated" in page.inner_text("h1")
+            heads = page.locator("table.regimes thead th").all_inner_texts()
+            assert "per-bucket isolated-fastest" in heads and "one config per operator" in heads
+            heavy = page.locator('tr[data-problem="seed_example"][data-regime="heavy"]')
+            assert heavy.locator("td.configs .differs").inner_text() == "lean*"  # not the baseline's fast
+            assert heavy.locator("td.delta").inner_text().startswith("+")
+            qkv = page.locator('tr[data-problem="toy_embedder"][data-regime="heavy"] div.op[data-op="qkv"]')
+            assert qkv.inner_text().startswith("qkv M..")  # runs of M buckets, not one line per bucket
             page.screenshot(path=str(tmp_path / "index.png"), full_page=True)
 
             page.click('tr[data-problem="seed_example"][data-regime="heavy"] td.regime a')
@@ -126,21 +177,25 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
             # why: the stage's tuned config (lean) alone adds most of the heavy regime's goodput
             page.wait_for_selector("g.waterfalllayer g.trace", state="attached", timeout=20_000)
             stage = page.locator("table.attribution tbody tr").first.inner_text().split("\t")
-            assert stage[:3] == ["stage", "fast", "lean"] and float(stage[5].split()[0]) > 300, stage
+            assert stage[:4] == ["stage", "all", "fast", "lean"] and float(stage[6].split()[0]) > 300, stage
+            assert "per-bucket isolated-fastest" in page.inner_text("table.attribution thead")
 
             page.goto(base + "/problem/seed_example", timeout=60_000)
             page.wait_for_selector("g.scatterlayer g.trace path.js-line", state="attached", timeout=20_000)
             assert page.locator("text=offered load (req/s)").count() > 0  # the x axis title, drawn in the SVG
             # the seed example's lean variant overtakes fast where fast saturates (c/S = 500 req/s)
-            assert "pulls ahead of the isolated-fastest assignment between 414 and 536 req/s" in page.inner_text(
-                ".crossovers")
+            assert ("pulls ahead of the per-bucket isolated-fastest assignment between 414 and 536 req/s"
+                    in page.inner_text(".crossovers"))
+            assert page.locator("text=per-bucket isolated-fastest").count() > 0  # the baseline curve's legend
             assert page.locator("g.errorbar").count() > 0  # seeds give confidence intervals
             page.screenshot(path=str(tmp_path / "problem.png"), full_page=True)
 
-            page.goto(base + "/study/llm_decode/heavy", timeout=20_000)
+            page.goto(base + "/study/toy_embedder/heavy", timeout=20_000)
             page.wait_for_selector("g.scatterlayer g.trace", state="attached", timeout=20_000)
-            assert "40 trials" in page.inner_text(".study-summary")
+            summary = page.inner_text(".study-summary")
+            assert "4 trials" in summary and "45 parameter(s)" in summary and "qkv (15 buckets)" in summary
             assert page.locator(".plotly-graph-div").count() == 2  # history and importances
+            assert page.locator("g.barlayer g.point").count() == 20  # the 20 most important of 45 cells
             page.screenshot(path=str(tmp_path / "study.png"), full_page=True)
         finally:
             browser.close()
@@ -164,12 +219,12 @@ def test_pages_never_write_the_database(served, db: Path) -> None:
     extra = make_optuna_dashboard_server(f"sqlite:///{db}", "127.0.0.1", 0)
     serve_in_background(extra)
     try:
-        for path in ("/", "/study/llm_decode/heavy", "/study/seed_example/light", "/regime/seed_example/bursty"):
+        for path in ("/", "/study/toy_embedder/heavy", "/study/seed_example/light", "/regime/seed_example/bursty"):
             assert _get(base + path) == 200
         optuna_base = f"http://127.0.0.1:{extra.server_address[1]}"
         with urlopen(optuna_base + "/api/studies", timeout=30) as response:
             studies = json.load(response)["study_summaries"]
-        assert {s["study_name"] for s in studies} >= {"tuner:llm_decode:heavy", "tuner:seed_example:heavy"}
+        assert {s["study_name"] for s in studies} >= {"tuner:toy_embedder:heavy", "tuner:seed_example:heavy"}
         assert _get(f"{optuna_base}/api/studies/{studies[0]['study_id']}") == 200
     finally:
         extra.shutdown()
@@ -192,9 +247,11 @@ def test_into_studies_saves_figures_and_a_note_for_optuna_dashboard(db: Path, mo
     study = optuna.load_study(study_name="tuner:seed_example:heavy", storage=url)
     note = get_note(study)
     assert note.startswith("## tuner: seed_example / heavy") and "pulls ahead" in note and "∫M dt" in note
+    assert "| stage | lean\\* | fast | declared |" in note  # tuned, marked, beside the per-bucket baseline
+    assert "per-bucket isolated-fastest: " in note and "one config per operator" in note
     saved = get_plotly_graph_objects(study._storage.get_study_system_attrs(study._study_id))
     assert set(saved) == {"tuner-goodput-vs-load", "tuner-timelines", "tuner-attribution"}
-    untouched = optuna.load_study(study_name="tuner:llm_decode:heavy", storage=url)
+    untouched = optuna.load_study(study_name="tuner:toy_embedder:heavy", storage=url)
     assert get_note(untouched) == ""
 
 
@@ -242,7 +299,7 @@ def test_a_regime_tuned_like_the_baseline_shows_both_labelled(db: Path, monkeypa
     rows = [r for r in board.rows() if r.problem == "seed_example" and r.regime == "light"]
     assert [r.config for r in rows] == ["fast"]  # the isolated-fastest variant is the tuned one here
     tuned, baseline = board.timelines("seed_example", "light", rows)
-    assert (tuned.label, baseline.label) == ("tuned", "isolated-fastest")
+    assert (tuned.label, baseline.label) == ("tuned", "per-bucket isolated-fastest")
     assert tuned.metrics == baseline.metrics  # same assignment, same seed: same simulation
 
 
@@ -256,22 +313,22 @@ def test_bad_dashboard_options_exit_2(db: Path, args: list[str], message: str) -
     assert result.exit_code == 2 and message in result.output, result.output
 
 
-def test_a_database_path_with_url_characters_opens_read_only(tmp_path: Path, monkeypatch) -> None:
+def test_a_database_path_with_url_characters_opens_read_only(tuned: Path, tmp_path: Path, monkeypatch) -> None:
     from tuner.dashboard import Dashboard
 
     monkeypatch.chdir(ROOT)
     odd = tmp_path / "run #3 &x"
     odd.mkdir()
-    shutil.copy(EXAMPLE, odd / "results.db")
+    shutil.copy(tuned, odd / "results.db")
     board = Dashboard(f"sqlite:///{odd / 'results.db'}", ROOT / "search_spaces")
-    assert {r.problem for r in board.rows()} >= {"seed_example", "llm_decode"}
-    assert "40 trials" in study_body(board, "llm_decode", "heavy", board.rows())
+    assert {r.problem for r in board.rows()} >= {"seed_example", "toy_embedder"}
+    assert "4 trials" in study_body(board, "toy_embedder", "heavy", board.rows())
     storage = board.study_storage()
     with pytest.raises(Exception) as info:  # optuna wraps SQLite's refusal
-        storage.set_study_user_attr(storage.get_study_id_from_name("tuner:llm_decode:heavy"), "x", 1)
+        storage.set_study_user_attr(storage.get_study_id_from_name("tuner:toy_embedder:heavy"), "x", 1)
     assert _refused(info.value, "readonly database")
     board.close()
-    assert (odd / "results.db").read_bytes() == EXAMPLE.read_bytes()
+    assert (odd / "results.db").read_bytes() == tuned.read_bytes()
 
 
 def _refused(exc: BaseException | None, reason: str) -> bool:
@@ -351,4 +408,38 @@ def test_an_edited_problem_file_is_simulated_afresh(db: Path, tmp_path: Path) ->
     os.utime(edited, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a later mtime even on coarse clocks
     after = board.sweep("seed_example", rows).baseline.means  # still fast, now 9 ms: 444 instead of 500 req/s
     assert after != before
+    board.close()
+
+
+def test_rows_become_assignments_through_the_table_codec(db: Path, tmp_path: Path, monkeypatch) -> None:
+    """A regime's rows are one Assignment (Assignment.from_rows); the baseline drawn beside
+    it is THE baseline, the per-bucket isolated-fastest one. A problem file whose buckets
+    no longer match the rows gets the table line but no simulated plots."""
+    from tuner.dashboard import Dashboard
+    from tuner.dashboard.render import index_body, regime_body
+    from tuner.problem import load_problem
+    from tuner.problem.assignment import Assignment
+    from tuner.search import PER_BUCKET, JointSpace
+
+    monkeypatch.chdir(ROOT)
+    board = Dashboard(f"sqlite:///{db}", ROOT / "search_spaces")
+    rows = [r for r in board.rows() if r.problem == "toy_embedder" and r.regime == "bursty"]
+    assert len(rows) == 46 and {r.bucket_bounds is None for r in rows} == {True, False}  # attn has one bucket
+    problem = board.problem("toy_embedder")
+    assert board.assignment(problem, rows) == Assignment.from_rows(problem, rows, "test")
+    assert board.baseline(problem) == PER_BUCKET.assignment(JointSpace.of(load_problem(problem.path)))
+    assert [r.baseline_config for r in rows] == [c.name for _, c in board.baseline(problem).cells()]
+    board.close()
+
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    source = (ROOT / "search_spaces" / "toy_embedder.yaml").read_text()
+    (problems / "toy_embedder.yaml").write_text(source.replace(
+        "- {name: qkv,  family: gemm, shape: {M: batch * tokens, N: 3 * d, K: d}, repeat: 24}",
+        "- {name: qkv,  family: gemm, shape: {M: batch * tokens, N: 3 * d, K: d}, repeat: 24, buckets: {M: [64, 16384]}}"))
+    board = Dashboard(f"sqlite:///{db}", problems)
+    assert board.problem("toy_embedder") is not None and board.assignment(board.problem("toy_embedder"), rows) is None
+    all_rows = board.rows()
+    assert 'data-regime="bursty"' in index_body(board, all_rows)
+    assert "no longer matches the table" in regime_body(board, "toy_embedder", "bursty", all_rows)
     board.close()

@@ -1,21 +1,23 @@
-"""BASE and CAND: a config table (one row per regime) or ``op=config`` specs.
+"""BASE and CAND: a config table (one assignment per regime) or ``op=config`` specs.
 
 A value is a table when it is a ``sqlite:`` URL, an existing file, or has no ``=`` in it
-(then a missing file is reported as such). Otherwise it is one or more ``OP=CONFIG``
-specs separated by spaces or ``;`` (``OP=K=V,K=V`` picks a config by parameters, as
-``tuner simulate --assign`` does); operators not named keep the family default. The
+(then a missing file is reported as such). Otherwise it is one or more ``OP=CONFIG`` or
+``OP@BUCKET=CONFIG`` specs separated by spaces or ``;`` (``OP=K=V,K=V`` picks a config by
+parameters, as ``tuner simulate --assign`` does; ``BUCKET`` is a bucket's label such as
+``M17..32`` or its index); operators and buckets not named keep the family default. The
 word ``default`` alone is the default assignment.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import StorageError, TunerError
 from ..problem import resolve_assignment
-from ..problem.model import Config, Problem
+from ..problem.assignment import Assignment
+from ..problem.model import Problem
 
 
 def check_regimes(problem: Problem, regimes: Iterable[str]) -> tuple[str, ...]:
@@ -36,26 +38,28 @@ def _is_table(text: str) -> bool:
 
 
 def assignments_per_regime(problem: Problem, text: str, regimes: Iterable[str],
-                           what: str = "assignment") -> dict[str, dict[str, Config]]:
-    """``regime -> op -> Config`` for ``text`` (see the module doc).
+                           what: str = "assignment") -> dict[str, Assignment]:
+    """``regime -> Assignment`` for ``text`` (see the module doc): a table's own rows for
+    each regime (one config per operator and bucket), or the same specs in every regime.
 
     Raises:
-        StorageError: an unreadable table, or one without a row for a regime.
-        AssignmentError: an unknown operator or config.
+        StorageError: an unreadable table, one without rows for a regime, or rows that do
+            not match the problem's operators, buckets or configs.
+        AssignmentError: an unknown operator, bucket or config in the specs.
     """
     regimes = tuple(regimes)
     if _is_table(text):
         from ..runtime.table import read_table
 
         table = read_table(text, problem=problem.name)
-        out: dict[str, dict[str, Config]] = {}
+        out: dict[str, Assignment] = {}
         for regime in regimes:
-            row: Mapping[str, str] | None = table.names.get(regime)
-            if row is None:
+            rows = table.regime_rows(regime)
+            if not rows:
                 raise StorageError(f"{table.source}: {what}: the table has no row for regime {regime!r} "
                                    f"(regimes: {', '.join(table.regimes)})")
-            out[regime] = resolve_assignment(problem, [f"{op}={name}" for op, name in sorted(row.items())])
+            out[regime] = Assignment.from_rows(problem, rows, where=f"{table.source}: {what}: regime {regime}")
         return out
     specs = [] if text.strip() == "default" else [s for s in re.split(r"[;\s]+", text) if s]
     assignment = resolve_assignment(problem, specs)
-    return {regime: dict(assignment) for regime in regimes}
+    return {regime: assignment for regime in regimes}

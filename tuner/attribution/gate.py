@@ -5,6 +5,10 @@ goodput, a regime passes when the one-sided ``confidence`` lower bound of mean(d
 least ``-tolerance × B``: we are that confident the candidate is not worse by more than
 the tolerance. It fails otherwise (including when the seeds are too noisy to tell).
 The gate passes when every regime passes; regimes are judged independently.
+
+A failing regime is attributed by (operator, bucket) cell and summarised per operator:
+the blame names the operator whose changed buckets, substituted together, cost the most
+goodput, and the bucket when one bucket is responsible (see :mod:`.attribute`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import TunerError
-from ..problem.model import Config, Problem
+from ..problem.assignment import Assignment
+from ..problem.model import Problem
 from .attribute import Attribution, Comparison, attribute, compare
 
 
@@ -67,11 +72,11 @@ def decide(comparison: Comparison, tolerance: float, confidence: float) -> Regim
     return RegimeVerdict(comparison, tolerance, confidence, lower, lower >= -margin)
 
 
-def gate(problem: Problem, base: Mapping[str, Mapping[str, Config]], candidate: Mapping[str, Mapping[str, Config]],
+def gate(problem: Problem, base: Mapping[str, Assignment], candidate: Mapping[str, Assignment],
          seeds: Sequence[int], horizon_s: float | None = None, tolerance: float = 0.02, confidence: float = 0.95,
          attribute_all: bool = False) -> GateResult:
     """Judge every regime of ``base`` (``regime -> assignment``); attribute the failing ones
-    (every one with ``attribute_all``, as the Markdown report needs)."""
+    by bucket (every one with ``attribute_all``, as the Markdown report needs)."""
     if not 0 <= tolerance < 1:
         raise TunerError(f"--tolerance must be in [0, 1) but got {tolerance}")
     if not 0.5 <= confidence < 1:
@@ -84,7 +89,7 @@ def gate(problem: Problem, base: Mapping[str, Mapping[str, Config]], candidate: 
         verdict = decide(comparison, tolerance, confidence)
         if attribute_all or not verdict.passed:
             attribution = attribute(problem, base[regime], candidate[regime], regime, seeds, horizon_s,
-                                    confidence, comparison=comparison)
+                                    confidence, comparison=comparison, by_bucket=True)
             verdict = RegimeVerdict(comparison, tolerance, confidence, verdict.lower_bound, verdict.passed,
                                     attribution)
         verdicts.append(verdict)

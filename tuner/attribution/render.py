@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import IllegalConfigError
+from ..problem.assignment import Assignment
 from ..problem.model import Problem
-from .attribute import Attribution
+from ..stats import Delta
+from .attribute import Attribution, Effect
 from .gate import GateResult, RegimeVerdict
-from .stats import Delta
 
 GIB = 2**30
 
@@ -23,18 +23,38 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def attribution_to_dict(a: Attribution) -> dict[str, object]:
+def _name(e: Effect) -> str:
+    """``op``, ``op@LABEL`` (one bucket by bucket), or ``op [LABEL …]`` (an operator's
+    changed buckets together, when it has several)."""
+    if e.label != e.op or not e.bucket_labels[0]:
+        return e.label
+    return f"{e.op} [{' '.join(e.bucket_labels)}]"
+
+
+def _specs(problem: Problem, assignment: Assignment) -> dict[str, str]:
+    return dict(spec.split("=", 1) for spec in assignment.specs(problem))
+
+
+def _effect_to_dict(e: Effect) -> dict[str, object]:
+    return {"op": e.op, "label": e.label, "buckets": list(e.bucket_labels), "base_config": e.base_config,
+            "candidate_config": e.candidate_config, "add": e.add.to_dict(), "remove": e.remove.to_dict(),
+            "effect": e.effect.to_dict(), "ci_excludes_zero": e.effect.excludes_zero}
+
+
+def attribution_to_dict(problem: Problem, a: Attribution) -> dict[str, object]:
     c = a.comparison
+    cell = a.blamed_cell
     return {
         "regime": a.regime, "seeds": list(c.seeds), "horizon_s": c.horizon_s, "confidence": c.confidence,
-        "base": dict(c.base), "candidate": dict(c.candidate),
+        "base": _specs(problem, c.base), "candidate": _specs(problem, c.candidate),
         "base_goodput_rps": c.base_runs.mean_goodput, "candidate_goodput_rps": c.candidate_runs.mean_goodput,
         "total": a.total.to_dict(),
-        "effects": [{"op": e.op, "base_config": e.base_config, "candidate_config": e.candidate_config,
-                     "add": e.add.to_dict(), "remove": e.remove.to_dict(), "effect": e.effect.to_dict(),
-                     "ci_excludes_zero": e.effect.excludes_zero} for e in a.effects],
+        "by_bucket": a.by_bucket,
+        "effects": [_effect_to_dict(e) for e in a.effects],
+        "operators": [_effect_to_dict(e) for e in a.operators],
         "interaction": a.interaction.to_dict(),
         "blamed": a.blamed,
+        "blamed_bucket": None if cell is None else cell.bucket_labels[0],
     }
 
 
@@ -45,8 +65,18 @@ def _bar(delta: float, scale: float) -> str:
     return f"[red]{blocks}[/red]" if delta < 0 else f"[green]{blocks}[/green]"
 
 
+def _is_blamed(a: Attribution, e: Effect) -> bool:
+    """Whether the blame falls on this unit: the responsible bucket when there is one,
+    else every unit of the blamed operator."""
+    cell = a.blamed_cell
+    if cell is not None:
+        return (e.op, e.buckets) == (cell.op, cell.buckets)
+    return e.op == a.blamed
+
+
 def waterfall(attributions: Sequence[Attribution]) -> None:
-    """One table per regime: base → each substitution alone → interaction → candidate."""
+    """One table per regime: base → each substitution alone → interaction → candidate;
+    by bucket, then each operator with several changed buckets substituted at once."""
     from rich.console import Console
     from rich.table import Table
 
@@ -64,8 +94,8 @@ def waterfall(attributions: Sequence[Attribution]) -> None:
         running = base
         for e in a.effects:
             running += e.add.mean
-            mark = "← blamed" if e.op == a.blamed else ("CI ∌ 0" if e.add.excludes_zero else "")
-            table.add_row(f"{e.op}: {e.base_config} → {e.candidate_config}", f"{e.add.mean:+.2f}", _ci(e.add),
+            mark = "← blamed" if _is_blamed(a, e) else ("CI ∌ 0" if e.add.excludes_zero else "")
+            table.add_row(f"{_name(e)}: {e.base_config} → {e.candidate_config}", f"{e.add.mean:+.2f}", _ci(e.add),
                           f"{running:.2f}", f"{e.remove.mean:+.2f} {_ci(e.remove)}", mark, _bar(e.add.mean, scale))
         inter = a.interaction
         running += inter.mean
@@ -75,6 +105,35 @@ def waterfall(attributions: Sequence[Attribution]) -> None:
         console.print(table)
         if not a.effects:
             console.print("  base and candidate assign the same configs: nothing to attribute")
+        several = [o for o in a.operators if len(o.buckets) > 1]
+        if a.by_bucket and several:
+            summary = Table(title=f"regime {a.regime}: per operator, its changed buckets substituted together "
+                                  f"(req/s, mean ± {pct}% CI)", title_justify="left")
+            for column in ("operator", "buckets", "Δ alone", "remove-last Δ", "effect", "Σ buckets alone", ""):
+                summary.add_column(column, justify="left" if column in ("operator", "buckets", "") else "right")
+            for o in several:
+                cells = sum(e.add.mean for e in a.effects if e.op == o.op)
+                summary.add_row(o.op, " ".join(o.bucket_labels), f"{o.add.mean:+.2f} {_ci(o.add)}",
+                                f"{o.remove.mean:+.2f} {_ci(o.remove)}", f"{o.effect.mean:+.2f} {_ci(o.effect)}",
+                                f"{cells:+.2f}", "← blamed" if o.op == a.blamed else "")
+            console.print(summary)
+
+
+def blame_text(a: Attribution) -> str:
+    """The blame of an attribution that has one: ``stage (lean → fast, effect -718.37
+    ±18.86/s)``; ``mm@M3..8 (…)`` when the operator changed in one of its several
+    buckets; ``mm (…), bucket mm@M3..8 (…)`` when one of its changed buckets is responsible."""
+    op, cell = a.blamed_operator, a.blamed_cell
+    if op is None:
+        raise ValueError("nothing is blamed")
+    if cell is not None and cell.buckets == op.buckets:
+        op = cell
+    text = (f"{op.cell_label or op.op} ({op.base_config} → {op.candidate_config}, "
+            f"effect {op.effect.mean:+.2f} {_ci(op.effect)}/s)")
+    if cell is not None and cell is not op:
+        text += (f", bucket {cell.cell_label} ({cell.base_config} → {cell.candidate_config}, "
+                 f"effect {cell.effect.mean:+.2f} {_ci(cell.effect)}/s)")
+    return text
 
 
 def verdict_line(v: RegimeVerdict) -> str:
@@ -87,32 +146,68 @@ def verdict_line(v: RegimeVerdict) -> str:
             f"{v.comparison.candidate_runs.mean_goodput:.2f}/s ({change}; one-sided {pct}% lower bound {bound}, "
             f"tolerance -{v.tolerance:.1%})")
     if not v.passed and v.attribution is not None:
-        blamed = v.attribution.blamed
-        if blamed is None:
+        if v.attribution.blamed is None:
             text += "; no single operator change explains it (interaction)"
         else:
-            e = next(e for e in v.attribution.effects if e.op == blamed)
-            text += (f"; blamed operator: {blamed} ({e.base_config} → {e.candidate_config}, "
-                     f"effect {e.effect.mean:+.2f} {_ci(e.effect)}/s)")
+            text += f"; blamed operator: {blame_text(v.attribution)}"
     return text
 
 
-def _iso(problem: Problem, op: str, config_name: str) -> float | None:
-    from ..search.space import isolated_latency
+def _iso(problem: Problem, op: str, bucket: int, config_name: str) -> float | None:
+    """Seconds the config takes alone at the bucket's representative shape, as the
+    per-bucket isolated-fastest baseline times it (None when it cannot run that shape).
+
+    Not :func:`tuner.search.space.seconds_alone` with
+    :func:`tuner.problem.assignment.bucket_variables`: that recomputes the shape from the
+    batch variables, so every bucket would be timed at the largest batch's shape.
+    """
+    from ..search.space import cell_cost
 
     config = problem.family_of(op).find(name=config_name)
-    try:
-        return isolated_latency(problem, op, config) if config is not None else None
-    except IllegalConfigError:
-        return None
+    return None if config is None else cell_cost(problem, op, bucket, config).latency_s
 
 
 def _fmt(value: float | None, fmt: str) -> str:
     return "—" if value is None else format(value, fmt)
 
 
+def _cell_rows(problem: Problem, v: RegimeVerdict) -> list[str]:
+    """Per changed cell its isolated latency beside its service effect; then each operator
+    with several changed buckets, substituted together."""
+    a = v.attribution
+    assert a is not None
+    c = a.comparison
+    rows = []
+
+    def blame(hit: bool) -> str:
+        return " **(blamed)**" if hit and not v.passed else ""
+
+    for e in a.effects:
+        if len(e.buckets) == 1:
+            bucket = e.buckets[0]
+            before = _iso(problem, e.op, bucket, c.base.config(e.op, bucket).name)
+            after = _iso(problem, e.op, bucket, c.candidate.config(e.op, bucket).name)
+            iso = f"{_fmt(before and before * 1e3, '.3f')} → {_fmt(after and after * 1e3, '.3f')}"
+            rel = "—" if not before or after is None else f"{(after - before) / before:+.1%}"
+        else:
+            iso, rel = "—", "—"
+        rows.append(f"| {v.regime} | `{_name(e)}`{blame(_is_blamed(a, e))} | {e.base_config} → {e.candidate_config} "
+                    f"| {iso} | {rel} | {e.add.mean:+.2f} {_ci(e.add)} | {e.remove.mean:+.2f} {_ci(e.remove)} |")
+    if a.by_bucket:
+        for o in a.operators:
+            if len(o.buckets) > 1:
+                hit = o.op == a.blamed and a.blamed_cell is None
+                rows.append(f"| {v.regime} | `{o.op}` (its {len(o.buckets)} changed buckets together){blame(hit)} "
+                            f"| {o.base_config} → {o.candidate_config} | | | {o.add.mean:+.2f} {_ci(o.add)} "
+                            f"| {o.remove.mean:+.2f} {_ci(o.remove)} |")
+    if a.effects:
+        rows.append(f"| {v.regime} | *interaction* | | | | {a.interaction.mean:+.2f} {_ci(a.interaction)} | |")
+    return rows
+
+
 def markdown_report(problem: Problem, result: GateResult, base_text: str, cand_text: str) -> str:
-    """A PR comment: the decision, per-regime service figures, per-kernel isolated vs service effect."""
+    """A PR comment: the decision, per-regime service figures, per changed (operator,
+    bucket) cell its isolated latency beside its service effect."""
     first = result.verdicts[0]
     c0 = first.comparison
     pct = round(first.confidence * 100)
@@ -137,23 +232,15 @@ def markdown_report(problem: Problem, result: GateResult, base_text: str, cand_t
             f"| {c.total.mean:+.2f} {_ci(c.total)} | {_fmt(p99b and p99b * 1e3, '.1f')} "
             f"| {_fmt(p99c and p99c * 1e3, '.1f')} | {max(c.base_runs.memory_peak) / GIB:.2f} "
             f"| {max(c.candidate_runs.memory_peak) / GIB:.2f} | {'pass' if v.passed else '**fail**'} |")
-    lines += ["", "### Per substituted kernel: isolated latency vs service effect", "",
-              ("Isolated latency: the config alone at the representative batch. Service effect: goodput change "
-              "when that substitution alone is made on the base (mean ± CI over paired seeds)."), "",
-              ("| regime | operator | base → cand | isolated (ms) | isolated Δ | goodput Δ alone (req/s) "
+    lines += ["", "### Per changed kernel cell: isolated latency vs service effect", "",
+              ("A cell is an operator (`op`) or one shape bucket of it (`op@LABEL`). Isolated latency: the config "
+               "alone at the bucket's representative shape. Service effect: goodput change when that substitution "
+               "alone is made on the base, and when it is removed alone from the candidate (mean ± CI over paired "
+               "seeds)."), "",
+              ("| regime | cell | base → cand | isolated (ms) | isolated Δ | goodput Δ alone (req/s) "
               "| goodput Δ removed last (req/s) |"),
               "|---|---|---|---:|---:|---:|---:|"]
     for v in result.verdicts:
-        if v.attribution is None:
-            continue
-        for e in v.attribution.effects:
-            before, after = _iso(problem, e.op, e.base_config), _iso(problem, e.op, e.candidate_config)
-            iso = f"{_fmt(before and before * 1e3, '.3f')} → {_fmt(after and after * 1e3, '.3f')}"
-            rel = "—" if not before or after is None else f"{(after - before) / before:+.1%}"
-            blame = " **(blamed)**" if e.op == v.attribution.blamed and not v.passed else ""
-            lines.append(f"| {v.regime} | `{e.op}`{blame} | {e.base_config} → {e.candidate_config} | {iso} | {rel} "
-                         f"| {e.add.mean:+.2f} {_ci(e.add)} | {e.remove.mean:+.2f} {_ci(e.remove)} |")
-        inter = v.attribution.interaction
-        if v.attribution.effects:
-            lines.append(f"| {v.regime} | *interaction* | | | | {inter.mean:+.2f} {_ci(inter)} | |")
+        if v.attribution is not None:
+            lines += _cell_rows(problem, v)
     return "\n".join(lines) + "\n"

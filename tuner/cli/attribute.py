@@ -1,4 +1,4 @@
-"""``tuner attribute``: which operator's config change moved goodput."""
+"""``tuner attribute``: which operator's (or, by bucket, which cell's) config change moved goodput."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from pathlib import Path
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, main, one_line_errors
+from . import DEFAULT_PROBLEM, main, one_line_errors, warn
 
 ASSIGNMENT_HELP = ("BASE and CAND are each a config table (a SQLite file, sqlite:/// URL or JSON export; "
-                   "each regime uses its own row) or OP=CONFIG specs separated by spaces or ';' "
-                   "(quote them; unnamed operators keep the default; 'default' alone is the default assignment).")
+                   "each regime uses its own rows, one per operator and shape bucket) or OP=CONFIG and "
+                   "OP@BUCKET=CONFIG specs separated by spaces or ';' (quote them; unnamed operators and buckets "
+                   "keep the default; 'default' alone is the default assignment).")
 
 
 def common_options(command):
@@ -35,6 +36,7 @@ def load_inputs(problem: Path | None, base: str, cand: str, regimes: tuple[str, 
     from ..problem import load_problem
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
+    warn(loaded.warnings)
     chosen = check_regimes(loaded, regimes)
     if seeds < 1:
         raise TunerError(f"--seeds must be at least 1 but got {seeds}")
@@ -49,10 +51,13 @@ def load_inputs(problem: Path | None, base: str, cand: str, regimes: tuple[str, 
 @click.argument("cand")
 @common_options
 @click.option("--confidence", default=0.95, show_default=True, help="Two-sided confidence of the intervals.")
+@click.option("--by-bucket", is_flag=True,
+              help="One substitution per changed (operator, bucket) cell, labelled OP@BUCKET, with a summary per "
+                   "operator (default: one per changed operator, all its changed buckets together).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the waterfall.")
 @one_line_errors
 def attribute(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], seeds: int,
-              horizon: float | None, confidence: float, as_json: bool) -> None:
+              horizon: float | None, confidence: float, by_bucket: bool, as_json: bool) -> None:
     """Attribute CAND's goodput change against BASE to each operator's config change."""
     from ..attribution import attribute as run_attribution
     from ..attribution.render import attribution_to_dict, waterfall
@@ -60,10 +65,11 @@ def attribute(base: str, cand: str, problem: Path | None, regimes: tuple[str, ..
     if not 0.5 <= confidence < 1:
         raise TunerError(f"--confidence must be in [0.5, 1) but got {confidence}")
     loaded, chosen, base_a, cand_a = load_inputs(problem, base, cand, regimes, seeds, horizon)
-    results = [run_attribution(loaded, base_a[r], cand_a[r], r, range(seeds), horizon, confidence)
+    results = [run_attribution(loaded, base_a[r], cand_a[r], r, range(seeds), horizon, confidence,
+                               by_bucket=by_bucket)
                for r in chosen]
     if as_json:
-        click.echo(json.dumps({"problem": loaded.name, "regimes": [attribution_to_dict(a) for a in results]},
-                              indent=2))
+        click.echo(json.dumps({"problem": loaded.name,
+                               "regimes": [attribution_to_dict(loaded, a) for a in results]}, indent=2))
         return
     waterfall(results)

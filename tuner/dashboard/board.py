@@ -15,11 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import TunerError
+from ..errors import StorageError, TunerError
+from ..problem.assignment import Assignment
 from ..store.table import TableRow
 from .points import Point, point, remember, simulate_point
 from .storage import compile_resources, open_readonly, readonly_study_storage
-from .sweep import Sweep, bucket, config_names, point_horizon, run_sweep
+from .sweep import BASELINE_LABEL, Sweep, point_horizon, rate_bucket, run_sweep
 from .timeline import Timeline, record
 
 SWEEP_POINTS = 8
@@ -143,38 +144,36 @@ class Dashboard:
             return problem
         return self._cached(("problem", str(path), stamp), load)
 
-    def assignment(self, problem, rows: list[TableRow]) -> dict[str, Any] | None:
-        """The configs a regime's rows name, or None when the problem file no longer has them."""
-        result = {}
-        for row in rows:
-            if row.op not in {op.name for op in problem.service.operators}:
-                return None
-            config = problem.family_of(row.op).find(name=row.config)
-            if config is None:
-                return None
-            result[row.op] = config
-        return result
+    def assignment(self, problem, rows: list[TableRow]) -> Assignment | None:
+        """The assignment one regime's rows hold, or None when the problem file no longer
+        matches them (other operators, buckets or configs)."""
+        where = f"{self.storage}: {rows[0].problem}/{rows[0].regime}" if rows else self.storage
+        try:
+            return Assignment.from_rows(problem, rows, where)
+        except StorageError:
+            return None
 
-    def baseline(self, problem) -> dict[str, Any]:
-        from ..search.space import JointSpace, isolated_fastest
+    def baseline(self, problem) -> Assignment:
+        """THE baseline: the per-bucket isolated-fastest assignment
+        (:data:`tuner.search.baselines.PER_BUCKET`)."""
+        from ..search.baselines import PER_BUCKET
+        from ..search.space import JointSpace
 
-        space = JointSpace.of(problem)
-        return space.assignment(isolated_fastest(space))
+        return self._cached(("baseline", problem.path, problem.file_hash),
+                            lambda: PER_BUCKET.assignment(JointSpace.of(problem)))
 
     def sweep(self, problem_name: str, rows: list[TableRow]) -> Sweep | None:
         problem = self.problem(problem_name)
         if problem is None:
             return None
-        labelled: OrderedDict[tuple, tuple[list[str], dict, bool]] = OrderedDict()
+        labelled: OrderedDict[Assignment, tuple[list[str], bool]] = OrderedDict()
         for (_, regime), regime_rows in regimes_of([r for r in rows if r.problem == problem_name]).items():
             assignment = self.assignment(problem, regime_rows)
             if assignment is not None:
-                labelled.setdefault(config_names(assignment), ([], assignment, False))[0].append(f"tuned for {regime}")
+                labelled.setdefault(assignment, ([], False))[0].append(f"tuned for {regime}")
         baseline = self.baseline(problem)
-        key = config_names(baseline)
-        labels = labelled.get(key, ([], baseline, True))[0]
-        labelled[key] = ([*labels, "isolated-fastest"], baseline, True)
-        candidates = [(" / ".join(labels), assignment, is_base) for labels, assignment, is_base in labelled.values()]
+        labelled[baseline] = ([*labelled.get(baseline, ([], True))[0], BASELINE_LABEL], True)
+        candidates = [(" / ".join(labels), assignment, is_base) for assignment, (labels, is_base) in labelled.items()]
         return run_sweep(problem, self.storage, candidates, **self.sweep_settings, evaluate=self._simulations)
 
     def _simulations(self, points: list[Point]) -> list[Any]:
@@ -222,15 +221,15 @@ class Dashboard:
         problem, tuned = found
         horizon = min(self.timeline_horizon_s, problem.regimes[regime].horizon_s)
         result = []
-        for label, assignment in (("tuned", tuned), ("isolated-fastest", self.baseline(problem))):
-            timeline = self._cached(("timeline", problem.path, problem.file_hash, regime, config_names(assignment), horizon),
+        for label, assignment in (("tuned", tuned), (BASELINE_LABEL, self.baseline(problem))):
+            timeline = self._cached(("timeline", problem.path, problem.file_hash, regime, assignment, horizon),
                                     lambda assignment=assignment: record(problem, assignment, regime, horizon, ""))
             result.append(dataclasses.replace(timeline, label=label))  # one simulation when tuned == baseline
         return result
 
     def attribution(self, problem_name: str, regime: str, rows: list[TableRow]):
-        """Goodput of the isolated-fastest assignment, the tuned one, and each operator's
-        tuned config substituted alone (:func:`tuner.attribution.attribute`), or None."""
+        """Goodput of the per-bucket isolated-fastest assignment, the tuned one, and each
+        operator's tuned configs substituted alone (:func:`tuner.attribution.attribute`), or None."""
         from ..attribution import attribute
 
         found = self._tuned(problem_name, regime, rows)
@@ -239,17 +238,15 @@ class Dashboard:
         problem, tuned = found
         baseline = self.baseline(problem)
         chosen, settings = problem.regimes[regime], self.sweep_settings
-        rates = bucket(chosen)
+        rates = rate_bucket(chosen)
         horizon = point_horizon(chosen, (rates.low + rates.high) / 2, settings["min_requests"],
                                 settings["min_horizon_s"], settings["max_horizon_s"])
         seeds = tuple(range(settings["seeds"]))
 
         def batch(runs):
-            return self._simulations([point(problem, self.storage, regime, config_names(assignment), None,
-                                            seed, horizon) for assignment, seed in runs])
-        return self._cached(("attribution", problem.path, problem.file_hash, regime, config_names(baseline),
-                             config_names(tuned),
-                             seeds, horizon),
+            return self._simulations([point(problem, self.storage, regime, assignment, None, seed, horizon)
+                                      for assignment, seed in runs])
+        return self._cached(("attribution", problem.path, problem.file_hash, regime, baseline, tuned, seeds, horizon),
                             lambda: attribute(problem, baseline, tuned, regime, seeds, horizon, batch=batch))
 
     def warm(self, progress: Callable[[str], None] | None = None) -> None:

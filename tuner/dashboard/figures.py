@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .sweep import Sweep
+from ..store.table import TableRow
+from . import cells
+from .sweep import BASELINE_LABEL, Sweep
 from .timeline import Timeline
 
 TUNED_COLOR, BASELINE_COLOR = "#1f77b4", "#d62728"
@@ -21,7 +23,7 @@ def sweep_figure(sweep: Sweep):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for i, b in enumerate(sweep.buckets):
+    for i, b in enumerate(sweep.rate_buckets):
         color = BUCKET_COLORS[i % len(BUCKET_COLORS)]
         if b.high > b.low:
             fig.add_vrect(x0=b.low, x1=b.high, fillcolor=color, opacity=0.10, line_width=0, layer="below",
@@ -86,15 +88,17 @@ def timeline_figure(title: str, timelines: Sequence[Timeline], sources: Sequence
     return fig
 
 
-def attribution_figure(attribution, sources: Sequence[str]):
-    """Isolated-fastest goodput, then each operator's tuned config substituted alone, then
-    what no single substitution explains, ending at the tuned goodput (a Plotly waterfall)."""
+def attribution_figure(attribution, sources: Sequence[str], rows: Sequence[TableRow] = ()):
+    """THE baseline's goodput (per-bucket isolated-fastest), then each operator's tuned
+    configs substituted alone, then what no single substitution explains, ending at the
+    tuned goodput (a Plotly waterfall). ``rows`` (the regime's table rows) name the changed
+    buckets."""
     import plotly.graph_objects as go
 
     c = attribution.comparison
-    steps = [("isolated-fastest", "absolute", c.base_runs.mean_goodput, "")]
+    steps = [(BASELINE_LABEL, "absolute", c.base_runs.mean_goodput, "")]
     for e in attribution.effects:
-        steps.append((f"{e.op}: {e.base_config} → {e.candidate_config}", "relative", e.add.mean,
+        steps.append((cells.unit_text(e, rows), "relative", e.add.mean,
                       f"alone on the baseline {e.add}; "
                       f"removed from the tuned {e.remove} req/s"))
     steps.append(("interaction", "relative", attribution.interaction.mean,
@@ -106,8 +110,8 @@ def attribution_figure(attribution, sources: Sequence[str]):
         textposition="none", increasing={"marker": {"color": "#2ca02c"}}, decreasing={"marker": {"color": "#d62728"}},
         totals={"marker": {"color": TUNED_COLOR}}))
     fig.update_layout(
-        title=(f"Why {attribution.regime}'s config: each operator's tuned config substituted alone into the "
-               f"isolated-fastest assignment — simulated ({sources_label(sources)}), seeds {list(c.seeds)}, "
+        title=(f"Why {attribution.regime}'s configs: each operator's tuned configs substituted alone into the "
+               f"{BASELINE_LABEL} assignment — simulated ({sources_label(sources)}), seeds {list(c.seeds)}, "
                f"{c.horizon_s:g} s"), title_font_size=13,
         yaxis_title="goodput (req/s)", xaxis_title="step", height=440, showlegend=False)
     return fig

@@ -1,6 +1,6 @@
 """Simulations described by value, so worker processes can run them: a problem file, the
-viewed database (for compiled kernel resources), a regime or a rate, an assignment by
-config names, a seed and a horizon."""
+viewed database (for compiled kernel resources), a regime or a rate, an assignment in its
+text form (:meth:`~tuner.problem.assignment.Assignment.specs`), a seed and a horizon."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..errors import TunerError
+from ..problem.assignment import Assignment
 from ..problem.model import Problem, Regime
 from ..sim.metrics import Metrics
 
@@ -20,7 +21,7 @@ class Point:
     problem_hash: str  # the file's content when the point was made: an edited file is another problem
     storage: str  # the viewed database: where compiled kernel resources are read
     regime: str
-    assignment: tuple[tuple[str, str], ...]  # (operator, config name)
+    assignment: tuple[str, ...]  # Assignment.specs: OP=CONFIG, OP@BUCKET=CONFIG
     rate: float | None  # None: the regime's own arrivals (its bucket sampled per seed)
     seed: int
     horizon_s: float
@@ -30,7 +31,7 @@ _loaded: dict[tuple[str, str, str], Problem] = {}  # per process, by (path, cont
 
 
 def simulate_point(point: Point) -> Metrics:
-    from ..problem import load_problem
+    from ..problem import load_problem, resolve_assignment
     from ..sim import simulate
     from .storage import compile_resources
 
@@ -41,7 +42,7 @@ def simulate_point(point: Point) -> Metrics:
         if problem.file_hash != point.problem_hash:
             raise TunerError(f"{point.problem_path}: changed while being simulated; open the page again")
         _loaded[key] = problem
-    assignment = {op: problem.family_of(op).find(name=name) for op, name in point.assignment}
+    assignment = resolve_assignment(problem, point.assignment)
     if point.rate is None:
         return simulate(problem, assignment, point.regime, point.seed, point.horizon_s).metrics
     swept = at_rate(problem, problem.regimes[point.regime], point.rate)
@@ -53,9 +54,10 @@ def remember(problem: Problem, storage: str) -> None:
     _loaded[(problem.path, problem.file_hash, storage)] = problem
 
 
-def point(problem: Problem, storage: str, regime: str, assignment: tuple[tuple[str, str], ...],
+def point(problem: Problem, storage: str, regime: str, assignment: Assignment,
           rate: float | None, seed: int, horizon_s: float) -> Point:
-    return Point(problem.path, problem.file_hash, storage, regime, assignment, rate, seed, horizon_s)
+    return Point(problem.path, problem.file_hash, storage, regime, tuple(assignment.specs(problem)), rate, seed,
+                 horizon_s)
 
 
 def serially(points: list[Point]) -> list[Metrics]:

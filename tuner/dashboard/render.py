@@ -11,9 +11,11 @@ import html
 from collections.abc import Callable
 from urllib.parse import quote
 
+from ..search.baselines import ONE_CONFIG
 from ..store.table import TableRow
-from . import figures, studies
+from . import cells, figures, studies
 from .board import Dashboard, regimes_of
+from .sweep import BASELINE_LABEL
 from .timeline import Timeline, summary_rows
 
 Link = Callable[..., str]
@@ -46,32 +48,64 @@ class PageNotFound(LookupError):
     """No such problem, regime or study in the table: the server answers 404."""
 
 
+def runs_html(rows: list[TableRow], key: str = "config") -> str:
+    """Per operator, one line of its runs of shape buckets sharing a config; a run whose
+    tuned config differs from the per-bucket isolated-fastest one is marked (``*``,
+    class ``differs``), its title naming the baseline's config there."""
+    lines = []
+    for op, runs in cells.operator_runs(rows, key):
+        parts = []
+        for run in runs:
+            params = ", ".join(f"{k}={v}" for k, v in run.params.items())
+            if run.differs:
+                title = f"{params}; {BASELINE_LABEL}: {'/'.join(run.baseline)}"
+                parts.append(f'<span class=differs title="{_e(title)}">{_e(run.text())}*</span>')
+            else:
+                parts.append(f'<span title="{_e(params)}">{_e(run.text())}</span>' if params else _e(run.text()))
+        lines.append(f'<div class=op data-op="{_e(op)}"><b>{_e(op)}</b> {" ".join(parts)}</div>')
+    return "".join(lines)
+
+
 def index_body(board: Dashboard, rows: list[TableRow], link: Link = server_link) -> str:
     out = ["<h1>Config table <small>(goodput simulated, req/s)</small></h1>",
-           f"<p>Storage: <code>{_e(board.storage)}</code> (read-only). "
+           f"<p>Storage: <code>{_e(board.storage)}</code> (read-only). One line per regime. "
            "Goodput is the simulated service goodput of the regime's tuned joint assignment "
-           "(mean ± 95% CI over seeds); isolated-fastest is the per-operator fastest-alone "
-           "assignment under the same traffic. Follow a problem for goodput versus offered load, "
-           "a regime for its M(t)/R(t)/queue timelines, a study for its optimization history.</p>"]
+           f"(mean ± 95% CI over seeds); the baseline is the <b>{_e(BASELINE_LABEL)}</b> assignment "
+           "(per operator and shape bucket, the config fastest alone at the bucket's shape: what "
+           "<code>triton.autotune</code> keyed on the shape keeps) under the same traffic and seeds; "
+           "tuned − baseline is their paired difference ± its 95% CI. "
+           f"<i>{_e(ONE_CONFIG.label)}</i> is the older baseline that runs one config for every shape. "
+           "Configs: per operator, the runs of shape buckets sharing a config "
+           "(<code>M..64:a</code> = buckets up to M = 64 run <code>a</code>); "
+           f"<span class=differs>marked*</span>: differs from the {_e(BASELINE_LABEL)} config there. "
+           "Follow a problem for goodput versus offered load, a regime for its M(t)/R(t)/queue "
+           "timelines, a study for its optimization history.</p>"]
     if board.optuna_dashboard_url:
         out.append(f'<p>Raw Optuna studies: <a href="{_e(board.optuna_dashboard_url)}/dashboard">optuna-dashboard</a> '
                    "(read-only).</p>")
     if not rows:
         out.append("<p>The table is empty (run <code>tuner tune</code>).</p>")
-    out.append('<table class="regimes"><thead><tr><th>problem</th><th>regime</th><th>op</th><th>config</th>'
-               "<th>tuned goodput (simulated)</th><th>isolated-fastest</th><th>ratio</th><th>profile source</th>"
+    out.append('<table class="regimes"><thead><tr><th>problem</th><th>regime</th>'
+               "<th>tuned configs by shape bucket</th><th>tuned goodput (simulated)</th>"
+               f"<th>{_e(BASELINE_LABEL)}</th><th>ratio</th><th>tuned − baseline (paired)</th>"
+               f'<th title="{_e(ONE_CONFIG.label)}">one config per operator</th><th>profile source</th>'
                "<th>study</th></tr></thead><tbody>")
-    for row in rows:
-        goodput = f"{row.goodput_rps:.2f}" + ("" if row.goodput_ci_rps is None else f" ± {row.goodput_ci_rps:.2f}")
-        ratio = f"{row.goodput_rps / row.baseline_goodput_rps:.2f}×" if row.baseline_goodput_rps else "—"
+    for (problem, regime), regime_rows in regimes_of(rows).items():
+        f = cells.regime_figures(regime_rows)
+        first = regime_rows[0]
+        sources = "/".join(sorted({r.source for r in regime_rows}))
         out.append(
-            f'<tr data-problem="{_e(row.problem)}" data-regime="{_e(row.regime)}">'
-            f'<td><a href="{link("problem", row.problem)}">{_e(row.problem)}</a></td>'
-            f'<td class="regime"><a href="{link("regime", row.problem, row.regime)}">{_e(row.regime)}</a></td>'
-            f"<td>{_e(row.op)}</td><td title=\"{_e(row.params)}\">{_e(row.config)}</td>"
-            f"<td>{goodput}</td><td>{row.baseline_goodput_rps:.2f}</td><td>{ratio}</td><td>{_e(row.source)}</td>"
-            f'<td class="study"><a href="{link("study", row.problem, row.regime)}">'
-            f"{_e(row.study_name or '')} #{row.trial_number}</a></td></tr>")
+            f'<tr data-problem="{_e(problem)}" data-regime="{_e(regime)}">'
+            f'<td><a href="{link("problem", problem)}">{_e(problem)}</a></td>'
+            f'<td class="regime"><a href="{link("regime", problem, regime)}">{_e(regime)}</a></td>'
+            f'<td class="configs">{runs_html(regime_rows)}</td>'
+            f'<td class="goodput">{cells.rate(f["goodput"], f["ci"])}</td>'
+            f'<td class="baseline">{cells.rate(f["baseline"])}</td>'
+            f'<td class="ratio">{cells.ratio(f["goodput"], f["baseline"])}</td>'
+            f'<td class="delta">{cells.difference(f["goodput"], f["baseline"], f["delta_ci"])}</td>'
+            f'<td class="one-config">{cells.rate(f["one_config"])}</td><td>{_e(sources)}</td>'
+            f'<td class="study"><a href="{link("study", problem, regime)}">'
+            f"{_e(first.study_name or '')} #{first.trial_number}</a></td></tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 
@@ -111,10 +145,16 @@ def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow
     rows = [r for r in rows if r.problem == problem and r.regime == regime]
     if not rows:
         raise PageNotFound(f"no rows for {problem}/{regime}")
-    out = [f"<h3>{_e(problem)} / {_e(regime)}: M(t), R(t) and queue depth, tuned vs isolated-fastest</h3>",
+    f = cells.regime_figures(rows)
+    out = [f"<h3>{_e(problem)} / {_e(regime)}: M(t), R(t) and queue depth, tuned vs {_e(BASELINE_LABEL)}</h3>",
            f'<p><a href="{link("problem", problem)}">goodput vs load of {_e(problem)}</a> · '
            f'<a href="{link("study", problem, regime)}">study of {_e(regime)}</a></p>',
-           "<p>Tuned: " + ", ".join(f"{_e(r.op)}={_e(r.config)}" for r in rows) + "</p>"]
+           '<table class="assignment"><caption>Configs by shape bucket (marked*: differs from the '
+           f"{_e(BASELINE_LABEL)} config there); goodput from the table (simulated, req/s, tuning horizon)"
+           f"</caption><thead><tr><th>tuned: {cells.rate(f['goodput'], f['ci'])}</th>"
+           f"<th>{_e(BASELINE_LABEL)}: {cells.rate(f['baseline'])}</th></tr></thead>"
+           f'<tbody><tr><td class="configs">{runs_html(rows)}</td>'
+           f'<td class="configs">{runs_html(rows, "baseline_config")}</td></tr></tbody></table>']
     timelines = board.timelines(problem, regime, rows)
     if timelines is None:
         out.append(_missing(board, problem, "timeline"))
@@ -127,10 +167,11 @@ def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow
     attribution = board.attribution(problem, regime, rows)
     if attribution is not None and attribution.effects:
         out.append(f"<h4>Why these configs: goodput, operator by operator</h4>"
-                   f"{figure_html(figures.attribution_figure(attribution, sources))}"
-                   f"{attribution_table(attribution)}")
+                   f"{figure_html(figures.attribution_figure(attribution, sources, rows))}"
+                   f"{attribution_table(attribution, rows)}")
     elif attribution is not None:
-        out.append("<p class=note>The tuned assignment is the isolated-fastest one here: nothing to attribute.</p>")
+        out.append(f"<p class=note>The tuned assignment is the {_e(BASELINE_LABEL)} one here: "
+                   "nothing to attribute.</p>")
     return "\n".join(out)
 
 
@@ -151,8 +192,8 @@ def study_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow]
     info = studies.summary(study, study_id)
     out.append(f"<p class=study-summary>{info.trials} trials: {info.complete} complete "
                f"({info.infeasible} infeasible: over the memory budget or illegal), {info.pruned} pruned; "
-               f"the table row is trial #{rows[0].trial_number}. Operators searched: "
-               f"{_e(', '.join(info.params))}.</p>")
+               f"the table rows are trial #{rows[0].trial_number}. Searched: {len(info.params)} parameter(s), "
+               f"one per (operator, shape bucket) cell with a choice: {_e(studies.searched(info.params))}.</p>")
     if board.optuna_dashboard_url:
         out.append(f'<p><a href="{_e(board.optuna_dashboard_url)}/dashboard/studies/{info.study_id}">'
                    "this study in optuna-dashboard</a></p>")
@@ -164,7 +205,7 @@ def study_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow]
     importance = studies.importance_figure(study)
     out.append(figure_html(importance) if importance is not None else
                f"<p class=note>No importances: {info.complete} complete trials over "
-               f"{len(info.params)} operator(s) (needs ≥ {studies.MIN_TRIALS_FOR_IMPORTANCE} and ≥ 2).</p>")
+               f"{len(info.params)} parameter(s) (needs ≥ {studies.MIN_TRIALS_FOR_IMPORTANCE} and ≥ 2).</p>")
     return "\n".join(out)
 
 
@@ -179,26 +220,30 @@ def timeline_table(timelines: list[Timeline]) -> str:
             f"<tbody>{body}</tbody></table>")
 
 
-def attribution_table(attribution) -> str:
-    """Each changed operator's substitution both ways, with paired confidence intervals."""
+def attribution_table(attribution, rows: list[TableRow]) -> str:
+    """Each changed operator's substitution both ways (all its changed buckets at once),
+    with paired confidence intervals."""
     pct = round(attribution.comparison.confidence * 100)
     body = "".join(
-        f"<tr><td>{_e(e.op)}</td><td>{_e(e.base_config)}</td><td>{_e(e.candidate_config)}</td>"
+        f"<tr><td>{_e(e.label)}</td><td>{_e(cells.bucket_spans(rows, e.op, e.buckets))}</td>"
+        f"<td>{_e(e.base_config)}</td><td>{_e(e.candidate_config)}</td>"
         f"<td>{e.add}</td><td>{e.remove}</td><td>{e.effect}</td></tr>"
         for e in attribution.ranked[::-1])
     return ('<table class="attribution"><caption>Goodput change (req/s, simulated, mean ± '
-            f"{pct}% CI paired over seeds) of each operator's tuned config: added alone to the "
-            "isolated-fastest assignment, removed alone from the tuned one, and their average</caption>"
-            "<thead><tr><th>operator</th><th>isolated-fastest</th><th>tuned</th><th>added alone</th>"
-            f"<th>removed alone</th><th>effect</th></tr></thead><tbody>{body}"
-            f"<tr><td colspan=5>interaction (total − Σ added alone)</td><td>{attribution.interaction}</td></tr>"
-            f"<tr><td colspan=5><b>total</b></td><td><b>{attribution.total}</b></td></tr></tbody></table>")
+            f"{pct}% CI paired over seeds) of each operator's tuned configs in the buckets where they "
+            f"differ: added alone to the {_e(BASELINE_LABEL)} assignment, removed alone from the tuned one, "
+            "and their average</caption>"
+            f"<thead><tr><th>operator</th><th>buckets</th><th>{_e(BASELINE_LABEL)}</th><th>tuned</th>"
+            f"<th>added alone</th><th>removed alone</th><th>effect</th></tr></thead><tbody>{body}"
+            f"<tr><td colspan=6>interaction (total − Σ added alone)</td><td>{attribution.interaction}</td></tr>"
+            f"<tr><td colspan=6><b>total</b></td><td><b>{attribution.total}</b></td></tr></tbody></table>")
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;font-size:90%;margin:.5em 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
 th{background:#f0f0f0}caption{text-align:left;font-size:90%;color:#555}.note{color:#a60}
-.error{color:#b00;font-weight:bold}nav a,nav span{margin-right:1em}"""
+.error{color:#b00;font-weight:bold}nav a,nav span{margin-right:1em}
+.differs{background:#fde2c8;font-weight:600}td.configs{max-width:48em}div.op{margin:1px 0}"""
 
 
 def page(title: str, body: str, plotly: str = '<script src="/plotly.js"></script>') -> str:

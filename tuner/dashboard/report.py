@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from . import figures
-from . import render
+from ..search.baselines import ONE_CONFIG
+from . import cells, figures, render
 from .board import Dashboard, regimes_of
 from .render import anchor_link, page
+from .sweep import BASELINE_LABEL
 from .timeline import summary_rows
 
 STUDY_TIMELINE_POINTS = 200  # study system attributes hold ~2 kB each: keep saved figures small
@@ -51,12 +52,11 @@ def write_report(board: Dashboard, out: str | Path, problems: list[str] | None =
 
 def save_into_studies(board: Dashboard, problems: list[str] | None = None,
                       progress: Callable[[str], None] | None = None) -> list[str]:
-    """Save each regime's goodput-vs-load and timeline figures and a Markdown note into its
-    study (writes to the database: only on the user's explicit request). Returns the
-    study names written."""
+    """Save each regime's goodput-vs-load, timeline and attribution figures and a Markdown
+    note into its study (writes to the database: only on the user's explicit request).
+    Returns the study names written."""
     import optuna
     from optuna_dashboard import save_note, save_plotly_graph_object
-
 
     rows = board.rows()
     written = []
@@ -82,7 +82,7 @@ def save_into_studies(board: Dashboard, problems: list[str] | None = None,
                                      graph_object_id="tuner-timelines")
         attribution = board.attribution(problem, regime, regime_rows)
         if attribution is not None and attribution.effects:
-            save_plotly_graph_object(study, figures.attribution_figure(attribution, sources),
+            save_plotly_graph_object(study, figures.attribution_figure(attribution, sources, regime_rows),
                                      graph_object_id="tuner-attribution")
         save_note(study, study_note(regime_rows, sweep, timelines))
         written.append(name)
@@ -92,16 +92,26 @@ def save_into_studies(board: Dashboard, problems: list[str] | None = None,
 def study_note(rows, sweep, timelines) -> str:
     """The Markdown note optuna-dashboard shows on the study page."""
     first = rows[0]
+    tuned_runs = dict(cells.operator_runs(rows))
+    base_runs = dict(cells.operator_runs(rows, "baseline_config"))
+    sources = {op: "/".join(sorted({r.source for r in rows if r.op == op})) for op in tuned_runs}
+    one_config = "—" if first.one_config_goodput_rps is None else f"{first.one_config_goodput_rps:.3g}"
     lines = [f"## tuner: {first.problem} / {first.regime}", "",
-             "| operator | tuned config | profile source |", "|---|---|---|",
-             *(f"| {r.op} | {r.config} | {r.source} |" for r in rows), "",
+             f"| operator | tuned configs by shape bucket (\\* differs from the baseline) | {BASELINE_LABEL} | "
+             "profile source |", "|---|---|---|---|",
+             *(f"| {op} | " + " ".join(r.text() + ("\\*" if r.differs else "") for r in runs) + " | "
+               + " ".join(r.text() for r in base_runs[op]) + f" | {sources[op]} |" for op, runs in tuned_runs.items()),
+             "",
              f"Simulated goodput of the tuned assignment: **{first.goodput_rps:.3g} req/s**"
              + ("" if first.goodput_ci_rps is None else f" ± {first.goodput_ci_rps:.2g} (95% CI)")
-             + f"; isolated-fastest: {first.baseline_goodput_rps:.3g} req/s (trial #{first.trial_number}, "
-             f"{first.seeds} seeds × {first.horizon_s:g} s)."]
+             + f"; {BASELINE_LABEL}: {first.baseline_goodput_rps:.3g} req/s, tuned / baseline "
+             f"{cells.ratio(first.goodput_rps, first.baseline_goodput_rps)}, tuned − baseline "
+             f"{cells.difference(first.goodput_rps, first.baseline_goodput_rps, first.delta_ci_rps)} req/s "
+             f"(paired by seed); {ONE_CONFIG.label}: {one_config} req/s "
+             f"(trial #{first.trial_number}, {first.seeds} seeds × {first.horizon_s:g} s)."]
     if sweep is not None:
         crossings = sweep.crossovers()
-        lines += ["", "Crossovers with the isolated-fastest assignment: " + (
+        lines += ["", f"Crossovers with the {BASELINE_LABEL} assignment: " + (
             "; ".join(c.describe() for c in crossings) if crossings else "none in the swept range")
             + "."]
     if timelines is not None:

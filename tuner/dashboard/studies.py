@@ -1,8 +1,10 @@
 """The Optuna study behind a table row: its optimization history and parameter importances.
 
-The figures are Optuna's own (:mod:`optuna.visualization`), with the isolated-fastest
-baseline added to the history so a reader sees when the search passed it. Importances
-use PED-ANOVA, which needs only numpy (fANOVA would need scikit-learn).
+The history is Optuna's own figure (:mod:`optuna.visualization`), with THE baseline (the
+per-bucket isolated-fastest assignment) added so a reader sees when the search passed it.
+Importances are Optuna's PED-ANOVA, which needs only numpy (fANOVA would need
+scikit-learn), over the study's parameters — one per searched (operator, bucket) cell —
+drawn as bars of the most important cells.
 """
 
 from __future__ import annotations
@@ -64,19 +66,37 @@ def summary(study, study_id: int) -> StudySummary:
 def history_figure(study, baseline_goodput: float | None, sources_label: str):
     import optuna.visualization as vis
 
+    from ..search.baselines import PER_BUCKET
+
     fig = vis.plot_optimization_history(study, target_name="goodput (req/s)")
     if baseline_goodput is not None:
         fig.add_hline(y=baseline_goodput, line={"dash": "dash", "color": "#d62728"},
-                      annotation_text=f"isolated-fastest {baseline_goodput:.3g} req/s", annotation_position="bottom right")
+                      annotation_text=f"{PER_BUCKET.label} {baseline_goodput:.3g} req/s",
+                      annotation_position="bottom right")
     fig.update_layout(title=f"Optimization history of {study.study_name} (goodput simulated, {sources_label})",
                       xaxis_title="trial", yaxis_title="goodput (req/s), simulated", height=420)
     return fig
 
 
+MAX_IMPORTANCE_BARS = 20  # a study searches one parameter per (operator, bucket) cell: hundreds on LLM problems
+
+
+def searched(params: tuple[str, ...]) -> str:
+    """The searched parameters by operator: ``stage``, ``qkv (15 buckets), o (15 buckets)``
+    (Optuna's parameter names are ``op`` or ``op@BUCKET``)."""
+    buckets: dict[str, int] = {}
+    for name in params:
+        op, at, _ = name.partition("@")
+        buckets[op] = buckets.get(op, 0) + bool(at)
+    return ", ".join(op if n == 0 else f"{op} ({n} bucket{'s' if n != 1 else ''})" for op, n in buckets.items())
+
+
 def importance_figure(study):
-    """PED-ANOVA importances, or None when too few trials or a single parameter make them
-    meaningless."""
-    import optuna.visualization as vis
+    """PED-ANOVA importances of the searched cells (the most important
+    :data:`MAX_IMPORTANCE_BARS`), or None when too few trials or a single parameter make
+    them meaningless."""
+    import optuna.importance
+    import plotly.graph_objects as go
     from optuna.importance import PedAnovaImportanceEvaluator
 
     info = summary(study, -1)
@@ -84,7 +104,13 @@ def importance_figure(study):
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PED-ANOVA warns when quantiles select the same trials
-        fig = vis.plot_param_importances(study, evaluator=PedAnovaImportanceEvaluator(), target_name="goodput")
-    fig.update_layout(title=f"Operator importances for goodput in {study.study_name} (PED-ANOVA)",
-                      xaxis_title="importance (share, 0–1)", yaxis_title="operator", height=120 + 40 * len(info.params))
+        importances = optuna.importance.get_param_importances(study, evaluator=PedAnovaImportanceEvaluator())
+    shown = list(importances.items())[:MAX_IMPORTANCE_BARS][::-1]  # largest on top
+    fig = go.Figure(go.Bar(x=[v for _, v in shown], y=[k for k, _ in shown], orientation="h",
+                           marker={"color": "#1f77b4"}, hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
+    which = (f"the {len(shown)} most important of {len(importances)} searched cells" if len(importances) > len(shown)
+             else "per searched cell")
+    fig.update_layout(title=f"Importances for goodput in {study.study_name} (PED-ANOVA), {which} (operator@bucket)",
+                      xaxis_title="importance (share, 0–1)", yaxis_title="operator@bucket",
+                      height=140 + 28 * len(shown), title_font_size=13)
     return fig

@@ -1,29 +1,34 @@
-"""Goodput versus offered load: where the isolated-fastest assignment stops being the best.
+"""Goodput versus offered load: where THE baseline (the per-bucket isolated-fastest
+assignment, :data:`tuner.search.baselines.PER_BUCKET`) stops being the best.
 
-Each candidate assignment (every distinct tuned row set, and the isolated-fastest one) is
-simulated at the same rates and seeds (common random numbers), using the arrival process
-and request sizes of the problem's heaviest regime with its rate replaced. The rates span
-every regime's bucket, so the plot can shade the buckets the table is indexed by.
+Each candidate assignment (every distinct tuned row set, and the baseline) is simulated
+at the same rates and seeds (common random numbers), using the arrival process and
+request sizes of the problem's heaviest regime with its rate replaced. The rates span
+every regime's rate bucket, so the plot can shade the load ranges the table is indexed by.
+(A *rate* bucket is a regime's offered-load range; not to be confused with the shape
+buckets an operator's configs are chosen by.)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..problem.model import Config, Problem, Regime
-from ..attribution.stats import Delta, paired
+from ..problem.assignment import Assignment
+from ..problem.model import Problem, Regime
+from ..search.baselines import PER_BUCKET
 from ..search.evaluate import ci_half_width
+from ..stats import Delta, paired
 from ..sim.metrics import Metrics
 from .points import Point, point, remember, serially
 
-Assignment = Mapping[str, Config]
+BASELINE_LABEL = PER_BUCKET.label  # "per-bucket isolated-fastest": THE baseline, drawn on every page
 TIE = 0.01  # curves within 1% of each other at a rate are level there
 
 
 @dataclass(frozen=True)
-class Bucket:
+class RateBucket:
     """The offered-load range of one regime (low == high for a fixed rate)."""
 
     regime: str
@@ -79,7 +84,7 @@ class Crossover:
         significant = ("" if self.lead_half_width is None else
                        f"; the difference is significant (95% CI excludes 0) from {self.significant_from:.3g} req/s"
                        if self.significant_from is not None else "; the difference is not significant at any swept rate")
-        return (f"{self.label} {verb} the isolated-fastest assignment {where} offered "
+        return (f"{self.label} {verb} the {BASELINE_LABEL} assignment {where} offered "
                 f"(at {self.high:.3g} req/s: {self.lead} req/s, paired over seeds{significant})")
 
 
@@ -91,7 +96,7 @@ class Sweep:
     horizons_s: tuple[float, ...]
     seeds: int
     curves: tuple[Curve, ...]
-    buckets: tuple[Bucket, ...]
+    rate_buckets: tuple[RateBucket, ...]
     sources: tuple[str, ...]
 
     @property
@@ -115,20 +120,15 @@ class Sweep:
         return found
 
 
-def config_names(assignment: Assignment) -> tuple[tuple[str, str], ...]:
-    """An assignment by value: sorted (operator, config name) pairs."""
-    return tuple(sorted((op, c.name) for op, c in assignment.items()))
-
-
-def bucket(regime: Regime) -> Bucket:
+def rate_bucket(regime: Regime) -> RateBucket:
     if regime.arrivals.rate_range is not None:
         low, high = regime.arrivals.rate_range
     else:
         low = high = regime.arrivals.build(None).mean_rate  # type: ignore[operator]
-    return Bucket(regime.name, float(low), float(high))
+    return RateBucket(regime.name, float(low), float(high))
 
 
-def sweep_rates(buckets: Sequence[Bucket], points: int) -> list[float]:
+def sweep_rates(buckets: Sequence[RateBucket], points: int) -> list[float]:
     """``points`` evenly spaced rates from half the lightest bucket to 1.25× the heaviest."""
     low = 0.5 * min(b.low for b in buckets)
     high = 1.25 * max(b.high for b in buckets)
@@ -176,17 +176,16 @@ def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, As
     spread them over processes); by default they run here, one after another.
     """
     remember(problem, storage)
-    buckets = [bucket(r) for r in problem.regimes.values()]
-    heaviest = max(problem.regimes.values(), key=lambda r: bucket(r).high)
+    buckets = [rate_bucket(r) for r in problem.regimes.values()]
+    heaviest = max(problem.regimes.values(), key=lambda r: rate_bucket(r).high)
     rates = sweep_rates(buckets, points)
     horizons = [point_horizon(heaviest, rate, min_requests, min_horizon_s, max_horizon_s) for rate in rates]
-    grid = [[[point(problem, storage, heaviest.name, config_names(assignment),
-                    rate, seed, horizon) for seed in range(seeds)]
+    grid = [[[point(problem, storage, heaviest.name, assignment, rate, seed, horizon) for seed in range(seeds)]
              for rate, horizon in zip(rates, horizons)] for _, assignment, _ in candidates]
     flat = [p for curve in grid for per_rate in curve for p in per_rate]
     values = {p: m.goodput_rps for p, m in zip(flat, (evaluate or serially)(flat))}
     curves = tuple(Curve(label, tuple(tuple(values[p] for p in per_rate) for per_rate in curve), is_baseline)
                    for (label, _, is_baseline), curve in zip(candidates, grid))
-    sources = sorted({c.profile.source for _, a, _ in candidates for c in a.values()})
+    sources = sorted({str(c.profile.source) for _, a, _ in candidates for _, c in a.cells()})
     return Sweep(problem.name, heaviest.name, tuple(rates), tuple(horizons), seeds, curves,
                  tuple(buckets), tuple(sources))

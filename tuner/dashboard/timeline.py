@@ -1,5 +1,5 @@
 """Resource timelines of one regime: M(t), R(t) and the queue depth, with their integrals
-and peaks, for the tuned assignment beside the isolated-fastest one.
+and peaks, for the tuned assignment beside THE baseline (per-bucket isolated-fastest).
 
 The integrals cover the arrival window ``[0, horizon)`` (as :class:`~tuner.sim.Metrics`
 does); the peaks cover the whole run including the drain.
@@ -8,12 +8,13 @@ does); the peaks cover the whole run including the drain.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..problem.model import Config, Problem
+from ..problem.assignment import Assignment
+from ..problem.model import Problem
 from ..sim.metrics import Metrics
 
 BINS = 1000  # plotted points per trace: time-averaged bins, not a subsample
@@ -77,7 +78,7 @@ def bin_averages(times: np.ndarray, values: np.ndarray, end: float, bins: int) -
     return edges[:-1], np.diff(step_integrals(times, values, edges)) / np.diff(edges)
 
 
-def record(problem: Problem, assignment: Mapping[str, Config], regime: str, horizon_s: float,
+def record(problem: Problem, assignment: Assignment, regime: str, horizon_s: float,
            label: str, seed: int = 0, bins: int = BINS) -> Timeline:
     from ..sim import simulate
 

@@ -1,0 +1,155 @@
+"""One regime's table rows, compactly: per operator the runs of consecutive shape buckets
+that share a config, each marked when it differs from THE baseline (the per-bucket
+isolated-fastest config the row stores in ``baseline_config``).
+
+Built from the rows alone (``bucket_bounds`` named with
+:func:`tuner.store.table.bucket_label`), so the table shows even when the problem file is
+absent; the labels read like :func:`tuner.problem.assignment.runs`' (``M..64:a M128..8192:b``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..store.table import TableRow, bucket_label
+
+
+@dataclass(frozen=True)
+class Run:
+    """Consecutive buckets of one operator with one tuned config, all differing from the
+    baseline or all equal to it.
+
+    Attributes:
+        label: the buckets' span (``M..128``, ``B..1/L17..64``, ``first–last`` when the
+            buckets do not form one range); "" for an operator's only bucket.
+        config, params: the tuned config of these buckets.
+        baseline: the per-bucket isolated-fastest configs of these buckets, in bucket
+            order, repeats merged.
+        differs: whether the tuned config differs from the baseline's in these buckets.
+        buckets: how many buckets the run covers.
+    """
+
+    label: str
+    config: str
+    params: dict[str, Any]
+    baseline: tuple[str, ...]
+    differs: bool
+    buckets: int
+
+    def text(self, which: str = "config") -> str:
+        """``label:name`` (just ``name`` for an operator's only bucket); ``which="baseline"``
+        names the baseline's configs instead."""
+        name = self.config if which == "config" else "/".join(self.baseline)
+        return f"{self.label}:{name}" if self.label else name
+
+
+def operator_runs(rows: Sequence[TableRow], key: str = "config") -> list[tuple[str, list[Run]]]:
+    """Per operator of one regime's rows (in table order), its runs of buckets.
+
+    ``key="config"`` groups by the tuned config (a run never mixes buckets that differ
+    from the baseline with buckets that do not); ``key="baseline_config"`` shows the
+    baseline's own runs.
+    """
+    by_op: dict[str, list[TableRow]] = {}
+    for row in sorted(rows, key=lambda r: (r.op_index, r.op, r.bucket)):
+        by_op.setdefault(row.op, []).append(row)
+    if key not in ("config", "baseline_config"):
+        raise ValueError(f"runs by {key!r}: expected 'config' or 'baseline_config'")
+
+    def group(row: TableRow) -> tuple[object, ...]:
+        if key == "config":
+            return row.config, row.config != row.baseline_config
+        return (row.baseline_config,)
+
+    out = []
+    for op, op_rows in by_op.items():
+        runs: list[list[TableRow]] = []
+        for row in op_rows:
+            last = runs[-1][-1] if runs else None
+            if last is not None and group(last) == group(row) and last.bucket + 1 == row.bucket:
+                runs[-1].append(row)
+            else:
+                runs.append([row])
+        out.append((op, [_run(run, key, single=len(op_rows) == 1) for run in runs]))
+    return out
+
+
+def _run(rows: list[TableRow], key: str, single: bool) -> Run:
+    first = rows[0]
+    label = "" if single else span_label([r.bucket_bounds for r in rows])
+    tuned = key == "config"
+    return Run(label, first.config if tuned else first.baseline_config, dict(first.params) if tuned else {},
+               tuple(dict.fromkeys(r.baseline_config for r in rows)),
+               tuned and first.config != first.baseline_config, len(rows))
+
+
+def span_label(bounds: Sequence[dict[str, Any] | None]) -> str:
+    """The label of consecutive buckets: one range when they vary along one key dimension
+    only (``M..16`` + … + ``M33..64`` → ``M..64``), else ``first–last``."""
+    if not bounds or bounds[0] is None:
+        return ""
+    first, last = bounds[0], bounds[-1]
+    if len(bounds) == 1:
+        return bucket_label(first)
+    varying = [dim for dim in first if len({tuple(b[dim]) for b in bounds if b is not None}) > 1]  # type: ignore[index]
+    if len(varying) == 1:
+        dim = varying[0]
+        merged = {d: ([first[d][0], last[d][1]] if d == dim else first[d]) for d in first}
+        return bucket_label(merged)
+    return f"{bucket_label(first)}–{bucket_label(last)}"
+
+
+def regime_figures(rows: Sequence[TableRow]) -> dict[str, Any]:
+    """The regime-level figures every row of a regime repeats (from its first row)."""
+    first = rows[0]
+    return {"goodput": first.goodput_rps, "ci": first.goodput_ci_rps, "baseline": first.baseline_goodput_rps,
+            "delta_ci": first.delta_ci_rps, "one_config": first.one_config_goodput_rps}
+
+
+def rate(value: float | None, ci: float | None = None) -> str:
+    """``749.17 ± 39.21`` (req/s, two decimals as the CLI prints); — when unknown."""
+    if value is None:
+        return "—"
+    return f"{value:.2f}" + ("" if ci is None else f" ± {ci:.2f}")
+
+
+def ratio(tuned: float, base: float | None) -> str:
+    return f"{tuned / base:.2f}×" if base else "—"
+
+
+def difference(tuned: float, base: float | None, ci: float | None) -> str:
+    """The paired difference tuned − baseline as :class:`tuner.stats.Delta` prints one:
+    ``+676 ± 71``."""
+    if base is None or not math.isfinite(base):
+        return "—"
+    return f"{tuned - base:+.3g}" + ("" if ci is None else f" ± {ci:.2g}")
+
+
+def bucket_spans(rows: Sequence[TableRow], op: str, buckets: Sequence[int]) -> str:
+    """Some buckets of one operator as ranges (``M129..256 M2049..8192``); ``all`` when
+    they are all of the operator's buckets in the rows."""
+    bounds = {r.bucket: r.bucket_bounds for r in rows if r.op == op}
+    chosen = sorted(set(buckets))
+    if not chosen or set(chosen) == set(bounds):
+        return "all"
+    groups: list[list[int]] = []
+    for bucket in chosen:
+        if groups and groups[-1][-1] + 1 == bucket:
+            groups[-1].append(bucket)
+        else:
+            groups.append([bucket])
+    return " ".join(span_label([bounds.get(b) for b in group]) or "all" for group in groups)
+
+
+def unit_text(effect: Any, rows: Sequence[TableRow]) -> str:
+    """An attribution unit (:class:`tuner.attribution.Effect`) as ``op: base → tuned``,
+    naming the changed buckets when they are not all of the operator's and the configs do
+    not already name them (``o@M129..256: persistent → grid``)."""
+    change = f"{effect.base_config} → {effect.candidate_config}"
+    spans = bucket_spans(rows, effect.op, effect.buckets)
+    if effect.label != effect.op or spans == "all" or ":" in effect.base_config + effect.candidate_config:
+        return f"{effect.label}: {change}"
+    return f"{effect.op}@{spans}: {change}"
