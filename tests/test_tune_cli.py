@@ -16,8 +16,9 @@ from tuner.store import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = ROOT / "search_spaces"
-ROW_KEYS = {"problem", "regime", "op", "config", "goodput_rps", "goodput_ci_rps", "baseline_goodput_rps",
-            "oracle_goodput_rps", "source", "device"}
+ROW_KEYS = {"problem", "regime", "op", "bucket", "bucket_bounds", "config", "params", "goodput_rps",
+            "goodput_ci_rps", "baseline_config", "baseline_goodput_rps", "delta_ci_rps", "one_config_goodput_rps",
+            "oracle_goodput_rps", "regime_rate_rps", "source", "device"}
 
 
 def run(*args: object):
@@ -55,8 +56,10 @@ def db(here: Path) -> str:
 
 def test_default_tune_writes_the_table_and_reports_baselines(tuned):
     out = (tuned / "output.txt").read_text()
-    for needle in ("seed_example: config table", "light", "heavy", "fast", "lean", "isolated-fastest",
-                   "smallest-footprint", "tuned / oracle 1.000×", "3 rows written to sqlite:///results.db"):
+    for needle in ("seed_example: config table", "light", "heavy", "fast", "lean", "per-bucket isolated-fastest",
+                   "one config per operator", "smallest-footprint", "tuned / oracle 1.000×",
+                   "why: 1 of 1 cells differ (stage); memory: reserved workspace 16.000 → 0.000 GiB",
+                   "3 rows written to sqlite:///results.db"):
         assert needle in out, needle
     assert (tuned / "results.db").exists()
 
@@ -68,8 +71,8 @@ def test_table_show_json_lists_row_objects(tuned):
     assert [(r["regime"], r["op"]) for r in rows] == [("light", "stage"), ("bursty", "stage"), ("heavy", "stage")]
     assert all(ROW_KEYS <= set(r) for r in rows)
     by_regime = {r["regime"]: r for r in rows}
-    assert by_regime["light"]["config"] == {"name": "fast", "params": {"variant": "fast"}}
-    assert by_regime["heavy"]["config"]["name"] == "lean"
+    assert (by_regime["light"]["config"], by_regime["light"]["params"]) == ("fast", {"variant": "fast"})
+    assert by_regime["heavy"]["config"] == "lean" and by_regime["heavy"]["baseline_config"] == "fast"
     assert by_regime["heavy"]["goodput_rps"] > 10 * by_regime["heavy"]["baseline_goodput_rps"]
     assert by_regime["heavy"]["oracle_goodput_rps"] == pytest.approx(by_regime["heavy"]["goodput_rps"])
 

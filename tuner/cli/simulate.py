@@ -81,7 +81,7 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     sources = sorted({c.profile.source for _, c in assignment.cells()})
     if as_json:
         documents = [
-            {"problem": loaded.name, "regime": name, "seed": seed, "assignment": assignment.specs(loaded),
+            {"problem": loaded.name, "regime": name, "seed": seed, "assignment": assignment.as_dict(loaded),
              "profile_source": ",".join(sources), **result.metrics.to_dict()}
             for name, result in results
         ]

@@ -73,13 +73,10 @@ SOFTMAX_FLOPS = 4
 
 
 @triton.jit
-def _decode_split_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr, ws_ptr, H, KV, L, qk_scale,
-    D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
-):
-    """One (sequence, KV head, split): online softmax over its context tiles."""
-    pid_bk = tl.program_id(0)
-    split = tl.program_id(1)
+def _load_queries(q_ptr, pid_bk, H, KV, D: tl.constexpr, BLOCK_H: tl.constexpr):
+    """The query rows of one (sequence, KV head) program: the heads of its group (grouped-
+    query attention), padded to BLOCK_H and masked; their indices, mask, the head-dim
+    offsets and the queries."""
     b = pid_bk // KV
     kvh = pid_bk % KV
     group = H // KV
@@ -88,6 +85,18 @@ def _decode_split_kernel(
     h_mask = offs_h < group
     heads = b * H + kvh * group + offs_h
     q = tl.load(q_ptr + heads[:, None] * D + offs_d[None, :], mask=h_mask[:, None], other=0.0)
+    return heads, h_mask, offs_d, q
+
+
+@triton.jit
+def _decode_split_kernel(
+    q_ptr, k_ptr, v_ptr, out_ptr, ws_ptr, H, KV, L, qk_scale,
+    D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
+):
+    """One (sequence, KV head, split): online softmax over its context tiles."""
+    pid_bk = tl.program_id(0)
+    split = tl.program_id(1)
+    heads, h_mask, offs_d, q = _load_queries(q_ptr, pid_bk, H, KV, D, BLOCK_H)
 
     n_tiles = tl.cdiv(L, BLOCK_N)
     t_lo = split * n_tiles // NUM_SPLITS
@@ -145,14 +154,7 @@ def _decode_scores_kernel(
     """S[b, h, tile] = q · k^T * sm_scale for one (sequence, KV head, context tile)."""
     pid_bk = tl.program_id(0)
     t = tl.program_id(1)
-    b = pid_bk // KV
-    kvh = pid_bk % KV
-    group = H // KV
-    offs_h = tl.arange(0, BLOCK_H)
-    offs_d = tl.arange(0, D)
-    h_mask = offs_h < group
-    heads = b * H + kvh * group + offs_h
-    q = tl.load(q_ptr + heads[:, None] * D + offs_d[None, :], mask=h_mask[:, None], other=0.0)
+    heads, h_mask, offs_d, q = _load_queries(q_ptr, pid_bk, H, KV, D, BLOCK_H)
     offs_n = t * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < L
     k = tl.load(k_ptr + pid_bk * L * D + offs_n[:, None] * D + offs_d[None, :], mask=n_mask[:, None], other=0.0)

@@ -63,6 +63,17 @@ def _add_kernel(x_ptr, r_ptr, h_ptr, numel, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _load_row(x_row, r_row, h_row, offs, mask, RESIDUAL: tl.constexpr):
+    """A tile of the row to normalise, in fp32: x, or with RESIDUAL h = x + r rounded to
+    the output dtype (as the unfused path stores it), which is also written out."""
+    h = tl.load(x_row + offs, mask=mask, other=0.0)
+    if RESIDUAL:
+        h = (h.to(tl.float32) + tl.load(r_row + offs, mask=mask, other=0.0).to(tl.float32)).to(h.dtype)
+        tl.store(h_row + offs, h, mask=mask)
+    return h.to(tl.float32)
+
+
+@triton.jit
 def _rmsnorm_kernel(
     x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, N, eps,
     BLOCK_N: tl.constexpr, ONE_PASS: tl.constexpr, RESIDUAL: tl.constexpr,
@@ -77,11 +88,7 @@ def _rmsnorm_kernel(
     if ONE_PASS:
         offs = tl.arange(0, BLOCK_N)
         mask = offs < N
-        h = tl.load(x_row + offs, mask=mask, other=0.0)
-        if RESIDUAL:
-            h = (h.to(tl.float32) + tl.load(r_row + offs, mask=mask, other=0.0).to(tl.float32)).to(h.dtype)
-            tl.store(h_row + offs, h, mask=mask)
-        h = h.to(tl.float32)
+        h = _load_row(x_row, r_row, h_row, offs, mask, RESIDUAL)
         inv_rms = 1.0 / tl.sqrt(tl.sum(h * h, 0) / N + eps)
         w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         tl.store(y_row + offs, (h * inv_rms * w).to(y_ptr.dtype.element_ty), mask=mask)
@@ -90,11 +97,7 @@ def _rmsnorm_kernel(
         for start in range(0, N, BLOCK_N):
             offs = start + tl.arange(0, BLOCK_N)
             mask = offs < N
-            h = tl.load(x_row + offs, mask=mask, other=0.0)
-            if RESIDUAL:
-                h = (h.to(tl.float32) + tl.load(r_row + offs, mask=mask, other=0.0).to(tl.float32)).to(h.dtype)
-                tl.store(h_row + offs, h, mask=mask)
-            h = h.to(tl.float32)
+            h = _load_row(x_row, r_row, h_row, offs, mask, RESIDUAL)
             sq += h * h
         inv_rms = 1.0 / tl.sqrt(tl.sum(sq, 0) / N + eps)
         for start in range(0, N, BLOCK_N):

@@ -106,6 +106,16 @@ class Assignment:
             out.extend(f"{op}@{bucket.label}={config.name}" for bucket, config in zip(buckets, configs))
         return out
 
+    def as_dict(self, problem: Problem) -> dict[str, str | dict[str, str]]:
+        """JSON-ready: ``{op: name}`` for an operator with one config, else
+        ``{op: {bucket label: name}}`` (the same choices :meth:`specs` spells out)."""
+        out: dict[str, str | dict[str, str]] = {}
+        for op, configs in self.ops:
+            uniform = self.uniform_config(op)
+            buckets = problem.operator(op).bucketing.buckets
+            out[op] = uniform.name if uniform is not None else {b.label: c.name for b, c in zip(buckets, configs)}
+        return out
+
     def summary(self, problem: Problem) -> str:
         """One line: operators with one config as ``op=name``, the others as
         ``op=[label:name …]`` with runs of equal configs merged (``M..64:a M128..8192:b``)."""

@@ -2,7 +2,8 @@
 
 ``tuner profile PROBLEM`` compiles every launch every config of the problem's built-in
 families can make (at the shapes its operators take at the largest batch and at the
-smallest), once per architecture, so that tuning and simulating never wait on the
+smallest, and at each shape bucket's representative and smallest shapes, where the
+search times configs), once per architecture, so that tuning and simulating never wait on the
 compiler; it then reports which configs are legal at those shapes and why the others
 are not. ``tuner profile --family F --shape ...`` profiles one shape.
 """
@@ -68,6 +69,7 @@ def fill_problem(problem: Problem, cache: CompileCache, workers: int = 1,
     """Compile everything the problem's built-in families launch; report legality."""
     started = time.perf_counter()
     points = [variables for _, variables in probe_points(problem.service, problem.size_fields)]
+    largest = problem.service.largest_batch_variables(problem.size_fields)
     launches: list[KernelLaunch] = []
     jobs: list[tuple[str, ModeledProfile, dict[str, int]]] = []
     device: DevicePreset | None = None
@@ -78,8 +80,11 @@ def fill_problem(problem: Problem, cache: CompileCache, workers: int = 1,
             if not isinstance(profile, ModeledProfile):
                 continue
             device = profile.device
-            for variables in points:
-                shape = profile.shape_of(op.variables(variables))
+            shapes = [op.variables(variables) for variables in points]
+            shapes += [op.bucket_variables(largest, bucket, at) for bucket in range(op.bucketing.size)
+                       for at in ("representative", "lowest")]
+            for values in shapes:
+                shape = profile.shape_of(values)
                 jobs.append((family.name, profile, shape))
                 if profile.family.illegal(profile.config, shape) is None:
                     launches.extend(profile.family.plan(profile.config, shape, device.sms).launches)

@@ -51,8 +51,9 @@ class CellCost:
 
 
 def seconds_alone(problem: Problem, op: str, config: Config, variables: Mapping[str, float]) -> float:
-    """Seconds ``config`` takes alone for ``op`` at these variables: the sum of the phase
-    seconds of every launch it makes (launch overhead excluded).
+    """Seconds ``config`` takes alone for ``op`` at these *batch* variables (its shape
+    follows from them): the sum of the phase seconds of every launch it makes (launch
+    overhead excluded). For a bucket's shape use :func:`cell_cost`.
 
     Raises:
         IllegalConfigError: the config cannot run that shape.
