@@ -82,8 +82,13 @@ def rows_markdown(storage: str) -> list[str]:
                 f"(mean {statistics.fmean(rates):.3g}) | {first.goodput_rps:.3g}"
                 f"{'' if first.goodput_ci_rps is None else f' ± {first.goodput_ci_rps:.2g}'} "
                 f"| {first.baseline_goodput_rps:.3g} | {'—' if ratio is None else f'{ratio:.3f}×'} "
-                f"| {delta:+.3g}{ci} | {one} | {mechanism(space, tuned, base)} |")
+                f"| {delta:+.3g}{ci} | {one} | {_why(delta, first.delta_ci_rps)}{mechanism(space, tuned, base)} |")
     return lines
+
+
+def _why(delta: float, ci: float | None) -> str:
+    significant = ci is not None and abs(delta) > ci
+    return "" if significant else "not significant; differ in: "
 
 
 def main(argv: list[str] | None = None) -> int:

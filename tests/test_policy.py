@@ -10,7 +10,7 @@ import yaml
 from tests.conftest import SEED_EXAMPLE
 from tuner.problem import load_problem, resolve_assignment
 from tuner.runtime import Dispatcher
-from tuner.runtime.table import Table
+from tuner.runtime.table import OpConfigs, Table
 from tuner.sim import DispatcherPolicy, StaticPolicy, simulate_policy
 
 TUNED = {"light": "fast", "bursty": "lean", "heavy": "lean"}  # what `tuner tune` writes for the seed example
@@ -28,10 +28,9 @@ def daily_problem(tmp_path):
 
 
 def table() -> Table:
-    names = {regime: {"stage": config} for regime, config in TUNED.items()}
-    configs = {regime: {"stage": {"variant": config}} for regime, config in TUNED.items()}
-    return Table(problem="seed_example", device="generic", regimes=tuple(TUNED), configs=configs, names=names,
-                 rates=RATES, source="test")
+    configs = {regime: {"stage": OpConfigs.fixed({"variant": config}, config)} for regime, config in TUNED.items()}
+    return Table(problem="seed_example", device="generic", regimes=tuple(TUNED), configs=configs, rates=RATES,
+                 rows=(), source="test")
 
 
 def run(problem, policy, regime="daily", horizon_s=None):

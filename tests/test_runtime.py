@@ -1,6 +1,6 @@
-"""tuner.runtime: loading (SQLite, JSON), lookups, regime switching with hysteresis,
-safety (every bad table serves the fallback with one warning), threads, and the
-``autotune`` decorator on the real matmul kernel under the Triton interpreter (in a
+"""tuner.runtime: loading (SQLite, JSON), per-bucket lookups, regime switching with
+hysteresis, safety (every bad table serves the fallback with one warning), threads, and
+the ``autotune`` decorator on the real matmul kernel under the Triton interpreter (in a
 child process: TRITON_INTERPRET must be set before Triton is first imported)."""
 
 from __future__ import annotations
@@ -13,14 +13,18 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 import tuner.runtime as rt
+from tests.test_store import version_1_export, write_version_1_database
+from tuner.errors import SchemaMismatchError, StorageError
 from tuner.store import SCHEMA_VERSION, Store, TableRow
 from tuner.store.export import export_json
+from tuner.store.table import bucket_label
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGGER = "tuner.runtime"
@@ -31,18 +35,21 @@ TILES = {
     "heavy": {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 1, "num_warps": 8, "num_stages": 2,
               "SPLIT_K": 1, "PERSISTENT": False, "FUSE_EPILOGUE": True},
 }
+RATES = {"light": 10.0, "heavy": 100.0}
 FALLBACK = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 2}
+POWERS_OF_TWO = [2 ** k for k in range(14)]  # 1 .. 8192: 14 buckets
 
 
 def row(regime: str, op: str, *, problem: str = "toy", device: str = "h100", **changes) -> TableRow:
     values = {
-        "problem": problem, "regime": regime, "op": op, "regime_index": list(TILES).index(regime),
-        "op_index": {"qkv": 0, "o": 1}[op], "config": f"{op}-{regime}", "params": dict(TILES[regime]),
-        "shape": {"M": 64, "N": 48, "K": 64}, "device": device, "source": "modeled", "triton_version": "3.9.0",
-        "kernel_source_hash": None, "problem_hash": "ab" * 32, "study_name": f"tuner:{problem}:{regime}",
-        "trial_number": 3, "seeds": 3, "horizon_s": 60.0, "goodput_rps": 3.5, "goodput_ci_rps": 0.25,
-        "baseline_goodput_rps": 2.0, "oracle_goodput_rps": None,
-        "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+        "problem": problem, "regime": regime, "op": op, "bucket": 0, "bucket_bounds": None,
+        "regime_index": list(TILES).index(regime), "op_index": {"qkv": 0, "o": 1, "attn": 2}[op],
+        "config": f"{op}-{regime}", "params": dict(TILES[regime]), "shape": {"M": 64, "N": 48, "K": 64},
+        "device": device, "source": "modeled", "triton_version": "3.9.0", "kernel_source_hash": None,
+        "problem_hash": "ab" * 32, "study_name": f"tuner:{problem}:{regime}", "trial_number": 3, "seeds": 3,
+        "horizon_s": 60.0, "goodput_rps": 3.5, "goodput_ci_rps": 0.25, "baseline_config": f"{op}-fastest",
+        "baseline_goodput_rps": 2.0, "delta_ci_rps": 0.5, "one_config_goodput_rps": 1.0, "oracle_goodput_rps": None,
+        "regime_rate_rps": RATES[regime], "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
     }
     values.update(changes)
     return TableRow(**values)
@@ -50,6 +57,31 @@ def row(regime: str, op: str, *, problem: str = "toy", device: str = "h100", **c
 
 def rows(**changes) -> list[TableRow]:
     return [row(r, op, **changes) for r in TILES for op in ("qkv", "o")]
+
+
+def bucket_params(regime: str, i: int) -> dict:
+    """A config per (regime, bucket), each different."""
+    return {**TILES[regime], "BLOCK_N": 16 << (i % 3), "BUCKET": i}
+
+
+def bucketed(edges, op: str = "qkv", regimes=tuple(TILES), dim: str = "M", **changes) -> list[TableRow]:
+    """One row per (regime, bucket ``(edges[i-1], edges[i]]``) of ``op``."""
+    out = []
+    for regime in regimes:
+        for i, high in enumerate(edges):
+            bounds = {dim: [None if i == 0 else edges[i - 1], high]}
+            out.append(row(regime, op, bucket=i, bucket_bounds=bounds, config=f"{op}-{regime}@{bucket_label(bounds)}",
+                           params=bucket_params(regime, i), shape={dim: high}, **changes))
+    return out
+
+
+def bucket_of(value: float, edges) -> int:
+    """Independent of the runtime: a linear scan for the first upper edge at least the
+    value; above the last edge, the last bucket."""
+    for i, edge in enumerate(edges):
+        if value <= edge:
+            return i
+    return len(edges) - 1
 
 
 def sqlite_table(path: Path, table_rows: list[TableRow] | None = None) -> Path:
@@ -84,7 +116,8 @@ def test_loads_and_serves_the_first_regime(kind, db, exported, caplog):
     assert dict(d.config("qkv")) == TILES["light"]
     assert d.config_name("o") == "o-light"
     d.set_regime("heavy")
-    assert dict(d.config("o", {"M": 64})) == TILES["heavy"]
+    assert dict(d.config("o", {"M": 64})) == TILES["heavy"]  # one bucket: the shape does not matter
+    assert d.table.regime_rows("heavy") == tuple(rows()[2:])
 
 
 def test_configs_are_read_only(exported):
@@ -105,9 +138,104 @@ def test_the_problem_is_chosen_when_the_database_holds_several(tmp_path, caplog)
     assert d.regime is None and "pass problem=" in d.fallback_reason
 
 
-def test_regime_rates_from_a_problem_file():
-    rates = rt.regime_rates_from_problem(ROOT / "search_spaces" / "seed_example.yaml")
-    assert rates and all(v > 0 for v in rates.values())
+# --- per-bucket lookups --------------------------------------------------------------
+
+EDGE_LISTS = {"powers-of-two": POWERS_OF_TWO, "uneven": [16, 64, 8192], "large": [1024, 100_000, 1_048_576]}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "json"])
+@pytest.mark.parametrize("name", list(EDGE_LISTS))
+def test_every_m_of_a_bucket_gets_that_buckets_config(tmp_path, kind, name):
+    edges = EDGE_LISTS[name]
+    table_rows = bucketed(edges) + [row(r, "o") for r in TILES]
+    source = (sqlite_table(tmp_path / "b.db", table_rows) if kind == "sqlite"
+              else export_json("toy", table_rows, tmp_path / "b.json"))
+    d = rt.load_table(source)
+    assert d.fallback_reason is None
+    values = range(0, edges[-1] + 3) if edges[-1] <= 8192 else [
+        *range(0, 1100), *range(99_990, 100_010), *range(1_048_570, 1_048_580), 5_000_000]
+    for regime in TILES:
+        d.set_regime(regime)
+        expected = [bucket_params(regime, i) for i in range(len(edges))]
+        names = [r.config for r in table_rows if r.regime == regime and r.op == "qkv"]
+        wrong = [m for m in values if d.config("qkv", {"M": m}) != expected[bucket_of(m, edges)]]
+        assert not wrong, f"{regime}: M {wrong[:5]}… get another bucket's config"
+        for m in list(values)[::97]:
+            assert d.config_name("qkv", {"M": m}) == names[bucket_of(m, edges)]
+        assert dict(d.config("o", {"M": 5})) == TILES[regime]
+
+
+def test_the_bucket_of_a_value_that_is_not_an_integer_or_is_missing():
+    params = tuple({"i": i} for i in range(4))
+    entry = rt.OpConfigs(("M",), ((16, 64, 256, 1024),), params, tuple(f"c{i}" for i in range(4)), None)
+    pick = entry.pick
+    assert pick({"M": 16.0}) == {"i": 0} and pick({"M": 16.5}) == {"i": 1} and pick({"M": 1e9}) == {"i": 3}
+    assert pick({"M": -5}) == {"i": 0} and pick({"M": True}) == {"i": 0}
+    assert pick(None) == pick({}) == pick({"N": 3}) == pick({"M": None}) == pick({"M": "big"}) == {"i": 3}
+    assert pick({"M": float("nan")}) in params  # never raises
+    np = pytest.importorskip("numpy")
+    assert pick({"M": np.int64(17)}) == {"i": 1} and pick({"M": np.float32(300.5)}) == {"i": 3}
+    assert entry.name({"M": 100}) == "c2" and entry.bucket(1024) == 3 and entry.bucket(1025) == 3
+    fixed = rt.OpConfigs.fixed({"BLOCK_M": 8})
+    assert fixed.pick({"M": 3}) == {"BLOCK_M": 8} and fixed.index(None) == 0
+    with pytest.raises(ValueError, match="not strictly ascending"):
+        rt.OpConfigs(("M",), ((64, 16),), params[:2], ("a", "b"), None)
+    with pytest.raises(ValueError, match="for 4 buckets"):
+        rt.OpConfigs(("M",), ((16, 64, 256, 1024),), params[:3], ("a", "b", "c"), None)
+
+
+def test_a_missing_shape_or_key_value_serves_the_last_bucket_and_never_raises(tmp_path):
+    d = rt.load_table(export_json("toy", bucketed([16, 64, 8192]), tmp_path / "b.json"))
+    last = bucket_params("light", 2)
+    for shape in (None, {}, {"N": 4096}, {"M": None}, {"M": "4096"}, {"M": object()}, {"M": [1, 2]}):
+        assert d.config("qkv", shape) == last, shape
+        assert d.config_name("qkv", shape) == "qkv-light@M65..8192"
+
+    class Exploding(dict):
+        def __getitem__(self, key):
+            raise RuntimeError("no")
+
+    assert d.config("qkv", Exploding()) == last
+
+
+def test_a_two_dimensional_key_picks_the_bucket_of_each_value(tmp_path):
+    b_edges, l_edges = [1, 8, 64], [1024, 65536]
+    table_rows = []
+    for regime in TILES:
+        for i, b in enumerate(b_edges):
+            for j, l in enumerate(l_edges):
+                bounds = {"B": [None if i == 0 else b_edges[i - 1], b], "L": [None if j == 0 else l_edges[j - 1], l]}
+                table_rows.append(row(regime, "attn", bucket=i * 2 + j, bucket_bounds=bounds, config=f"s{i}{j}",
+                                      params={"splits": 10 * i + j}))
+    d = rt.load_table(export_json("toy", table_rows, tmp_path / "a.json"))
+    for b in [0, 1, 2, 7, 8, 9, 63, 64, 65, 1000]:
+        for l in [1, 1023, 1024, 1025, 65536, 10 ** 6]:
+            expected = {"splits": 10 * bucket_of(b, b_edges) + bucket_of(l, l_edges)}
+            assert d.config("attn", {"B": b, "L": l}) == expected, (b, l)
+        assert d.config("attn", {"B": b}) == {"splits": 10 * bucket_of(b, b_edges) + 1}  # L missing: its last
+    assert d.config("attn") == {"splits": 21}
+
+
+@pytest.mark.parametrize("damage, cause", [
+    (lambda rs: rs[:1] + rs[2:], "are not 0..1"),
+    (lambda rs: [rs[0], replace(rs[1], bucket_bounds=None), rs[2]], "malformed bucket bounds"),
+    (lambda rs: [rs[0], replace(rs[1], bucket=2), replace(rs[2], bucket=1)], "out of order"),
+    (lambda rs: [rs[0], replace(rs[1], bucket_bounds={"M": [20, 64]}), rs[2]],
+     "does not start where the bucket before it ends"),
+    (lambda rs: [rs[0], replace(rs[1], bucket_bounds={"M": [16, "x"]}), rs[2]], "malformed bucket bounds"),
+    (lambda rs: [rs[0], replace(rs[1], bucket_bounds={"N": [16, 64]}), rs[2]], "malformed bucket bounds"),
+    (lambda rs: [rs[0], replace(rs[1], bucket_bounds={"M": [16, 8192]}), rs[2]], "do not form a grid"),
+])
+def test_bucket_rows_that_do_not_form_a_grid_are_refused(tmp_path, caplog, damage, cause):
+    table_rows = damage(bucketed([16, 64, 8192], regimes=("light",)))
+    path = export_json("toy", table_rows, tmp_path / "bad.json")
+    with pytest.raises(StorageError, match=cause) as info:
+        rt.read_table(path)
+    assert "\n" not in str(info.value)
+    with caplog.at_level(logging.WARNING, LOGGER):
+        d = rt.load_table(path, fallback=FALLBACK)
+    assert dict(d.config("qkv", {"M": 20})) == FALLBACK and cause in d.fallback_reason
+    assert len(caplog.records) == 1 and "light/qkv" in caplog.records[0].getMessage()
 
 
 # --- the load monitor and regime switching -------------------------------------------
@@ -143,7 +271,9 @@ def feed(d: rt.Dispatcher, rate: float, start: float, seconds: float, ticks_ever
 
 
 def test_regime_changes_only_at_tick_and_with_hysteresis(exported):
-    d = rt.load_table(exported, regime_rates={"light": 10.0, "heavy": 100.0}, confirm=2, margin=0.15)
+    # The rates are the rows' regime_rate_rps (light 10/s, heavy 100/s): no problem file.
+    d = rt.load_table(exported, confirm=2, margin=0.15)
+    assert dict(d.table.rates) == RATES
     end, seen = feed(d, 10.0, 0.0, 20.0)
     assert set(seen) == {"light"}
     for i in range(1, 400):  # heavy traffic, no tick: the assignment does not move
@@ -167,8 +297,16 @@ def test_hysteresis_band_does_not_flap():
     assert c(snap(37.0), "light") == "heavy" and c(snap(26.0), "heavy") == "light"
 
 
-def test_without_rates_the_first_regime_is_served_until_set(exported):
-    d = rt.load_table(exported)
+def test_regime_rates_given_override_the_tables(exported):
+    d = rt.load_table(exported, regime_rates={"light": 1000.0, "heavy": 10_000.0}, confirm=1)
+    feed(d, 500.0, 0.0, 4.0)
+    assert d.regime == "light"  # 500/s is heavy by the table's rates, light by these
+
+
+def test_without_rates_the_first_regime_is_served_until_set(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, LOGGER):
+        d = rt.load_table(export_json("toy", rows(regime_rate_rps=None), tmp_path / "norates.json"))
+    assert d.table.rates is None and any("regime_rate_rps" in r.getMessage() for r in caplog.records)
     feed(d, 500.0, 0.0, 2.0)
     assert d.regime == "light"
     d.set_regime("heavy")
@@ -205,15 +343,25 @@ def _empty_table(tmp_path: Path) -> Path:
     return sqlite_table(tmp_path / "empty-table.db", [])
 
 
-def _old_schema(tmp_path: Path) -> Path:
-    path = sqlite_table(tmp_path / "old.db")
+def _version_1_sqlite(tmp_path: Path) -> Path:
+    path = tmp_path / "v1.db"
+    write_version_1_database(f"sqlite:///{path}")  # the version-1 DDL: no bucket columns
+    return path
+
+
+def _version_1_json(tmp_path: Path) -> Path:
+    return version_1_export(tmp_path / "v1.json")
+
+
+def _newer_schema(tmp_path: Path) -> Path:
+    path = sqlite_table(tmp_path / "new.db")
     with sqlite3.connect(path) as c:
         c.execute("UPDATE tuner_schema SET version = ?", (SCHEMA_VERSION + 1,))
     return path
 
 
-def _old_json(tmp_path: Path) -> Path:
-    path = export_json("toy", rows(), tmp_path / "old.json")
+def _newer_json(tmp_path: Path) -> Path:
+    path = export_json("toy", rows(), tmp_path / "newer.json")
     document = json.loads(path.read_text())
     document["schema_version"] = SCHEMA_VERSION + 1
     path.write_text(json.dumps(document))
@@ -226,8 +374,11 @@ def _other_device(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("make, cause", [
     (_missing, "no such table file"), (_corrupt, "cannot"), (_garbage, "neither a SQLite database nor JSON"),
-    (_empty_file, "is empty"), (_empty_table, "holds no row"), (_old_schema, "schema version 2 found"),
-    (_old_json, "schema version 2 found"), (_other_device, "tuned for device 'a100', not 'h100'"),
+    (_empty_file, "is empty"), (_empty_table, "holds no row"),
+    (_version_1_sqlite, f"schema version 1 found, this tuner reads and writes version {SCHEMA_VERSION}"),
+    (_version_1_json, f"schema version 1 found, this tuner reads and writes version {SCHEMA_VERSION}"),
+    (_newer_schema, f"schema version {SCHEMA_VERSION + 1} found"),
+    (_newer_json, f"schema version {SCHEMA_VERSION + 1} found"), (_other_device, "tuned for device 'a100', not 'h100'"),
 ])
 def test_a_bad_table_serves_the_fallback_with_one_warning(make, cause, tmp_path, caplog):
     source = make(tmp_path)
@@ -238,7 +389,22 @@ def test_a_bad_table_serves_the_fallback_with_one_warning(make, cause, tmp_path,
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert cause in warnings[0].getMessage() and str(source.name) in warnings[0].getMessage()
+    assert "\n" not in warnings[0].getMessage()
     assert cause in d.fallback_reason
+
+
+@pytest.mark.parametrize("make, fix", [(_version_1_sqlite, "tuner tune --storage"),
+                                       (_version_1_json, "tuner table export --format json")])
+def test_a_version_1_table_is_refused_with_one_line_naming_the_fix(make, fix, tmp_path, caplog):
+    source = make(tmp_path)
+    with pytest.raises(SchemaMismatchError, match="schema version 1 found") as info:
+        rt.read_table(source)
+    assert fix in str(info.value)
+    with caplog.at_level(logging.WARNING, LOGGER):
+        d = rt.load_table(source, fallback=FALLBACK)
+    assert dict(d.config("qkv", {"M": 3})) == FALLBACK
+    [warning] = caplog.records
+    assert fix in warning.getMessage() and "\n" not in warning.getMessage()
 
 
 def test_per_op_fallback_and_unknown_op_warns_once(exported, caplog):
@@ -268,13 +434,17 @@ def test_a_failed_reload_keeps_the_table(exported, tmp_path, caplog):
 
 # --- threads -------------------------------------------------------------------------
 
-def test_lookups_and_observations_race_a_reload(exported, tmp_path):
-    d = rt.load_table(exported, regime_rates={"light": 10.0, "heavy": 100.0}, confirm=1)
-    new_rows = [row(r, op, params={**TILES[r], "BLOCK_K": 128}) for r in TILES for op in ("qkv", "o")]
+def test_lookups_and_observations_race_a_reload(tmp_path):
+    edges = [16, 64, 8192]
+    old_rows = bucketed(edges) + [row(r, "o") for r in TILES]
+    new_rows = [replace(r, params={**r.params, "BLOCK_K": 128}) for r in old_rows]
+    d = rt.load_table(export_json("toy", old_rows, tmp_path / "old.json"), confirm=1)
     new = export_json("toy", new_rows, tmp_path / "new.json")
-    allowed = [dict(TILES[r]) for r in TILES] + [{**TILES[r], "BLOCK_K": 128} for r in TILES]
+    allowed = {}  # (op, bucket) -> every params a lookup may see: either table, either regime
+    for r in old_rows + new_rows:
+        allowed.setdefault((r.op, r.bucket), []).append(dict(r.params))
     errors: list[BaseException] = []
-    bad: list[dict] = []
+    bad: list[tuple] = []
     seen_k: set[int] = set()
     start, stop = threading.Barrier(9), threading.Event()
 
@@ -288,10 +458,12 @@ def test_lookups_and_observations_race_a_reload(exported, tmp_path):
                 if i % 50 == 0:
                     d.observe_queue(i)
                     d.tick()
-                params = d.config("qkv" if i % 2 else "o")
+                m = (i * 37 + k) % 9000
+                op, bucket = ("qkv", bucket_of(m, edges)) if i % 2 else ("o", 0)
+                params = d.config(op, {"M": m})
                 seen_k.add(params["BLOCK_K"])
-                if dict(params) not in allowed:
-                    bad.append(dict(params))
+                if dict(params) not in allowed[(op, bucket)]:
+                    bad.append((op, m, dict(params)))
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -305,20 +477,20 @@ def test_lookups_and_observations_race_a_reload(exported, tmp_path):
     stop.set()
     for t in threads:
         t.join()
-    assert not errors and not bad
+    assert not errors and not bad, bad[:3]
     assert 128 in seen_k and seen_k - {128}  # answers from both tables
-    assert d.config("qkv")["BLOCK_K"] == 128
+    assert d.config("qkv", {"M": 20})["BLOCK_K"] == 128
 
 
 # --- the public API and the decorator ------------------------------------------------
 
 def test_public_api_and_light_import():
     assert set(rt.__all__) == {
-        "Autotuned", "Dispatcher", "LoadMonitor", "LoadSnapshot", "RateClassifier", "Table", "autotune",
-        "load_table", "read_table", "regime_rates_from_problem",
+        "Autotuned", "Dispatcher", "LoadMonitor", "LoadSnapshot", "OpConfigs", "RateClassifier", "Table",
+        "autotune", "load_table", "read_table",
     }
-    # Import tuner.runtime with the tuner package stubbed (as a lazy tuner/__init__ would
-    # make it): nothing heavy may come in through tuner.runtime itself.
+    # Import tuner.runtime with the tuner package stubbed: nothing heavy may come in
+    # through tuner.runtime itself.
     code = ("import sys, types; p = types.ModuleType('tuner'); p.__path__ = ['tuner']; sys.modules['tuner'] = p; "
             "import tuner.runtime; heavy = ('numpy', 'pydantic', 'yaml', 'sqlalchemy', 'optuna', 'torch', "
             "'triton', 'tuner.sim', 'tuner.problem'); print([m for m in heavy if m in sys.modules])")
@@ -328,24 +500,73 @@ def test_public_api_and_light_import():
     assert done.stdout.strip() == "[]"
 
 
+class Kernel:
+    """A stand-in with a JITFunction's calling interface; records each launch."""
+
+    def __init__(self, *arg_names: str) -> None:
+        self.arg_names = arg_names
+        self.calls: list[tuple] = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append((grid, args, kwargs))
+
+
+LAUNCHED = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "num_warps", "num_stages")
+
+
+def launched_with(params: dict) -> dict:
+    """What a launch passes from ``params``: the kernel's arguments and launch options (not
+    planning parameters such as PERSISTENT)."""
+    return {k: v for k, v in params.items() if k not in ("PERSISTENT", "FUSE_EPILOGUE")}
+
+
 def test_autotune_passes_meta_parameters_and_launch_options(exported):
     d = rt.load_table(exported)
-    calls = []
-
-    class Kernel:  # a stand-in with a JITFunction's calling interface
-        arg_names = ("a", "M", "N", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K")
-
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: calls.append((grid, args, kwargs))
-
-    kernel = rt.autotune(op="qkv", key=["M", "N"], table=d)(Kernel())
+    fn = Kernel("a", "M", "N", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K")
+    kernel = rt.autotune(op="qkv", key=["M", "N"], table=d)(fn)
     kernel[(4,)]("a", 64, 48)
-    grid, args, kwargs = calls[-1]
+    grid, args, kwargs = fn.calls[-1]
     assert grid == (4,) and args == ("a", 64, 48)
     expected = {k: v for k, v in TILES["light"].items() if k not in ("PERSISTENT", "FUSE_EPILOGUE")}
     assert kwargs == expected
     with pytest.raises(ValueError, match="BLOCK_M"):
         kernel[(4,)]("a", 64, 48, BLOCK_M=8)
+
+
+def test_autotune_launches_each_m_with_its_buckets_config(tmp_path):
+    edges = [16, 64, 8192]
+    d = rt.load_table(export_json("toy", bucketed(edges), tmp_path / "b.json"))
+    fn = Kernel("a", "M", "N", *LAUNCHED, "BUCKET")
+    kernel = rt.autotune(op="qkv", key=["M", "N"], table=d)(fn)
+    for m in [1, 16, 17, 64, 65, 8192, 10_000]:
+        kernel[(1,)]("a", m, 48)  # positional
+        kernel[(1,)]("a", N=48, M=m)  # by keyword
+        expected = launched_with(bucket_params("light", bucket_of(m, edges)))
+        assert fn.calls[-2][2] == expected and fn.calls[-1][2] == {"N": 48, "M": m, **expected}, m
+
+
+def test_autotune_maps_a_key_dimension_to_an_argument_named_otherwise(tmp_path):
+    edges = [16, 64, 8192]
+    d = rt.load_table(export_json("toy", bucketed(edges), tmp_path / "b.json"))
+    fn = Kernel("a", "num_tokens", "N", *LAUNCHED, "BUCKET")
+    kernel = rt.autotune(op="qkv", key={"M": "num_tokens"}, table=d)(fn)
+    assert kernel.shape("a", 40, 48) == {"M": 40}
+    for m in [3, 40, 100]:
+        kernel[(1,)]("a", m, 48)
+        assert fn.calls[-1][2] == launched_with(bucket_params("light", bucket_of(m, edges)))
+    with pytest.raises(ValueError, match="names no argument"):
+        rt.autotune(op="qkv", key={"M": "tokens"}, table=d)(Kernel("a", "num_tokens"))
+
+
+def test_autotune_warns_when_its_key_lacks_the_tables_bucket_dimension(tmp_path, caplog):
+    d = rt.load_table(export_json("toy", bucketed([16, 64, 8192]), tmp_path / "b.json"))
+    fn = Kernel("a", "N", "K", *LAUNCHED, "BUCKET")
+    with caplog.at_level(logging.WARNING, LOGGER):
+        kernel = rt.autotune(op="qkv", key=["N", "K"], table=d)(fn)
+    [warning] = caplog.records
+    assert "buckets 'qkv' by M" in warning.getMessage() and "last bucket" in warning.getMessage()
+    kernel[(1,)]("a", 48, 64)
+    assert fn.calls[-1][2] == launched_with(bucket_params("light", 2))
 
 
 CHILD = r'''
@@ -368,43 +589,50 @@ class Spy:
         return launch
 
 matmul = rt.autotune(op="qkv", key=["M", "N", "K"], table=d)(Spy(_matmul_kernel))
-M, N, K = 40, 48, 64
+N, K = 48, 64
 torch.manual_seed(0)
-a = torch.randn(M, K, dtype=torch.float16)
-b = torch.randn(K, N, dtype=torch.float16)
-grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]) * META["SPLIT_K"],)
 out = []
-for regime in ("light", "heavy"):
-    d.set_regime(regime)
-    c = torch.empty(M, N, dtype=torch.float16)
-    matmul[grid](a, b, c, a, M, N, K, EPILOGUE="none", APPLY_EPILOGUE=True)
-    ref = a.float() @ b.float()
-    out.append({"regime": regime, "err": (c.float() - ref).abs().max().item(), "launched": launched[-1]})
+for M in (40, 80):
+    a = torch.randn(M, K, dtype=torch.float16)
+    b = torch.randn(K, N, dtype=torch.float16)
+    grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]) * META["SPLIT_K"],)
+    for regime in ("light", "heavy"):
+        d.set_regime(regime)
+        c = torch.empty(M, N, dtype=torch.float16)
+        matmul[grid](a, b, c, a, M, N, K, EPILOGUE="none", APPLY_EPILOGUE=True)
+        ref = a.float() @ b.float()
+        out.append({"M": M, "regime": regime, "err": (c.float() - ref).abs().max().item(),
+                    "launched": launched[-1]})
 print(json.dumps(out))
 '''
 
 
-def test_autotune_launches_the_matmul_kernel_under_the_interpreter(exported):
+def test_autotune_launches_the_matmul_kernel_under_the_interpreter(tmp_path):
+    # qkv has two buckets, M <= 64 and above, each with its own tiles per regime.
+    variant = {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "num_warps": 4, "num_stages": 2}
+    tiles = {(r, 0): TILES[r] for r in TILES} | {(r, 1): {**TILES[r], **variant} for r in TILES}
+    table_rows = [row(r, "qkv", bucket=i, bucket_bounds={"M": [None if i == 0 else 64, 64 if i == 0 else 8192]},
+                      params=tiles[(r, i)]) for r in TILES for i in (0, 1)]
+    exported = export_json("toy", table_rows, tmp_path / "mm.json")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_INTERPRET"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-c", CHILD, str(exported)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120, check=False)
+                          env=env, cwd=ROOT, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(results) == 4
     for result in results:
         assert result["err"] < 0.1, result
-        table = {k: v for k, v in TILES[result["regime"]].items() if k not in ("PERSISTENT", "FUSE_EPILOGUE")}
+        params = tiles[(result["regime"], 0 if result["M"] <= 64 else 1)]
+        table = {k: v for k, v in params.items() if k not in ("PERSISTENT", "FUSE_EPILOGUE")}
         assert {k: result["launched"][k] for k in table} == table
 
 
 def test_importing_the_runtime_pulls_in_nothing_heavy():
-    import subprocess
-    import sys
-
     code = ("import sys, tuner.runtime; heavy = [m for m in ('numpy', 'pydantic', 'yaml', 'torch', 'triton', "
             "'optuna', 'sqlalchemy', 'tuner.sim', 'tuner.problem') if m in sys.modules]; print(heavy)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]", done.stdout
 
 

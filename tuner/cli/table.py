@@ -1,14 +1,25 @@
-"""``tuner table show`` and ``tuner table export``: read the config table a tune wrote."""
+"""``tuner table show`` and ``tuner table export``: read the config table a tune wrote.
+
+Rows are keyed (problem, regime, operator, bucket); the goodput figures are the regime's
+(every row of a regime carries them), so ``show`` prints them once per regime, then the
+configs per bucket.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import TunerError
+from ..store.table import bucket_label
 from . import main, one_line_errors, storage_option
+
+if TYPE_CHECKING:
+    from ..store.table import TableRow
 
 
 @main.group()
@@ -37,35 +48,98 @@ def _rows(storage: str, problem: str | None, *, one_problem: bool):
 @table.command()
 @storage_option()
 @click.option("--problem", default=None, help="Only this problem's rows (its name in the problem file).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of row objects.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of row objects (TableRow.to_dict()).")
 @one_line_errors
 def show(storage: str, problem: str | None, as_json: bool) -> None:
-    """Print the config table: one row per (problem, regime, operator)."""
+    """Print the config table: per regime its goodput against the baselines, then one row
+    per (regime, operator, bucket) with its config."""
     _, rows = _rows(storage, problem, one_problem=False)
     if as_json:
         click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
     console = Console(width=None if Console().is_terminal else 200)
-    view = Table(title=f"config table in {storage} (goodput simulated, req/s)", title_justify="left")
-    for column in ("problem", "regime", "op", "config", "params", "goodput", "isolated-fastest", "oracle",
-                   "source", "device", "study:trial"):
+    if not rows:
+        console.print(f"config table in {storage}: no rows yet")
+        return
+    console.print(regime_table(rows, storage))
+    console.print(config_table(rows))
+
+
+def regime_table(rows: Sequence[TableRow], storage: str) -> Any:
+    """One line per (problem, regime): the tuned goodput against THE baseline (per-bucket
+    isolated-fastest), their paired difference, and the one-config-per-operator baseline."""
+    from rich.table import Table
+
+    view = Table(title=f"config table in {storage}: goodput per regime (simulated, req/s; ± 95% CI)",
+                 title_justify="left")
+    for column, justify in (("problem", "left"), ("regime", "left"), ("rate", "right"), ("tuned", "right"),
+                            ("baseline\n(per-bucket\nisolated-fastest)", "right"), ("tuned /\nbaseline", "right"),
+                            ("tuned −\nbaseline\n(paired)", "right"), ("one config\nper operator", "right"),
+                            ("oracle", "right"), ("seeds ×\nhorizon", "right")):
+        view.add_column(column, justify=justify)  # type: ignore[arg-type]
+    view.add_column("study:trial", no_wrap=True)
+    for row in _first_of_each_regime(rows):
+        view.add_row(
+            row.problem, row.regime, _rate(row.regime_rate_rps), _with_ci(row.goodput_rps, row.goodput_ci_rps),
+            f"{row.baseline_goodput_rps:.2f}", _ratio(row.goodput_rps, row.baseline_goodput_rps),
+            _delta(row.goodput_rps - row.baseline_goodput_rps, row.delta_ci_rps),
+            _maybe(row.one_config_goodput_rps), _maybe(row.oracle_goodput_rps),
+            f"{row.seeds} × {row.horizon_s:g} s", f"{row.study_name}:{row.trial_number}",
+        )
+    return view
+
+
+def config_table(rows: Sequence[TableRow]) -> Any:
+    """One line per (problem, regime, operator, bucket): the tuned config and the baseline's."""
+    from rich.table import Table
+
+    view = Table(title="configs per (regime, operator, bucket)", title_justify="left")
+    for column in ("problem", "regime", "op", "bucket", "config", "params", "baseline config", "source",
+                   "device"):
         view.add_column(column)
     for row in rows:
         params = ", ".join(f"{k}={v}" for k, v in row.params.items())
-        goodput = f"{row.goodput_rps:.2f}" + ("" if row.goodput_ci_rps is None else f" ± {row.goodput_ci_rps:.2f}")
-        oracle = "—" if row.oracle_goodput_rps is None else f"{row.oracle_goodput_rps:.2f}"
-        view.add_row(row.problem, row.regime, row.op, row.config, params, goodput,
-                     f"{row.baseline_goodput_rps:.2f}", oracle, row.source, row.device,
-                     f"{row.study_name}:{row.trial_number}")
-    console.print(view)
+        baseline = "same" if row.baseline_config == row.config else row.baseline_config
+        view.add_row(row.problem, row.regime, row.op, bucket_label(row.bucket_bounds) or "all", row.config, params,
+                     baseline, row.source, row.device)
+    return view
+
+
+def _first_of_each_regime(rows: Sequence[TableRow]) -> list[TableRow]:
+    """Every row of a regime carries the regime's figures: one row per (problem, regime)."""
+    seen: dict[tuple[str, str], TableRow] = {}
+    for row in rows:
+        seen.setdefault((row.problem, row.regime), row)
+    return list(seen.values())
+
+
+def _with_ci(value: float, ci: float | None) -> str:
+    return f"{value:.2f}" + ("" if ci is None else f" ± {ci:.2g}")
+
+
+def _delta(mean: float, ci: float | None) -> str:
+    """As :class:`tuner.stats.Delta` writes one: ``+0.846 ± 2.2``."""
+    return f"{mean:+.3g}" + ("" if ci is None else f" ± {ci:.2g}")
+
+
+def _ratio(tuned: float, baseline: float) -> str:
+    return f"{tuned / baseline:.3f}×" if baseline > 0 else "—"
+
+
+def _maybe(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}/s"
 
 
 @table.command()
 @click.option("--format", "fmt", type=click.Choice(["json", "vllm"]), required=True,
-              help="json: one project file the runtime loads; vllm: one file per (regime, op) in OUT/.")
+              help="json: one project file the runtime loads; vllm: one file per (regime, op) in OUT/, "
+                   "keyed by M so that vLLM's nearest-M lookup serves each bucket's config.")
 @click.argument("out", type=click.Path(path_type=Path))
 @storage_option()
 @click.option("--problem", default=None, help="The problem to export (needed when the table holds several).")

@@ -19,7 +19,7 @@ def default_problem() -> Path:
 @main.command()
 @click.argument("problem", required=False, type=click.Path(path_type=Path))
 @storage_option()
-@click.option("--trials", default=40, show_default=True, type=int,
+@click.option("--trials", default=30, show_default=True, type=int,
               help="Finished trials per regime's study (a rerun continues to this number).")
 @click.option("--seeds", default=3, show_default=True, type=int, help="Traffic samples per assignment (K).")
 @click.option("--regimes", default=None, metavar="A,B", help="Regimes to tune, comma-separated (default: all).")

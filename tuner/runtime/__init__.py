@@ -1,12 +1,12 @@
 """The serving side of tuner: load the config table, watch the load, hand out configs.
 
-Light to import (the standard library and tuner's error and schema-version modules): no
-Optuna, SQLAlchemy, NumPy, torch or Triton. See ``docs/runtime.md``.
+Light to import (the standard library and tuner's error, table-codec and schema-version
+modules): no Optuna, SQLAlchemy, NumPy, torch or Triton. See ``docs/runtime.md``.
 
     dispatcher = tuner.runtime.load_table("table.json", fallback={"BLOCK_M": 64, ...})
     dispatcher.observe_arrival()          # per request
     dispatcher.tick()                     # at a safe point: the regime may change here
-    dispatcher.config("qkv")              # per launch: the current regime's params
+    dispatcher.config("qkv", {"M": 384})  # per launch: the current regime's params for M's bucket
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from .autotune import Autotuned, autotune
 from .classify import RateClassifier
 from .dispatcher import Dispatcher, load_table
 from .monitor import LoadMonitor, LoadSnapshot
-from .problem_rates import regime_rates_from_problem
-from .table import Table, read_table
+from .table import OpConfigs, Table, read_table
 
 __all__ = [
-    "Autotuned", "Dispatcher", "LoadMonitor", "LoadSnapshot", "RateClassifier", "Table", "autotune",
-    "load_table", "read_table", "regime_rates_from_problem",
+    "Autotuned", "Dispatcher", "LoadMonitor", "LoadSnapshot", "OpConfigs", "RateClassifier", "Table", "autotune",
+    "load_table", "read_table",
 ]

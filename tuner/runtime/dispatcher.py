@@ -10,9 +10,9 @@ the bucket edges precomputed at load (:class:`~tuner.runtime.table.OpConfigs`).
 Thread safety. Everything a lookup reads is one snapshot that is never mutated: the
 current regime's ``op -> OpConfigs`` mapping (every bucket of every operator), held in
 one attribute and replaced whole by :meth:`~Dispatcher.tick` (a regime change) or
-:meth:`~Dispatcher.reload` (a new table), both under a lock. A lookup takes no lock and sees the old assignment or the new one,
-never a mix, and every operator of a launch sequence that reads between two ticks gets
-the same regime's config.
+:meth:`~Dispatcher.reload` (a new table), both under a lock. A lookup takes no lock and
+sees the old assignment or the new one, never a mix, and every operator of a launch
+sequence that reads between two ticks gets the same regime's config.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class Dispatcher:
         self._pending: tuple[str | None, int] = (None, 0)
         self._classifier: Classifier | None = None
         self._state = _State(None, None, reason or "no table given")
-        self._lookup: dict[str, OpConfigs] = {op: OpConfigs.fixed(params) for op, params in self._per_op.items()}
+        self._lookup: dict[str, tuple] = {op: OpConfigs.fixed(params).fast for op, params in self._per_op.items()}
         if table is not None:
             self._install(table, initial_regime)
 
@@ -131,18 +131,17 @@ class Dispatcher:
         operator with one bucket ignores ``shape``. Never raises.
         """
         try:
-            entry = self._lookup[op]
+            single, dim, dense, size, params, entry = self._lookup[op]
         except KeyError:
             return self._missing(op)
-        single = entry.single
         if single is not None:
             return single
-        dense = entry.dense
-        if dense is not None:
-            try:
-                return entry.params[dense[shape[entry.dim]]]  # type: ignore[index]
-            except Exception:  # noqa: BLE001 - no shape, or a value the index lacks: bisect
-                pass
+        try:  # the common case inline: one key dimension, an integer within the index
+            value = shape[dim]  # type: ignore[index]
+            if 0 <= value < size:  # (a negative index would wrap around)
+                return params[dense[value]]
+        except Exception:  # noqa: BLE001 - no shape or value, not a number, not an integer
+            pass
         return entry.params[entry.index(shape)]
 
     def config_name(self, op: str, shape: Mapping[str, Any] | None = None) -> str | None:
@@ -266,7 +265,7 @@ class Dispatcher:
 
     def _set(self, table: Table, regime: str) -> None:
         self._state = _State(table, regime, None)
-        self._lookup = dict(table.configs[regime])  # a private plain dict: a mappingproxy costs a lookup more
+        self._lookup = {op: entry.fast for op, entry in table.configs[regime].items()}  # a plain dict of tuples
 
     def _missing(self, op: str) -> Params:
         params = self._per_op.get(op, self._default)

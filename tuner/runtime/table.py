@@ -14,14 +14,15 @@ decoded by the store's own codec (:meth:`tuner.store.table.TableRow.decode`).
 
 from __future__ import annotations
 
-import bisect
 import gc
+from bisect import bisect_left
 import json
 import math
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -39,7 +40,8 @@ _SCHEMA = "tuner_schema"
 
 #: An operator keyed on one dimension whose edges are integers no larger than this gets
 #: a precomputed ``value -> bucket`` index for the integer values ``0..last edge`` (one
-#: per distinct edge list, shared); other values, and larger edges, are bisected.
+#: per distinct edge list, shared, at most 128 KiB); other values (floats, values above
+#: the last edge), other operators, are bisected.
 DENSE_LIMIT = 16384
 
 Params = Mapping[str, Any]
@@ -61,8 +63,9 @@ class OpConfigs:
 
     Derived (not arguments): ``dim``, the key dimension when there is exactly one (else
     None); ``dense``, for such an operator with integer edges up to :data:`DENSE_LIMIT`,
-    the bucket of every integer value ``0..edges[-1]``, computed by the same bisect
-    (else None).
+    the bucket of every integer ``0..edges[-1]``, computed by the same bisect (else None);
+    ``last``, the last bucket's index; ``fast``, what the dispatcher's lookup unpacks in
+    one step: ``(single, dim, dense or (), its length, params, self)``.
     """
 
     key: tuple[str, ...]
@@ -71,18 +74,25 @@ class OpConfigs:
     names: tuple[str, ...]
     single: Params | None
     dim: str | None = field(init=False, repr=False, compare=False)
-    dense: Mapping[Any, int] | None = field(init=False, repr=False, compare=False)
+    dense: tuple[int, ...] | None = field(init=False, repr=False, compare=False)
+    last: int = field(init=False, repr=False, compare=False)
+    fast: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         count = math.prod(len(e) for e in self.edges) if self.key else 1
         if len(self.edges) != len(self.key) or any(not e for e in self.edges):
             raise ValueError(f"OpConfigs: key {self.key} needs one non-empty edge list per dimension")
+        if any(b <= a for e in self.edges for a, b in zip(e, e[1:])):
+            raise ValueError(f"OpConfigs: edges {self.edges} are not strictly ascending")
         if len(self.params) != count or len(self.names) != count:
             raise ValueError(f"OpConfigs: {len(self.params)} params and {len(self.names)} names "
                              f"for {count} buckets")
         one = len(self.key) == 1
         object.__setattr__(self, "dim", self.key[0] if one else None)
         object.__setattr__(self, "dense", _dense_index(self.edges[0]) if one else None)
+        object.__setattr__(self, "last", count - 1)
+        dense = () if self.single is not None or self.dense is None else self.dense
+        object.__setattr__(self, "fast", (self.single, self.dim, dense, len(dense), self.params, self))
 
     @classmethod
     def fixed(cls, params: Params, name: str = "fallback") -> OpConfigs:
@@ -96,20 +106,36 @@ class OpConfigs:
         bucket (so no shape at all gives the last bucket)."""
         if self.single is not None:
             return 0
-        if self.dense is not None:
+        dim = self.dim
+        if dim is not None:
+            if shape is None:
+                return self.last
             try:
-                return self.dense[shape[self.dim]]  # type: ignore[index]
-            except Exception:  # noqa: BLE001 - not an integer in range, or no value: bisect below
-                pass
+                value = shape[dim]
+            except Exception:  # noqa: BLE001 - no value (or a shape that is not a mapping): the last bucket
+                return self.last
+            return self.bucket(value)
         flat = 0
         for dim, edges in zip(self.key, self.edges):
             last = len(edges) - 1
             try:
-                i = min(bisect.bisect_left(edges, shape[dim]), last)  # type: ignore[index]
+                i = min(bisect_left(edges, shape[dim]), last)  # type: ignore[index]
             except Exception:  # noqa: BLE001 - no shape, no value, or a value edges cannot be compared with
                 i = last
             flat = flat * len(edges) + i
         return flat
+
+    def bucket(self, value: Any) -> int:
+        """The bucket of ``value`` of the one key dimension (never raises): from the
+        integer index when it has ``value``, else by bisect; not comparable: the last."""
+        dense = self.dense
+        if dense is not None and type(value) is int and 0 <= value < len(dense):
+            return dense[value]
+        try:
+            i = bisect_left(self.edges[0], value)
+        except Exception:  # noqa: BLE001 - a value the edges cannot be compared with
+            return self.last
+        return i if i <= self.last else self.last
 
     def pick(self, shape: Mapping[str, Any] | None) -> Params:
         """The params serving ``shape`` (never raises)."""
@@ -124,19 +150,17 @@ class OpConfigs:
 
 
 @lru_cache(maxsize=32)
-def _dense_index(edges: tuple[float, ...]) -> Mapping[Any, int] | None:
-    """``value -> bucket`` for the integers ``0..edges[-1]`` (read-only), or None when the
-    edges are not integers up to :data:`DENSE_LIMIT`. A dict, not a list: a negative or
-    an out-of-range value misses (and is bisected) instead of wrapping around, and an
-    integral float or NumPy integer hashes like the int it equals."""
+def _dense_index(edges: tuple[float, ...]) -> tuple[int, ...] | None:
+    """The bucket of each integer ``0..edges[-1]``, or None when the edges are not
+    integers up to :data:`DENSE_LIMIT`. A tuple of small ints (8 bytes a value, shared by
+    every operator with these edges): the fastest index there is; callers skip negative
+    values, which would wrap around."""
     if not all(float(e).is_integer() for e in edges) or edges[-1] > DENSE_LIMIT or edges[0] < 0:
         return None
-    index: dict[Any, int] = {}
-    start = 0
+    index: list[int] = []
     for i, edge in enumerate(edges):
-        index.update(dict.fromkeys(range(start, int(edge) + 1), i))
-        start = int(edge) + 1
-    return index  # shared by every operator with these edges; never mutated
+        index.extend([i] * (int(edge) + 1 - len(index)))
+    return tuple(index)
 
 
 @dataclass(frozen=True)
@@ -150,7 +174,8 @@ class Table:
         configs: ``regime -> op -> OpConfigs`` (read-only, shared by every lookup).
         rates: ``regime -> mean arrival rate (req/s)`` as the table stores them (None
             when no regime has one).
-        rows: the rows it was built from, in table order.
+        rows: the rows it was built from, in table order (``regime_rows`` gives a
+            regime's, for :meth:`tuner.problem.assignment.Assignment.from_rows`).
         source: where the table was read from (for messages).
     """
 
@@ -223,7 +248,7 @@ def _path(source: str | Path) -> Path:
     return Path(text)
 
 
-def _sqlite_records(path: Path) -> list[dict[str, Any]]:
+def _sqlite_records(path: Path) -> list[tuple[Any, ...]]:
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     try:
         connection = sqlite3.connect(uri, uri=True)
@@ -235,9 +260,8 @@ def _sqlite_records(path: Path) -> list[dict[str, Any]]:
             raise StorageError(f"{path}: holds no tuner table ({_SCHEMA} and {_CONFIGS} expected)")
         versions = [v for (v,) in connection.execute(f"SELECT version FROM {_SCHEMA}")]
         check_version(versions[0] if len(versions) == 1 else None, path)
-        query = (f"SELECT {', '.join(ROW_FIELDS)} FROM {_CONFIGS} "
-                 "ORDER BY problem, regime_index, regime, op_index, op, bucket")
-        return [dict(zip(ROW_FIELDS, record)) for record in connection.execute(query)]
+        query = f"SELECT {', '.join(ROW_FIELDS)} FROM {_CONFIGS}"  # ordered by _build
+        return connection.execute(query).fetchall()  # tuples in ROW_FIELDS order
     except sqlite3.Error as exc:
         raise StorageError(f"{path}: cannot read the SQLite table ({exc})") from None
     finally:
@@ -256,6 +280,9 @@ def _json_records(path: Path) -> list[Any]:
     return records
 
 
+_TABLE_ORDER = attrgetter("regime_index", "regime", "op_index", "op", "bucket")
+
+
 def _build(rows: Sequence[TableRow], source: str, problem: str | None, device: str | None) -> Table:
     if not rows:
         raise StorageError(f"{source}: the config table holds no row")
@@ -266,8 +293,7 @@ def _build(rows: Sequence[TableRow], source: str, problem: str | None, device: s
         problem = problems[0]
     elif problem not in problems:
         raise StorageError(f"{source}: no rows for problem {problem!r} (it holds {', '.join(problems)})")
-    mine = sorted((r for r in rows if r.problem == problem), key=lambda r: (r.regime_index, r.regime, r.op_index,
-                                                                             r.op, r.bucket))
+    mine = sorted((r for r in rows if r.problem == problem), key=_TABLE_ORDER)
     devices = sorted({r.device for r in mine})
     if len(devices) > 1:
         raise StorageError(f"{source}: problem {problem!r} mixes rows of devices {', '.join(devices)}")
@@ -299,24 +325,29 @@ def _op_configs(rows: list[TableRow], source: str) -> OpConfigs:
             raise StorageError(f"{where}: {len(rows)} rows but no bucket bounds")
         return OpConfigs((), (), params, names, params[0])
     key = tuple(bounds)
+    if len(key) == 1:
+        return _one_dimension(rows, key[0], params, names, where)
     try:
         cells = []
         for r in rows:
-            if not isinstance(r.bucket_bounds, Mapping) or tuple(r.bucket_bounds) != key:
-                raise ValueError(f"bucket {r.bucket} has bounds {r.bucket_bounds!r}, not over {', '.join(key)}")
-            cells.append(tuple((_bound(r.bucket_bounds[dim][0]), _bound(r.bucket_bounds[dim][1])) for dim in key))
-        edges = tuple(tuple(sorted({cell[d][1] for cell in cells})) for d in range(len(key)))
-        if any(high is None for cell in cells for _, high in cell):
-            raise ValueError("a bucket has no upper edge")
+            b = r.bucket_bounds
+            if not isinstance(b, Mapping) or len(b) != len(key) or any(dim not in b for dim in key):
+                raise ValueError(f"bucket {r.bucket} has bounds {b!r}, not over {', '.join(key)}")
+            cell = tuple((_bound(b[dim][0]), _bound(b[dim][1])) for dim in key)
+            if any(high is None for _, high in cell):
+                raise ValueError(f"bucket {r.bucket} has no upper edge")
+            cells.append(cell)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise StorageError(f"{where}: malformed bucket bounds ({exc})") from None
+    edges = tuple(tuple(sorted({cell[d][1] for cell in cells})) for d in range(len(key)))
     if math.prod(len(e) for e in edges) != len(rows):
         raise StorageError(f"{where}: {len(rows)} buckets do not form a grid over {', '.join(key)}")
+    positions = [{edge: i for i, edge in enumerate(dim_edges)} for dim_edges in edges]
     for r, cell in zip(rows, cells):  # each row where a lookup will look for it
         flat = 0
-        for (low, high), dim_edges in zip(cell, edges):
-            i = dim_edges.index(high)
-            if low != (dim_edges[i - 1] if i else low):
+        for (low, high), dim_edges, position in zip(cell, edges, positions):
+            i = position[high]
+            if i and low != dim_edges[i - 1]:
                 raise StorageError(f"{where}: bucket {r.bucket} ({bucket_label(r.bucket_bounds)}) does not start "
                                    "where the bucket before it ends")
             flat = flat * len(dim_edges) + i
@@ -326,10 +357,40 @@ def _op_configs(rows: list[TableRow], source: str) -> OpConfigs:
     return OpConfigs(key, edges, params, names, params[0] if len(rows) == 1 else None)
 
 
+def _one_dimension(rows: list[TableRow], dim: str, params: tuple[Params, ...], names: tuple[str, ...],
+                   where: str) -> OpConfigs:
+    """:func:`_op_configs` for the common key of one dimension, with the same checks."""
+    lows, highs = [], []
+    try:
+        for r in rows:
+            b = r.bucket_bounds
+            if not isinstance(b, Mapping) or len(b) != 1 or dim not in b:
+                raise ValueError(f"bucket {r.bucket} has bounds {b!r}, not over {dim}")
+            low, high = b[dim]
+            high = _bound(high)
+            if high is None:
+                raise ValueError(f"bucket {r.bucket} has no upper edge")
+            lows.append(_bound(low))
+            highs.append(high)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise StorageError(f"{where}: malformed bucket bounds ({exc})") from None
+    edges = sorted(highs)
+    if len(set(edges)) != len(edges):
+        raise StorageError(f"{where}: {len(rows)} buckets do not form a grid over {dim}")
+    for i, r in enumerate(rows):
+        if highs[i] != edges[i]:
+            raise StorageError(f"{where}: bucket {r.bucket} ({bucket_label(r.bucket_bounds)}) is out of order "
+                               f"(its bounds are bucket {edges.index(highs[i])}'s)")
+        if i and lows[i] != edges[i - 1]:
+            raise StorageError(f"{where}: bucket {r.bucket} ({bucket_label(r.bucket_bounds)}) does not start "
+                               "where the bucket before it ends")
+    return OpConfigs((dim,), (tuple(edges),), params, names, params[0] if len(rows) == 1 else None)
+
+
 def _bound(value: Any) -> float | int | None:
     """A bucket bound as a number (int when integral: faster to compare with int shapes)."""
-    if value is None:
-        return None
+    if value is None or type(value) is int:
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise ValueError(f"bound {value!r} is not a number")
     return int(value) if float(value).is_integer() else float(value)

@@ -89,7 +89,7 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
         parts = [
             f"{PER_BUCKET.label} {_rate(base.mean, base.ci)}{_infeasible(base)}: tuned / baseline "
             f"{ratio(tuned.mean, base.mean)}, tuned − baseline {difference(tuned, base)}",
-            f"why: {mechanism(o.space, o.tuned.assignment, o.baseline.assignment)}",
+            f"{_why(tuned, base)}: {mechanism(o.space, o.tuned.assignment, o.baseline.assignment)}",
         ]
         for key in (ONE_CONFIG.name, SMALLEST.name):
             other = o.baselines[key].evaluation
@@ -109,6 +109,13 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
     rows = sum(sum(1 for _ in o.tuned.assignment.cells()) for o in outcomes)
     console.print(f"{rows} rows written to {storage} (studies tuner:{problem.name}:REGIME; "
                   f"`tuner table show --storage {storage}`)", highlight=False)
+
+
+def _why(tuned: Evaluation, base: Evaluation) -> str:
+    """``why`` when the paired difference is significant at 95%, else say it is not."""
+    if paired_delta(tuned, base).excludes_zero:
+        return "why"
+    return "no significant difference; they differ in"
 
 
 def _infeasible(evaluation: Evaluation) -> str:

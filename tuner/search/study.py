@@ -72,7 +72,7 @@ class TuneSettings:
             before ``2**-K < p_threshold``, i.e. K ≥ 4 at the default 0.1).
     """
 
-    trials: int = 40
+    trials: int = 30
     seeds: int = 3
     base_seed: int = 0
     horizon_s: float | None = None

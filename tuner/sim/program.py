@@ -65,6 +65,8 @@ class BoundOperator:
     decode step and the next differ in context length, which changes no GEMM's
     shape, and changes attention's rounded length only every 16 tokens per sequence.
     ``reads`` is None when a profile does not say what it reads (then every variable).
+    Each distinct result gets a *token* (a counter, never reused), so a whole batch's
+    program can be memoised by its operators' tokens.
     """
 
     operator: Operator
@@ -73,6 +75,7 @@ class BoundOperator:
     direct: tuple[str, ...] | None = None
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
     _by_vars: dict = field(default_factory=dict, repr=False, compare=False)
+    _tokens: list = field(default_factory=lambda: [0], repr=False, compare=False)
     visited: set = field(default_factory=set, repr=False, compare=False)
 
     def config_for(self, values: Mapping[str, float]) -> Config:
@@ -82,21 +85,27 @@ class BoundOperator:
         return self.configs[bucket]
 
     def launches(self, variables: Mapping[str, float], device: Device) -> tuple[Launch, ...]:
+        return self.keyed(variables, device)[1]
+
+    def keyed(self, variables: Mapping[str, float], device: Device) -> tuple[int, tuple[Launch, ...]]:
+        """``(token, launches)`` for a batch with these variables."""
         reads = self.reads
-        outer = tuple(variables[v] for v in reads) if reads is not None else tuple(variables.values())
+        outer = tuple([variables[v] for v in reads]) if reads is not None else tuple(variables.values())
         found = self._by_vars.get(outer)
         if found is not None:
             return found
         shape = self.operator.shape
-        dims = tuple(expr.evaluate(variables) for _, expr in shape)
+        dims = tuple([expr.evaluate(variables) for _, expr in shape])
         direct = self.direct
-        key = dims + (tuple(variables[v] for v in direct) if direct is not None else outer)
+        key = dims + (tuple([variables[v] for v in direct]) if direct is not None else outer)
         memo = self._memo
         found = memo.get(key)
         if found is None:
             values = dict(variables)
             values.update(zip((dim for dim, _ in shape), dims))
-            found = self.config_for(values).profile.launches(values, device, self.operator.name)
+            launches = self.config_for(values).profile.launches(values, device, self.operator.name)
+            self._tokens[0] += 1
+            found = (self._tokens[0], launches)
             if len(memo) >= _CACHE_LIMIT:
                 memo.clear()
             memo[key] = found
@@ -134,17 +143,19 @@ class BoundService:
         return frozenset((op.operator.name, b) for ops, _ in self.blocks for op in ops for b in op.visited)
 
     def program(self, variables: Mapping[str, float]) -> Program:
-        """The launches of one batch with these variables (memoised: batches repeat).
+        """The launches of one batch with these variables, memoised by its operators'
+        launch tokens (batches whose every operator launches the same share a program).
 
         When :attr:`merged`, the batch is one launch (see :func:`merge`).
         """
-        key = tuple(variables.values())
+        device = self.service.device
+        parts = [op.keyed(variables, device) for ops, _ in self.blocks for op in ops]
+        key = tuple([token for token, _ in parts])
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        device = self.service.device
-        blocks = [(tuple(launch for op in ops for launch in op.launches(variables, device)), repeat)
-                  for ops, repeat in self.blocks]
+        launched = iter(parts)
+        blocks = [(tuple(launch for _ in ops for launch in next(launched)[1]), repeat) for ops, repeat in self.blocks]
         kernels = sum(len(launches) * repeat for launches, repeat in blocks)
         peak = max((s for launches, _ in blocks for _, phases in launches for _, s, _ in phases), default=0.0)
         if self.merged and kernels > 1:

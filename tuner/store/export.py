@@ -72,19 +72,24 @@ def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
 
 def vllm_config(row: TableRow) -> tuple[dict[str, Any], str | None]:
     """The vLLM-style entry of a row, and a note when it is not plain vLLM."""
-    renamed = {_ALIASES.get(k, k): v for k, v in row.params.items()}
+    entry, issue = _vllm_entry(row)
     where = f"{row.regime}/{row.op}" + (f"@{bucket_label(row.bucket_bounds)}" if row.bucket_bounds else "")
+    return entry, None if issue is None else f"{where}: {issue}"
+
+
+def _vllm_entry(row: TableRow) -> tuple[dict[str, Any], str | None]:
+    """The entry, and what is not plain vLLM about it (None when nothing)."""
+    renamed = {_ALIASES.get(k, k): v for k, v in row.params.items()}
     missing = [k for k in VLLM_KEYS if k not in renamed]
     if missing:
-        return dict(row.params), (f"{where}: config {row.config!r} has no vLLM tile parameters "
+        return dict(row.params), (f"config {row.config!r} has no vLLM tile parameters "
                                   f"(missing {', '.join(missing)}); exported its own parameters as they are")
     entry = {k: renamed[k] for k in VLLM_KEYS}
     extra = {k: v for k, v in renamed.items() if k not in VLLM_KEYS}
     entry.update(extra)
-    note = None
     if extra:
-        note = f"{where}: parameters {', '.join(extra)} have no vLLM key; kept in the file as they are"
-    return entry, note
+        return entry, f"parameters {', '.join(extra)} have no vLLM key; kept in the file as they are"
+    return entry, None
 
 
 def nearest_keys(edges: Sequence[float]) -> tuple[list[tuple[int, int]], bool]:
@@ -168,11 +173,17 @@ def export_vllm(rows: Sequence[TableRow], out_dir: str | Path) -> tuple[list[Pat
                 notes.append(f"{where}: bucket edges too uneven for one key per bucket under nearest-{first_dim} "
                              "lookup; each bucket has a key at its lowest and its highest value")
         content: dict[str, Any] = {}
+        issues: dict[str, list[str]] = {}  # what is not plain vLLM -> the buckets it concerns
         for key, position in pairs:
-            entry, note = vllm_config(group[position])
+            entry, issue = _vllm_entry(group[position])
             content[str(key)] = entry
-            if note and note not in notes:
-                notes.append(note)
+            label = bucket_label(group[position].bucket_bounds)
+            if issue is not None and label not in issues.setdefault(issue, []):
+                issues[issue].append(label)
+        for issue, labels in issues.items():  # one note per file and kind, not per bucket
+            buckets = "" if len(group) == 1 else (" (every bucket)" if len(labels) == len(group)
+                                                  else f"@{', '.join(labels)}")
+            notes.append(f"{where}{buckets}: {issue}")
         name = _safe(f"{problem}_{regime}_{op}" + (f"_{rest}" if rest else "")) + ".json"
         files[out / name] = content
     out.mkdir(parents=True, exist_ok=True)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 #: Fields stored as JSON (a ``sqlite3`` cursor hands them over as text).
@@ -81,35 +82,71 @@ class TableRow:
 
     def to_dict(self) -> dict[str, Any]:
         """A flat JSON-ready record (``created_at`` in ISO 8601)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {name: getattr(self, name) for name in ROW_FIELDS}
         out["created_at"] = self.created_at.isoformat()
         return out
 
     @classmethod
-    def decode(cls, record: Mapping[str, Any]) -> TableRow:
-        """A row from a record: a database row (JSON cells as text or decoded) or an
-        exported one. A naive ``created_at`` is UTC (SQLite drops the zone).
+    def decode(cls, record: Mapping[str, Any] | Sequence[Any]) -> TableRow:
+        """A row from a record: a mapping of the fields (a database row, JSON cells as text
+        or decoded, or an exported row; other keys are ignored) or a sequence of their
+        values in :data:`ROW_FIELDS` order (what a ``SELECT`` of those columns gives). A
+        naive ``created_at`` is UTC (SQLite drops the zone).
 
         Raises:
             KeyError, TypeError, ValueError: a missing field or a malformed value.
         """
-        values = {f.name: record[f.name] for f in fields(cls)}
+        # The generated __init__ (one object.__setattr__ per field of a frozen dataclass)
+        # is skipped: every field is set here, and a runtime decodes thousands of rows.
+        row = object.__new__(cls)
+        values = row.__dict__
+        if isinstance(record, Mapping):
+            if type(record) is dict and record.keys() == _FIELD_SET:
+                values.update(record)  # the common case, exactly the fields: a C-level copy
+            else:
+                values.update({name: record[name] for name in ROW_FIELDS})
+        elif isinstance(record, (tuple, list)) and len(record) == len(ROW_FIELDS):
+            values.update(zip(ROW_FIELDS, record))
+        else:
+            raise TypeError(f"a table row is a mapping or {len(ROW_FIELDS)} values, not {type(record).__name__}")
         for name in JSON_FIELDS:
             if isinstance(values[name], str):
-                values[name] = json.loads(values[name])
+                values[name] = _json(values[name])
         if not isinstance(values["params"], dict):
             raise TypeError(f"params {values['params']!r} is not an object")
         created = values["created_at"]
-        if isinstance(created, str):
-            created = datetime.fromisoformat(created)
-        if created.tzinfo is None:
-            created = created.replace(tzinfo=timezone.utc)
-        values["created_at"] = created
+        values["created_at"] = _time(created) if isinstance(created, str) else _utc(created)
         values["bucket"] = int(values["bucket"])
-        return cls(**values)
+        return row
 
 
 ROW_FIELDS = tuple(f.name for f in fields(TableRow))
+
+_FIELD_SET = frozenset(ROW_FIELDS)
+_scan = json.JSONDecoder().scan_once
+
+
+@lru_cache(maxsize=256)
+def _time(text: str) -> datetime:
+    """An ISO 8601 time, naive meaning UTC (every row of a regime has the same one:
+    parsed once; datetimes are immutable, so sharing them is safe)."""
+    return _utc(datetime.fromisoformat(text))
+
+
+def _utc(value: datetime) -> datetime:
+    if not isinstance(value, datetime):
+        raise TypeError(f"created_at {value!r} is not a time")
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def _json(text: str) -> Any:
+    """``json.loads`` for a JSON cell, calling the C scanner directly when the text is one
+    value without surrounding whitespace (what the store writes)."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)  # raises the usual JSONDecodeError
+    return value if end == len(text) else json.loads(text)
 
 
 def bucket_label(bounds: Mapping[str, Any] | None) -> str:
