@@ -179,3 +179,37 @@ def test_reservation_is_the_largest_workspace_over_reachable_buckets(tmp_path):
         specs = [f"gemm@{i}={name}" for i, name in enumerate(names)]
         metrics = simulate(problem, resolve_assignment(problem, specs), "sparse", seed=0, horizon_s=1).metrics
         assert metrics.reserved_workspace_bytes == reserved, names
+
+
+def test_the_text_codec_round_trips_and_runs_merge_buckets(tmp_path):
+    problem = load_problem(write(tmp_path, crossing_problem()))
+    baseline = PER_BUCKET.assignment(JointSpace.of(problem))
+    specs = baseline.specs(problem)
+    assert specs == ["gemm@M..1=small", "gemm@M2=small", "gemm@M3..4=small", "gemm@M5..8=mid",
+                     "gemm@M9..16=big", "gemm@M17..32=big"]
+    assert resolve_assignment(problem, specs) == baseline
+    assert resolve_assignment(problem, ["gemm@3=mid"]).configs("gemm")[3].name == "mid"  # by index too
+    assert baseline.summary(problem) == "gemm=[M..4:small M5..8:mid M9..32:big]"
+    assert baseline.as_dict(problem) == {"gemm": {"M..1": "small", "M2": "small", "M3..4": "small",
+                                                  "M5..8": "mid", "M9..16": "big", "M17..32": "big"}}
+    uniform = resolve_assignment(problem, ["gemm=mid"])
+    assert uniform.specs(problem) == ["gemm=mid"] and uniform.summary(problem) == "gemm=mid"
+
+
+def test_validate_lists_buckets_and_refuses_bad_edges_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+
+    good = write(tmp_path, crossing_problem(buckets={"M": [4, 32, 64]}), "good.yaml")
+    result = CliRunner().invoke(main, ["validate", str(good)])
+    assert result.exit_code == 0, result.output
+    assert "gemm: key M, 3 buckets: M..4 M5..32 M33..64" in result.stdout
+    assert "largest batch: M=32 → M5..32" in result.stdout and "batch of one: M=1 → M..4" in result.stdout
+    (warning,) = result.stderr.splitlines()  # M33..64 holds no reachable shape: a warning, exit 0
+    assert warning.startswith(f"tuner: warning: {good}: service.operators[0].buckets: bucket M33..64")
+    bad = write(tmp_path, crossing_problem(buckets={"M": [32, 8]}), "bad.yaml")
+    result = CliRunner().invoke(main, ["validate", str(bad)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [f"tuner: error: {bad}: service.operators[0].buckets.M: edges must be "
+                                          "strictly ascending but 8 follows 32"]

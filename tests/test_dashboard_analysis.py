@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tuner.dashboard.cells import bucket_spans, operator_runs, span_label
+from tuner.dashboard.cells import bucket_spans, operator_runs
+from tuner.store.table import span_label
 from tuner.dashboard.sweep import Curve, Sweep, order_changes, rate_bucket, run_sweep, sweep_rates
 from tuner.dashboard.timeline import bin_averages, record, step_integrals
 from tuner.problem import load_problem

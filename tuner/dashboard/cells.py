@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..store.table import TableRow, bucket_label
+from ..store.table import TableRow, bucket_label, span_label
 
 
 @dataclass(frozen=True)
@@ -84,22 +84,6 @@ def _run(rows: list[TableRow], key: str, single: bool) -> Run:
     return Run(label, first.config if tuned else first.baseline_config, dict(first.params) if tuned else {},
                tuple(dict.fromkeys(r.baseline_config for r in rows)),
                tuned and first.config != first.baseline_config, len(rows))
-
-
-def span_label(bounds: Sequence[dict[str, Any] | None]) -> str:
-    """The label of consecutive buckets: one range when they vary along one key dimension
-    only (``M..16`` + … + ``M33..64`` → ``M..64``), else ``first–last``."""
-    if not bounds or bounds[0] is None:
-        return ""
-    first, last = bounds[0], bounds[-1]
-    if len(bounds) == 1:
-        return bucket_label(first)
-    varying = [dim for dim in first if len({tuple(b[dim]) for b in bounds if b is not None}) > 1]  # type: ignore[index]
-    if len(varying) == 1:
-        dim = varying[0]
-        merged = {d: ([first[d][0], last[d][1]] if d == dim else first[d]) for d in first}
-        return bucket_label(merged)
-    return f"{bucket_label(first)}–{bucket_label(last)}"
 
 
 def regime_figures(rows: Sequence[TableRow]) -> dict[str, Any]:

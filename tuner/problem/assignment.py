@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AssignmentError, StorageError
+from ..store.table import span_label
 from .model import Config, Problem
 
 if TYPE_CHECKING:
@@ -193,18 +194,10 @@ def runs(problem: Problem, op: str, configs: tuple[Config, ...]) -> list[str]:
     start = 0
     for i in range(1, len(configs) + 1):
         if i == len(configs) or configs[i] != configs[start]:
-            first, last = buckets[start].label, buckets[i - 1].label
-            span = first if start == i - 1 else _span(first, last)
+            span = span_label([bucket.as_dict() for bucket in buckets[start:i]])
             out.append(f"{span}:{configs[start].name}")
             start = i
     return out
-
-
-def _span(first: str, last: str) -> str:
-    """``M..16`` + ``M33..64`` → ``M..64`` (one key dimension); several: ``first–last``."""
-    if "/" in first:
-        return f"{first}–{last}"
-    return f"{first.split('..')[0]}..{last.split('..')[1]}"
 
 
 def representative_shape(problem: Problem, op: str, bucket: int) -> dict[str, float | int]:

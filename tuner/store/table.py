@@ -163,5 +163,20 @@ def bucket_label(bounds: Mapping[str, Any] | None) -> str:
     return "/".join(parts)
 
 
+def span_label(bounds: Sequence[Mapping[str, Any] | None]) -> str:
+    """The label of consecutive buckets: one range when they vary along one key dimension
+    only (``M..16`` + … + ``M33..64`` → ``M..64``), else ``first–last``."""
+    if not bounds or bounds[0] is None:
+        return ""
+    first, last = bounds[0], bounds[-1]
+    if len(bounds) == 1 or last is None:
+        return bucket_label(first)
+    varying = [dim for dim in first if len({tuple(b[dim]) for b in bounds if b is not None}) > 1]
+    if len(varying) == 1:
+        dim = varying[0]
+        return bucket_label({d: ([first[d][0], last[d][1]] if d == dim else first[d]) for d in first})
+    return f"{bucket_label(first)}–{bucket_label(last)}"
+
+
 def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else float(value)
