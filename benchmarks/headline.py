@@ -4,8 +4,9 @@ For every problem and regime in the database's config table: the tuned goodput b
 THE baseline (per-bucket isolated-fastest) on the same seeds, their ratio, the paired
 per-seed difference with its 95% t-interval (as stored by ``tuner tune``), the
 one-config-per-operator baseline (labelled), the arrival rate each seed's workload
-realised, and which mechanism can produce the difference (memory: the workspace each
-reserves; SM sharing: co-running kernels whose shares changed; shape: only time per
+realised, the median latency of each (from the study's trials: equal goodput can hide a
+faster service), and which mechanism can produce the difference (memory: the workspace
+each reserves; SM sharing: co-running kernels whose shares changed; shape: only time per
 launch), worked out from the two assignments.
 
 Usage::
@@ -52,8 +53,9 @@ def rows_markdown(storage: str) -> list[str]:
 
     files = problem_files(ROOT / "search_spaces")
     lines = ["| problem | regime | traffic (declared; realised per seed) | tuned | per-bucket isolated-fastest "
-             "| tuned / baseline | tuned − baseline, paired 95% CI | one config per operator | why |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| tuned / baseline | tuned − baseline, paired 95% CI | one config per operator "
+             "| median latency, tuned vs baseline | why |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     with Store(storage) as store:
         names = store.problems()
     path = storage.removeprefix("sqlite:///")
@@ -82,8 +84,27 @@ def rows_markdown(storage: str) -> list[str]:
                 f"(mean {statistics.fmean(rates):.3g}) | {first.goodput_rps:.3g}"
                 f"{'' if first.goodput_ci_rps is None else f' ± {first.goodput_ci_rps:.2g}'} "
                 f"| {first.baseline_goodput_rps:.3g} | {'—' if ratio is None else f'{ratio:.3f}×'} "
-                f"| {delta:+.3g}{ci} | {one} | {_why(delta, first.delta_ci_rps)}{mechanism(space, tuned, base)} |")
+                f"| {delta:+.3g}{ci} | {one} | {latencies(storage, first.study_name, space, tuned, base)} "
+                f"| {_why(delta, first.delta_ci_rps)}{mechanism(space, tuned, base)} |")
     return lines
+
+
+def latencies(storage: str, study: str, space, tuned, base) -> str:
+    """Mean over seeds of the median latency of the tuned and the baseline assignments,
+    as their trials recorded it (``—`` when the baseline was not a trial)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    found = {}
+    for which, assignment in (("tuned", tuned), ("base", base)):
+        point = space.point_of(assignment)
+        found[which] = next((t.user_attrs.get("latency_p50_s") for t in trials
+                             if space.point(t.params) == point and "latency_p50_s" in t.user_attrs), None)
+    if found["tuned"] is None or found["base"] is None:
+        return "—"
+    change = found["tuned"] / found["base"] - 1
+    return f"{found['tuned']:.3g} vs {found['base']:.3g} s ({change:+.0%})"
 
 
 def _why(delta: float, ci: float | None) -> str:

@@ -26,7 +26,7 @@ from typing import Protocol
 from ..errors import IllegalConfigError, SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Config
-from .space import JointSpace, fastest_in_cell, seconds_alone
+from .space import JointSpace, fastest_in_cell, seconds_alone, smallest_in_cell
 
 
 class Baseline(Protocol):
@@ -65,13 +65,7 @@ class SmallestFootprint:
     label: str = "smallest-footprint"
 
     def assignment(self, space: JointSpace) -> Assignment:
-        def pick(index: int) -> Config:
-            legal = [c for c in space.costs[index] if c.legal]
-            if not legal:
-                fastest_in_cell(space, index, what=self.label)  # raises, naming the cell
-            return min(legal, key=lambda c: (c.workspace, c.latency_s)).config
-
-        return _by_cell(space, pick)
+        return _by_cell(space, lambda i: smallest_in_cell(space, i, what=self.label).config)
 
 
 @dataclass(frozen=True)

@@ -112,16 +112,20 @@ class JointSpace:
 
     @cached_property
     def choices(self) -> tuple[tuple[str, ...], ...]:
-        """Per cell, the names of its legal, non-dominated configs (file order)."""
+        """Per cell, the names of its legal, non-dominated configs, plus the per-bucket
+        baselines' picks (the fastest at the representative shape, the smallest
+        footprint: one may tie with a config that dominates it), in file order."""
         shared = self.problem.service.executors > 1 or bool(self.problem.service.neighbors)
         out = []
-        for (op, bucket), costs in zip(self.cells, self.costs):
+        for index, costs in enumerate(self.costs):
             legal = [c for c in costs if c.legal]
             if not legal:  # nothing runs here: keep the family default, the constraint will say why
                 out.append((costs[0].config.name,))
                 continue
-            out.append(tuple(c.config.name for i, c in enumerate(legal)
-                             if not any(_dominates(o, c, shared, j < i) for j, o in enumerate(legal) if j != i)))
+            kept = {c.config.name for i, c in enumerate(legal)
+                    if not any(_dominates(o, c, shared, j < i) for j, o in enumerate(legal) if j != i)}
+            kept |= {fastest_in_cell(self, index).config.name, smallest_in_cell(self, index).config.name}
+            out.append(tuple(c.config.name for c in legal if c.config.name in kept))
         return tuple(out)
 
     @cached_property
@@ -198,6 +202,15 @@ def _dominates(a: CellCost, b: CellCost, shared: bool, earlier: bool) -> bool:
     if any(x > y for x, y in axes):  # type: ignore[operator]
         return False
     return any(x < y for x, y in axes) or earlier  # type: ignore[operator]
+
+
+def smallest_in_cell(space: JointSpace, index: int, what: str = "smallest-footprint") -> CellCost:
+    """The cell's legal config needing the least workspace (ties: the faster alone, then
+    file order)."""
+    legal = [c for c in space.costs[index] if c.legal]
+    if not legal:
+        return fastest_in_cell(space, index, what=what)  # raises, naming the cell
+    return min(legal, key=lambda c: (c.workspace, c.latency_s))
 
 
 def fastest_in_cell(space: JointSpace, index: int, cap: float = math.inf, what: str = "isolated-fastest") -> CellCost:
