@@ -7,7 +7,8 @@ iteration) makes: consecutive operators with the same ``repeat`` form a block th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from operator import itemgetter
 from dataclasses import dataclass, field
 
 from ..errors import AssignmentError
@@ -77,6 +78,13 @@ class BoundOperator:
     _by_vars: dict = field(default_factory=dict, repr=False, compare=False)
     _tokens: list = field(default_factory=lambda: [0], repr=False, compare=False)
     visited: set = field(default_factory=set, repr=False, compare=False)
+    _outer: Callable[[Mapping[str, float]], object] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # the first-level key, read in C: one value, or a tuple of several
+        reads = self.reads
+        outer = (lambda v: tuple(v.values())) if reads is None else (itemgetter(*reads) if reads else (lambda v: ()))
+        object.__setattr__(self, "_outer", outer)
 
     def config_for(self, values: Mapping[str, float]) -> Config:
         """The config of the bucket ``values`` fall in (recorded in :attr:`visited`)."""
@@ -89,15 +97,14 @@ class BoundOperator:
 
     def keyed(self, variables: Mapping[str, float], device: Device) -> tuple[int, tuple[Launch, ...]]:
         """``(token, launches)`` for a batch with these variables."""
-        reads = self.reads
-        outer = tuple([variables[v] for v in reads]) if reads is not None else tuple(variables.values())
+        outer = self._outer(variables)
         found = self._by_vars.get(outer)
         if found is not None:
             return found
         shape = self.operator.shape
         dims = tuple([expr.evaluate(variables) for _, expr in shape])
         direct = self.direct
-        key = dims + (tuple([variables[v] for v in direct]) if direct is not None else outer)
+        key = dims + (tuple([variables[v] for v in direct]) if direct is not None else (outer,))
         memo = self._memo
         found = memo.get(key)
         if found is None:
