@@ -40,7 +40,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
 from tuner.problem import Problem, load_problem, resolve_assignment  # noqa: E402
-from tuner.problem.model import Config  # noqa: E402
+from tuner.problem.assignment import Assignment  # noqa: E402
 from tuner.sim import bind, simulate  # noqa: E402
 from tuner.traffic import Poisson  # noqa: E402
 
@@ -154,7 +154,7 @@ class MDc:
         return 0.5 * w_mmc * (1.0 + (1.0 - rho) * (c - 1) * (math.sqrt(4 + 5 * c) - 2) / (16 * rho * c))
 
 
-def mdc_of(problem: Problem, assignment: Mapping[str, Config], regime: str) -> MDc:
+def mdc_of(problem: Problem, assignment: Assignment, regime: str) -> MDc:
     """The M/D/c queue this problem is, or ValueError saying why it is not one."""
     service = problem.service
     why = []
@@ -237,7 +237,7 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[Any, list[float]]:
 def problem_case(name: str, file: str, regime: str, horizon_s: float | None, repeats: int, seed: int) -> Case:
     """Time a shipped multi-kernel problem under its default assignment."""
     problem = load_problem(SEARCH_SPACES / file)
-    assignment = problem.default_assignment()
+    assignment = Assignment.default(problem)
     result, walls = timed(lambda: simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s), repeats)
     m = result.metrics
     kernels_per_batch = sum(op.repeat for op in problem.service.operators)

@@ -327,7 +327,7 @@ def _table_rows(problem, per_regime_assignments):
                       trial_number=0, seeds=1, horizon_s=1.0, goodput_rps=1.0, goodput_ci_rps=None,
                       baseline_goodput_rps=1.0, delta_ci_rps=None, one_config_goodput_rps=None,
                       oracle_goodput_rps=None, regime_rate_rps=None, created_at=datetime.now(timezone.utc))
-    baseline = problem.default_assignment()
+    baseline = Assignment.default(problem)
     return [row for regime, assignment in per_regime_assignments.items()
             for row in assignment.to_rows(problem, regime, provenance, baseline=baseline)]
 

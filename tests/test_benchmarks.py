@@ -84,7 +84,7 @@ def test_seed_example_heavy_lean_is_md8() -> None:
 def test_continuous_problem_is_not_taken_for_mdc() -> None:
     problem = bench.load_problem(bench.SEARCH_SPACES / bench.LLM_FILE)
     with pytest.raises(ValueError, match="not an M/D/c queue"):
-        bench.mdc_of(problem, problem.default_assignment(), bench.LLM_REGIME)
+        bench.mdc_of(problem, bench.Assignment.default(problem), bench.LLM_REGIME)
 
 
 def test_simpy_baseline_by_hand() -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tuner.problem.assignment import Assignment
 from tuner.errors import AssignmentError, ProblemError
 from tuner.expr import compile_expr
 from tuner.problem import KernelProfile, PiecewiseLinear, load_problem, resolve_assignment
@@ -31,7 +32,7 @@ def test_shipped_problems_load(path: Path) -> None:
     problem = load_problem(path)
     assert problem.regimes and problem.service.operators
     assert len(problem.file_hash) == 64
-    assert set(problem.default_assignment().operators) == {op.name for op in problem.service.operators}
+    assert set(Assignment.default(problem).operators) == {op.name for op in problem.service.operators}
 
 
 def test_seed_example_model() -> None:
@@ -49,7 +50,7 @@ def test_seed_example_model() -> None:
     assert fast.profile.workspace.evaluate({}) == 2 * GiB and lean.profile.workspace.evaluate({}) == 0
     assert (fast.profile.sm, fast.profile.dram) == (0.1, 0.05)
     assert fast.params == (("variant", "fast"),)
-    assert p.default_assignment().configs("stage") == (lean,)
+    assert Assignment.default(p).configs("stage") == (lean,)
     rng = np.random.default_rng(0)
     rates = {name: r.arrivals.sample(rng).mean_rate for name, r in p.regimes.items()}
     assert rates == {"light": 100, "bursty": 300, "heavy": 720}

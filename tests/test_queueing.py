@@ -11,6 +11,7 @@ import math
 import pytest
 
 from tests.conftest import single_stage
+from tuner.problem.assignment import Assignment
 from tuner.sim import simulate
 
 
@@ -44,7 +45,7 @@ def test_md1_mean_wait_matches_pollaczek_khinchine(write_problem, rho):
     service = 0.010
     lam = rho / service
     problem = write_problem(single_stage("10 ms", slots=1, rate=lam, horizon="3000 s"))
-    metrics = simulate(problem, problem.default_assignment(), "steady", seed=11).metrics
+    metrics = simulate(problem, Assignment.default(problem), "steady", seed=11).metrics
     expected = rho * service / (2 * (1 - rho))  # P-K with deterministic service (C_s² = 0)
     assert metrics.wait_mean_s == pytest.approx(expected, rel=0.03)
     assert metrics.latency_p50_s >= service
@@ -55,7 +56,7 @@ def test_mmc_mean_wait_matches_erlang_c(write_problem):
     mu = 1 / service
     problem = write_problem(single_stage("10 ms", slots=c, executors=8, rate=lam,
                                          jitter={"kind": "exponential", "cv": 1}, horizon="1500 s"))
-    metrics = simulate(problem, problem.default_assignment(), "steady", seed=5).metrics
+    metrics = simulate(problem, Assignment.default(problem), "steady", seed=5).metrics
     expected = erlang_c(c, lam / mu) / (c * mu - lam)
     assert metrics.admitted_max == c  # memory, not executors, sets the servers
     assert metrics.wait_mean_s == pytest.approx(expected, rel=0.03)
@@ -66,7 +67,7 @@ def test_mmc_deadline_attainment_matches_sojourn_distribution(write_problem, dea
     c, service, lam = 4, 0.010, 320.0
     problem = write_problem(single_stage("10 ms", slots=c, executors=8, rate=lam, deadline=f"{deadline_ms} ms",
                                          jitter={"kind": "exponential", "cv": 1}, horizon="1500 s"))
-    metrics = simulate(problem, problem.default_assignment(), "steady", seed=5).metrics
+    metrics = simulate(problem, Assignment.default(problem), "steady", seed=5).metrics
     expected = mmc_sojourn_cdf(deadline_ms / 1000, c, lam, 1 / service)
     assert metrics.slo_attainment == pytest.approx(expected, abs=0.02)
     assert metrics.goodput_rps == pytest.approx(expected * lam, rel=0.04)

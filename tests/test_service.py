@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import single_stage
+from tuner.problem.assignment import Assignment
 from tuner.problem import resolve_assignment
 from tuner.sim import simulate, write_chrome_trace
 
@@ -43,7 +44,7 @@ def test_continuous_batching_chunks_prefill_then_decodes_one_token_per_iteration
     # then 2 decode iterations for the remaining 2 of 3 output tokens: done at 4 ms.
     trace = trace_file(tmp_path, [(0, 4, 3), (10, 4, 3)], "t,prompt,output")
     problem = write_problem(token_service(trace))
-    m = simulate(problem, problem.default_assignment(), "replay").metrics
+    m = simulate(problem, Assignment.default(problem), "replay").metrics
     assert m.completed == 2
     assert m.ttft_p99_s == pytest.approx(2 * MS)
     assert m.tpot_p99_s == pytest.approx(1 * MS)
@@ -61,7 +62,7 @@ def test_continuous_batching_decodes_go_first_and_new_requests_join_at_iteration
     # (A trace replays cyclically; a far third row keeps the 20 s window to these two.)
     trace = trace_file(tmp_path, [(0, 1, 3), (0.0005, 3, 1), (100, 1, 1)], "t,prompt,output")
     problem = write_problem(token_service(trace))
-    result = simulate(problem, problem.default_assignment(), "replay", record=True)
+    result = simulate(problem, Assignment.default(problem), "replay", record=True)
     m = result.metrics
     assert m.completed == 2
     assert m.latency_p50_s == pytest.approx((3 * MS + 3.5 * MS) / 2)  # A: 3 ms, B: 4 - 0.5 ms
@@ -78,7 +79,7 @@ def test_dynamic_batch_closes_when_the_oldest_request_has_waited_max_wait(tmp_pa
     document["regimes"] = {"replay": {"arrivals": {"process": "trace", "file": trace, "offset": 0, "time_column": "t"},
                                       "horizon": "6 s"}}  # under one cycle of the replayed trace
     problem = write_problem(document)
-    m = simulate(problem, problem.default_assignment(), "replay").metrics
+    m = simulate(problem, Assignment.default(problem), "replay").metrics
     # Batch of 3 closes at 5 ms and takes 10 + (16-10)*(3-1)/3 = 14 ms: done at 19 ms.
     # The lone request at 5 s waits 5 ms and takes 10 ms.
     assert m.wait_mean_s == pytest.approx((5 + 4 + 3 + 5) * MS / 4)
@@ -101,7 +102,7 @@ def test_a_request_that_can_never_fit_is_rejected_not_stuck(write_problem):
     document = single_stage("1 ms", slots=1, rate=20, horizon="5 s")
     document["service"]["memory"]["per_request"] = "2 GiB"
     problem = write_problem(document)
-    m = simulate(problem, problem.default_assignment(), "steady").metrics
+    m = simulate(problem, Assignment.default(problem), "steady").metrics
     assert m.arrivals > 0 and m.rejected == m.arrivals and m.goodput_rps == 0.0
 
 
@@ -127,15 +128,15 @@ def neighbour_problem(write_problem, service_profile: dict) -> object:
 def test_neighbour_progress_is_whole_beside_cooperative_kernels_and_cut_by_persistent_ones(write_problem):
     cooperative = neighbour_problem(write_problem, {"latency": "5 ms", "sm": 0.25})
     persistent = neighbour_problem(write_problem, {"latency": "5 ms", "persistent": True})
-    m_coop = simulate(cooperative, cooperative.default_assignment(), "steady", seed=1).metrics
-    m_pers = simulate(persistent, persistent.default_assignment(), "steady", seed=1).metrics
+    m_coop = simulate(cooperative, Assignment.default(cooperative), "steady", seed=1).metrics
+    m_pers = simulate(persistent, Assignment.default(persistent), "steady", seed=1).metrics
     assert m_coop.neighbor_progress_ratio == pytest.approx(1.0, abs=1e-9)
     assert m_pers.neighbor_progress_ratio < 0.75
     assert m_pers.sm_peak == pytest.approx(1.0)
 
 
 def test_chrome_trace_has_a_track_per_stream_and_counter_tracks(seed_example, tmp_path):
-    result = simulate(seed_example, seed_example.default_assignment(), "light", seed=1, horizon_s=0.5, record=True)
+    result = simulate(seed_example, Assignment.default(seed_example), "light", seed=1, horizon_s=0.5, record=True)
     path = tmp_path / "run.trace.json"
     write_chrome_trace(result.recording, path, [f"executor {i}" for i in range(8)])
     events = json.loads(path.read_text())["traceEvents"]
@@ -161,8 +162,8 @@ def test_merged_batches_of_a_lone_stream_give_the_same_metrics_as_kernel_by_kern
     document["families"]["g"] = {"space": {"v": [1]}, "configs": [
         {"name": "one", "params": {"v": 1}, "profile": {"latency": "20 * us + us * T", "ctas": "T * 40", "ctas_per_sm": 1}}]}
     problem = write_problem(document)
-    merged = simulate(problem, problem.default_assignment(), "replay").metrics
-    kernel_by_kernel = simulate(problem, problem.default_assignment(), "replay", record=True).metrics
+    merged = simulate(problem, Assignment.default(problem), "replay").metrics
+    kernel_by_kernel = simulate(problem, Assignment.default(problem), "replay", record=True).metrics
     assert merged.kernels == kernel_by_kernel.kernels
     for name in ("latency_p50_s", "latency_p99_s", "ttft_p99_s", "tpot_p99_s", "goodput_rps"):
         assert getattr(merged, name) == pytest.approx(getattr(kernel_by_kernel, name), rel=1e-9), name

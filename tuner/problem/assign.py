@@ -26,7 +26,7 @@ def resolve_assignment(problem: Problem, specs: Iterable[str] = (), base: Assign
             twice, or a config that is not in the family (or parameters that match none
             or several); the message names the problem file and the ``--assign`` value.
     """
-    assignment = base or problem.default_assignment()
+    assignment = base or Assignment.default(problem)
     operators = assignment.operators
     given: set[tuple[str, int | None]] = set()
     for spec in specs:

@@ -51,6 +51,11 @@ class Assignment:
             raise AssignmentError(f"operator {missing[0]!r} has no config in the assignment")
         return cls(tuple((op.name, (per_op[op.name],) * op.bucketing.size) for op in problem.service.operators))
 
+    @classmethod
+    def default(cls, problem: Problem) -> Assignment:
+        """Each operator's family default (the first config listed), in every bucket."""
+        return cls.uniform(problem, {op.name: problem.families[op.family].default for op in problem.service.operators})
+
     @property
     def operators(self) -> tuple[str, ...]:
         return tuple(op for op, _ in self.ops)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -17,9 +17,6 @@ from ..expr import Expr
 from .buckets import Bucketing
 from ..phases import Phase, wave_phases
 from ..traffic import ArrivalProcess, Jitter, SizeDistribution, Workload, make_workload
-
-if TYPE_CHECKING:
-    from .assignment import Assignment
 
 Batching = Literal["dynamic", "continuous"]
 ProfileSource = Literal["measured", "modeled", "declared"]
@@ -346,12 +343,6 @@ class Problem:
             if operator.name == op:
                 return self.families[operator.family]
         raise KeyError(op)
-
-    def default_assignment(self) -> Assignment:
-        """Each operator's family default (the first config listed), in every bucket."""
-        from .assignment import Assignment
-
-        return Assignment.uniform(self, {op.name: self.families[op.family].default for op in self.service.operators})
 
     def operator(self, op: str) -> Operator:
         for operator in self.service.operators:
