@@ -102,7 +102,7 @@ BASELINES: tuple[Baseline, ...] = (PER_BUCKET, ONE_CONFIG, SMALLEST)
 
 
 def footprint_ladder(space: JointSpace, levels: int = 8) -> list[Assignment]:
-    """Per workspace cap, each cell's fastest legal config within the cap.
+    """Per workspace cap, each cell's fastest candidate within the cap.
 
     The engine reserves the assignment's *peak* workspace (the largest of any cell), so
     for a given cap the memory side is fixed and, as far as memory goes, every cell
@@ -125,10 +125,11 @@ def footprint_ladder(space: JointSpace, levels: int = 8) -> list[Assignment]:
 
 
 def capped(space: JointSpace, cap: float) -> Assignment | None:
-    """Each cell's fastest legal config with at most ``cap`` workspace (its smallest when
+    """Each cell's fastest candidate with at most ``cap`` workspace (its smallest when
     none fits); None when some cell has no legal config at all."""
     def pick(index: int) -> Config | None:
-        legal = [c for c in space.costs[index] if c.legal]
+        legal = [space.cost(index, name) for name in space.choices[index]]
+        legal = [c for c in legal if c.legal]
         if not legal:
             return None
         fitting = [c for c in legal if c.workspace <= cap] or [min(legal, key=lambda c: (c.workspace, c.latency_s))]

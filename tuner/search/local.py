@@ -144,14 +144,10 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
 
 
 def distributions(space: JointSpace) -> dict[str, CategoricalDistribution]:
-    """Optuna's distribution per free cell: every config of the family (a trial may
-    hold any, a warm start or a user's enqueued point included); the sampler proposes
-    only the cell's non-dominated choices."""
-    out = {}
-    for i in space.free:
-        op, _ = space.cells[i]
-        out[space.names[i]] = CategoricalDistribution([c.name for c in space.problem.family_of(op).configs])
-    return out
+    """Optuna's distribution per free cell: its choices (the candidates, the baselines'
+    picks among them), which every warm start and proposal is made of. Optuna stores the
+    distribution with every parameter of every trial, so it stays this short."""
+    return {space.names[i]: CategoricalDistribution(list(space.choices[i])) for i in space.free}
 
 
 def suggest(trial: optuna.Trial, space: JointSpace) -> Point:

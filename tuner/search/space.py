@@ -171,11 +171,8 @@ class JointSpace:
         return {self.names[i]: point[i] for i in self.free}
 
     def contains(self, assignment: Assignment) -> bool:
-        """Whether a trial can hold ``assignment``: every cell that is not free has its
-        one choice."""
-        point = self.point_of(assignment)
-        free = set(self.free)
-        return all(i in free or point[i] == self.choices[i][0] for i in range(len(point)))
+        """Whether a trial can hold ``assignment``: every cell has one of its choices."""
+        return all(name in choices for name, choices in zip(self.point_of(assignment), self.choices))
 
     def assignment(self, point: Point) -> Assignment:
         """The configs a point names (names are checked on the way in, so they exist)."""
