@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"| workload | table (switches) | best fixed row | per-bucket isolated-fastest | one config per operator |")
+    print("| workload | table (switches) | best fixed row | per-bucket isolated-fastest | one config per operator |")
     print("|---|---|---|---|---|")
     for r in results:
         description = WORKLOADS[r["problem"]][1]["description"]

@@ -21,9 +21,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import ROOT, SEED_EXAMPLE
+from tests.conftest import SEED_EXAMPLE
 from tuner.attribution import assignments_per_regime, attribute, compare, decide, gate
-from tuner.attribution.render import markdown_report, verdict_line
+from tuner.attribution.render import verdict_line
 from tuner.cli import main
 from tuner.problem import resolve_assignment
 from tuner.problem.assignment import Assignment

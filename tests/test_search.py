@@ -402,7 +402,6 @@ def test_built_in_kernel_families_tune_through_the_profile_protocol(tmp_path):
     from tuner.store.export import vllm_config
 
     problem = load_problem(write_yaml(tmp_path / "gemm.yaml", GEMM_PROBLEM), resources=FakeResources())
-    space = JointSpace.of(problem)
     outcome = tune_regime(problem, "steady", memory_store(), TuneSettings(trials=4, seeds=1, horizon_s=1))
     rows = table_rows(outcome)
     assert [r.bucket for r in rows] == list(range(problem.operator("proj").bucketing.size))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..store.table import TableRow, bucket_label, span_label
+from ..store.table import TableRow, span_label
 
 
 @dataclass(frozen=True)

@@ -70,9 +70,9 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         seen = {p for t in trials if t.number != trial.number and (p := space.point(t.params)) is not None}
         found = self._incumbent(study)
         start, visited = found if found is not None else (tuple(c[0] for c in space.choices), None)
-        self._visited = visited
+        movable = self._movable(visited)
         for _ in range(64):
-            point = self._move(start)
+            point = self._move(start, movable)
             if point not in seen:
                 return space.params(point)
         return space.params(tuple(choices[self._rng.randint(len(choices))] for choices in space.choices))
@@ -84,12 +84,12 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
 
     # --- moves ---------------------------------------------------------------------
 
-    def _move(self, point: Point) -> Point:
+    def _move(self, point: Point, movable: list[int]) -> Point:
         kinds, weights = zip(*MOVES)
         kind = kinds[self._rng.choice(len(kinds), p=weights)]
-        return getattr(self, f"_{kind}_move")(point)
+        return getattr(self, f"_{kind}_move")(point, movable)
 
-    def _cap_move(self, point: Point) -> Point:
+    def _cap_move(self, point: Point, movable: list[int]) -> Point:
         space = self.space
         costs = [space.cost(i, name) for i, name in enumerate(point)]
         peak = max((c.workspace for c in costs), default=0.0)
@@ -101,17 +101,17 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
                          for i, (name, cost) in enumerate(zip(point, costs)))
         if higher:
             return tuple(self._fastest(i, higher[0]) for i in range(len(point)))
-        return self._cell_move(point)
+        return self._cell_move(point, movable)
 
-    def _operator_move(self, point: Point) -> Point:
+    def _operator_move(self, point: Point, movable: list[int]) -> Point:
         space = self.space
-        ops = sorted({space.cells[i][0] for i in self._movable()})
+        ops = sorted({space.cells[i][0] for i in movable})
         if not ops:
             return point
         op = ops[self._rng.randint(len(ops))]
         by = "workspace" if self._rng.rand() < 0.5 else "latency_s"
         out = list(point)
-        for i in self._movable():
+        for i in movable:
             choices = space.choices[i]
             if space.cells[i][0] != op:
                 continue
@@ -120,15 +120,13 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             out[i] = ordered[max(0, here - 1)] if here > 0 else ordered[0]
         return tuple(out)
 
-    def _movable(self) -> list[int]:
+    def _movable(self, visited: frozenset[int] | None) -> list[int]:
         """Free cells the incumbent's runs launched (all free cells when not recorded)."""
         free = self.space.free
-        visited = getattr(self, "_visited", None)
         chosen = [i for i in free if i in visited] if visited else list(free)
         return chosen or list(free)
 
-    def _cell_move(self, point: Point) -> Point:
-        movable = self._movable()
+    def _cell_move(self, point: Point, movable: list[int]) -> Point:
         if not movable:
             return point
         i = movable[self._rng.randint(len(movable))]
