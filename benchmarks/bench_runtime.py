@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, value, target, ok in lines:
             print(f"{name:<{width}}  {value:>12}  {target:<10}  {'' if ok is None else ('PASS' if ok else 'FAIL')}")
         ns: dict[str, float] = result["lookup_ns"]  # type: ignore[assignment]
-        print(f"(Python {result['python']}; ns per loop iteration, median of the repeats; the empty loop over "
+        print(f"(Python {result['python']}; ns per loop iteration, the fastest repeat (loads: the median); the empty loop over "
               f"the same shapes takes {ns['empty loop']:.0f} ns of each)")
         print("all targets met" if passed else "some targets missed (FAIL above)")
     return 1 if args.strict and not passed else 0

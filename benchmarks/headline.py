@@ -109,7 +109,7 @@ def latencies(storage: str, study: str, space, tuned, base) -> str:
 
 def _why(delta: float, ci: float | None) -> str:
     significant = ci is not None and abs(delta) > ci
-    return "" if significant else "not significant; differ in: "
+    return "" if significant else "not significant: "
 
 
 def main(argv: list[str] | None = None) -> int:

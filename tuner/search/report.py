@@ -115,7 +115,7 @@ def _why(tuned: Evaluation, base: Evaluation) -> str:
     """``why`` when the paired difference is significant at 95%, else say it is not."""
     if paired_delta(tuned, base).excludes_zero:
         return "why"
-    return "no significant difference; they differ in"
+    return "no significant difference"
 
 
 def _infeasible(evaluation: Evaluation) -> str:
