@@ -20,6 +20,7 @@ The exhaustive oracle is not a baseline here: it needs simulations (see ``study`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,11 +44,9 @@ class Baseline(Protocol):
     def assignment(self, space: JointSpace) -> Assignment: ...
 
 
-def _by_cell(space: JointSpace, pick) -> Assignment:
-    by_op: dict[str, list[Config]] = {}
-    for index, (op, _) in enumerate(space.cells):
-        by_op.setdefault(op, []).append(pick(index))
-    return Assignment(tuple((op, tuple(configs)) for op, configs in by_op.items()))
+def _by_cell(space: JointSpace, pick: Callable[[int], Config]) -> Assignment:
+    """The assignment whose cell ``i`` holds ``pick(i)``."""
+    return space.assignment(tuple(pick(index).name for index in range(len(space.cells))))
 
 
 @dataclass(frozen=True)
