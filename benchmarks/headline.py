@@ -49,6 +49,7 @@ def rows_markdown(storage: str) -> list[str]:
     from tuner.runtime.table import read_table
     from tuner.search import JointSpace
     from tuner.search.report import mechanism
+    from tuner.stats import delta_text, ratio_text
     from tuner.store import Store
 
     files = problem_files(ROOT / "search_spaces")
@@ -73,9 +74,7 @@ def rows_markdown(storage: str) -> list[str]:
                 problem, [SimpleNamespace(op=r.op, bucket=r.bucket, config=r.baseline_config) for r in rows],
                 table.source)
             rates = realized_rates(problem, regime, first.seeds, first.horizon_s)
-            ratio = first.goodput_rps / first.baseline_goodput_rps if first.baseline_goodput_rps > 0 else None
             delta = first.goodput_rps - first.baseline_goodput_rps
-            ci = "" if first.delta_ci_rps is None else f" ± {first.delta_ci_rps:.2g}"
             one = "—" if first.one_config_goodput_rps is None else f"{first.one_config_goodput_rps:.3g}"
             declared = "trace rate" if problem.regimes[regime].arrivals.declared_rate is None else \
                 f"{problem.regimes[regime].arrivals.declared_rate:g}/s"
@@ -83,8 +82,8 @@ def rows_markdown(storage: str) -> list[str]:
                 f"| {name} | {regime} | {declared}; {', '.join(f'{r:.3g}' for r in rates)} "
                 f"(mean {statistics.fmean(rates):.3g}) | {first.goodput_rps:.3g}"
                 f"{'' if first.goodput_ci_rps is None else f' ± {first.goodput_ci_rps:.2g}'} "
-                f"| {first.baseline_goodput_rps:.3g} | {'—' if ratio is None else f'{ratio:.3f}×'} "
-                f"| {delta:+.3g}{ci} | {one} | {latencies(storage, first.study_name, space, tuned, base)} "
+                f"| {first.baseline_goodput_rps:.3g} | {ratio_text(first.goodput_rps, first.baseline_goodput_rps)} "
+                f"| {delta_text(delta, first.delta_ci_rps)} | {one} | {latencies(storage, first.study_name, space, tuned, base)} "
                 f"| {_why(delta, first.delta_ci_rps)}{mechanism(space, tuned, base)} |")
     return lines
 

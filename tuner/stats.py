@@ -69,12 +69,22 @@ class Delta:
 
     def __str__(self) -> str:
         """``+0.846 ± 2.2``: the mean with its sign, and the half-width when there is one."""
-        half = self.half_width
-        return f"{self.mean:+.3g}" + ("" if half is None else f" ± {half:.2g}")
+        return delta_text(self.mean, self.half_width)
 
     def to_dict(self) -> dict[str, object]:
         return {"mean": self.mean, "ci_low": self.low, "ci_high": self.high, "confidence": self.confidence,
                 "per_seed": list(self.values)}
+
+
+def delta_text(mean: float, half_width: float | None) -> str:
+    """A paired difference as every report writes it: ``+0.846 ± 2.2`` (no ``±`` without
+    an interval)."""
+    return f"{mean:+.3g}" + ("" if half_width is None else f" ± {half_width:.2g}")
+
+
+def ratio_text(a: float, b: float) -> str:
+    """``a / b`` as ``1.003×``; ``—`` when ``b`` is not positive."""
+    return "—" if b <= 0 else f"{a / b:.3f}×"
 
 
 def paired(after: Sequence[float], before: Sequence[float], confidence: float) -> Delta:

@@ -158,7 +158,7 @@ def _iso(problem: Problem, op: str, bucket: int, config_name: str) -> float | No
     per-bucket isolated-fastest baseline times it (None when it cannot run that shape).
 
     Not :func:`tuner.search.space.seconds_alone` with
-    :func:`tuner.problem.assignment.bucket_variables`: that recomputes the shape from the
+    :meth:`tuner.problem.model.Operator.bucket_variables`: that recomputes the shape from the
     batch variables, so every bucket would be timed at the largest batch's shape.
     """
     from ..search.space import cell_cost

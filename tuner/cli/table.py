@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import TunerError
+from ..stats import delta_text, ratio_text
 from ..store.table import bucket_label
 from . import main, one_line_errors, storage_option
 
@@ -83,8 +84,8 @@ def regime_table(rows: Sequence[TableRow], storage: str) -> Any:
     for row in _first_of_each_regime(rows):
         view.add_row(
             row.problem, row.regime, _rate(row.regime_rate_rps), _with_ci(row.goodput_rps, row.goodput_ci_rps),
-            f"{row.baseline_goodput_rps:.2f}", _ratio(row.goodput_rps, row.baseline_goodput_rps),
-            _delta(row.goodput_rps - row.baseline_goodput_rps, row.delta_ci_rps),
+            f"{row.baseline_goodput_rps:.2f}", ratio_text(row.goodput_rps, row.baseline_goodput_rps),
+            delta_text(row.goodput_rps - row.baseline_goodput_rps, row.delta_ci_rps),
             _maybe(row.one_config_goodput_rps), _maybe(row.oracle_goodput_rps),
             f"{row.seeds} × {row.horizon_s:g} s", f"{row.study_name}:{row.trial_number}",
         )
@@ -117,15 +118,6 @@ def _first_of_each_regime(rows: Sequence[TableRow]) -> list[TableRow]:
 
 def _with_ci(value: float, ci: float | None) -> str:
     return f"{value:.2f}" + ("" if ci is None else f" ± {ci:.2g}")
-
-
-def _delta(mean: float, ci: float | None) -> str:
-    """As :class:`tuner.stats.Delta` writes one: ``+0.846 ± 2.2``."""
-    return f"{mean:+.3g}" + ("" if ci is None else f" ± {ci:.2g}")
-
-
-def _ratio(tuned: float, baseline: float) -> str:
-    return f"{tuned / baseline:.3f}×" if baseline > 0 else "—"
 
 
 def _maybe(value: float | None) -> str:

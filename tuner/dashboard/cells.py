@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..stats import delta_text
 from ..store.table import TableRow, span_label
 
 
@@ -109,7 +110,7 @@ def difference(tuned: float, base: float | None, ci: float | None) -> str:
     ``+676 ± 71``."""
     if base is None or not math.isfinite(base):
         return "—"
-    return f"{tuned - base:+.3g}" + ("" if ci is None else f" ± {ci:.2g}")
+    return delta_text(tuned - base, ci)
 
 
 def bucket_spans(rows: Sequence[TableRow], op: str, buckets: Sequence[int]) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AssignmentError, StorageError
-from ..store.table import span_label
+from ..store.table import number, span_label
 from .model import Config, Problem
 
 if TYPE_CHECKING:
@@ -208,20 +208,9 @@ def runs(problem: Problem, op: str, configs: tuple[Config, ...]) -> list[str]:
 def representative_shape(problem: Problem, op: str, bucket: int) -> dict[str, float | int]:
     """The operator's shape dimensions at a bucket's representative shape (see
     :mod:`tuner.problem.buckets`)."""
-    values = bucket_variables(problem, op, bucket)
-    return {dim: _number(values[dim]) for dim, _ in problem.operator(op).shape}
-
-
-def bucket_variables(problem: Problem, op: str, bucket: int, at: str = "representative") -> dict[str, float]:
-    """The variables a profile is evaluated at for a bucket: the operator's variables at
-    the largest batch, its key dimensions replaced by the bucket's representative (or
-    ``at="lowest"``: smallest) values."""
-    largest = problem.service.largest_batch_variables(problem.size_fields)
-    return problem.operator(op).bucket_variables(largest, bucket, at)
-
-
-def _number(value: float) -> float | int:
-    return int(value) if float(value).is_integer() else float(value)
+    operator = problem.operator(op)
+    values = operator.bucket_variables(problem.service.largest_batch_variables(problem.size_fields), bucket)
+    return {dim: number(values[dim]) for dim, _ in operator.shape}
 
 
 def _jsonable(value: object) -> object:

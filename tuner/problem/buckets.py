@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..store.table import bucket_label
+from ..store.table import bucket_label, number
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Bucket:
 
     def as_dict(self) -> dict[str, list[float | None]]:
         """``{dim: [low, high]}`` with an open low end as None (JSON has no infinity)."""
-        return {dim: [None if math.isinf(low) else _number(low), _number(high)] for dim, low, high in self.bounds}
+        return {dim: [None if math.isinf(low) else number(low), number(high)] for dim, low, high in self.bounds}
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,3 @@ def power_of_two_edges(lowest: float, highest: float) -> tuple[float, ...]:
     last = max(first, math.ceil(math.log2(max(highest, 1.0))))
     return tuple(float(2 ** k) for k in range(first, last + 1))
 
-
-def _number(value: float) -> float | int:
-    return int(value) if float(value).is_integer() else float(value)

@@ -339,10 +339,7 @@ class Problem:
     warnings: tuple[str, ...] = ()
 
     def family_of(self, op: str) -> Family:
-        for operator in self.service.operators:
-            if operator.name == op:
-                return self.families[operator.family]
-        raise KeyError(op)
+        return self.families[self.operator(op).family]
 
     def operator(self, op: str) -> Operator:
         for operator in self.service.operators:

@@ -19,7 +19,6 @@ The exhaustive oracle is not a baseline here: it needs simulations (see ``study`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -139,11 +138,3 @@ def capped(space: JointSpace, cap: float) -> Assignment | None:
         return None
     return _by_cell(space, lambda i: picks[i])
 
-
-def peak_workspace(space: JointSpace, assignment: Assignment) -> float:
-    """The largest workspace any cell of the assignment needs (inf when one is illegal)."""
-    peak = 0.0
-    for index, (_, config) in enumerate(assignment.cells()):
-        cost = next(c for c in space.costs[index] if c.config == config)
-        peak = max(peak, cost.workspace if cost.legal else math.inf)
-    return peak

@@ -16,6 +16,7 @@ from ..problem.assignment import Assignment, runs
 from ..problem.model import Problem
 from ..sim import bind
 from ..stats import paired_delta
+from ..stats import ratio_text as ratio
 from .baselines import ONE_CONFIG, PER_BUCKET, SMALLEST
 from .evaluate import Evaluation
 from .space import JointSpace
@@ -26,17 +27,12 @@ def _rate(mean: float, ci: float | None = None) -> str:
     return f"{mean:.2f}" + ("" if ci is None else f" ± {ci:.2f}")
 
 
-def ratio(a: float, b: float) -> str:
-    return "—" if b <= 0 else f"{a / b:.3f}×"
-
-
 def difference(tuned: Evaluation, base: Evaluation) -> str:
     """``+0.21 ± 0.15 req/s`` — the paired per-seed difference and its 95% t-interval."""
     delta = paired_delta(tuned, base)
     if not delta.values:
         return "no paired difference (an assignment is infeasible)"
-    half = delta.half_width
-    return f"{delta.mean:+.3g}" + ("" if half is None else f" ± {half:.2g}") + " req/s"
+    return f"{delta} req/s"
 
 
 def mechanism(space: JointSpace, tuned: Assignment, base: Assignment) -> str:

@@ -92,9 +92,6 @@ class BoundOperator:
         self.visited.add(bucket)
         return self.configs[bucket]
 
-    def launches(self, variables: Mapping[str, float], device: Device) -> tuple[Launch, ...]:
-        return self.keyed(variables, device)[1]
-
     def keyed(self, variables: Mapping[str, float], device: Device) -> tuple[int, tuple[Launch, ...]]:
         """``(token, launches)`` for a batch with these variables."""
         outer = self._outer(variables)

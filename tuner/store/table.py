@@ -157,9 +157,9 @@ def bucket_label(bounds: Mapping[str, Any] | None) -> str:
     for dim, (low, high) in (bounds or {}).items():
         first = None if low is None else math.floor(low) + 1
         if first == high:
-            parts.append(f"{dim}{_number(high)}")
+            parts.append(f"{dim}{number(high)}")
         else:
-            parts.append(f"{dim}{'' if first is None else _number(first)}..{_number(high)}")
+            parts.append(f"{dim}{'' if first is None else number(first)}..{number(high)}")
     return "/".join(parts)
 
 
@@ -178,5 +178,5 @@ def span_label(bounds: Sequence[Mapping[str, Any] | None]) -> str:
     return f"{bucket_label(first)}–{bucket_label(last)}"
 
 
-def _number(value: float) -> float | int:
+def number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else float(value)
