@@ -321,6 +321,22 @@ def test_llm_variants_refused(tmp_path: Path, edits: list, key: str, reason: str
     assert reason in message, message
 
 
+def test_trace_rate_basis(tmp_path: Path) -> None:
+    def process(problem_path: Path) -> object:
+        return load_problem(problem_path).regimes["light"].arrivals.sample(np.random.default_rng(0))
+
+    assert process(variant(tmp_path, "toy_llm")).basis == "window"  # the default
+    replay = variant(tmp_path, "toy_llm", ("regimes.light.arrivals.rate_basis", "trace"), name="trace.yaml")
+    assert process(replay).basis == "trace"
+    bad = variant(tmp_path, "toy_llm", ("regimes.light.arrivals.rate_basis", "bogus"), name="bogus.yaml")
+    with pytest.raises(ProblemError) as info:
+        load_problem(bad)
+    message = str(info.value)
+    assert message.startswith(f"{bad}: regimes.light.arrivals.rate_basis: "), message
+    assert "'window' or 'trace'" in message and "'bogus'" in message, message
+    assert "\n" not in message
+
+
 def _zero_trace(tmp_path: Path) -> Path:
     path = tmp_path / "zeros.csv"
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,10,0\n1.5,20,3\n2,5,4\n")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tuner.traffic as traffic
+import tuner.traffic.arrivals as arrivals_module
 from tuner.errors import TraceError
 from tuner.traffic import (
     Diurnal,
@@ -56,6 +57,18 @@ def small_trace() -> Trace:
     return Trace("memory", times, {"prompt": np.array([10, 20, 30, 40, 50])})
 
 
+def bursty_trace() -> Trace:
+    """10 bursts of 20 arrivals 10 ms apart, one a minute: gap CV about 4.7."""
+    times = np.repeat(np.arange(10) * 60.0, 20) + np.tile(np.arange(20) * 0.01, 10)
+    return Trace("bursty", times, {"prompt": np.arange(1, 201)})
+
+
+def cyclic_gaps(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Gaps between consecutive replayed rows in the cyclic trace (a mean gap at a wrap)."""
+    cycle_s = len(trace) / trace.mean_rate
+    return np.mod(np.diff(trace.times_s[rows]), cycle_s)
+
+
 def test_public_api_is_pinned():
     assert set(traffic.__all__) == {
         "ArrivalProcess", "Poisson", "Gamma", "OnOff", "Diurnal", "TraceReplay",
@@ -94,6 +107,19 @@ def test_poisson_count_and_gap_cv():
     assert gap_cv(times) == pytest.approx(1.0, abs=0.03)
 
 
+@pytest.mark.parametrize(("rate", "horizon"), [(4.0, 5.0), (0.3, 2.0)])
+def test_poisson_window_counts_have_poisson_mean_and_variance(rate, horizon):
+    windows, mean = 4000, rate * horizon
+    counts = np.array(
+        [len(Poisson(rate).sample(np.random.default_rng(seed), horizon)) for seed in range(windows)]
+    )
+    # Standard errors over n windows: of the mean sqrt(mean / n); of the sample variance
+    # sqrt((mu4 - var^2) / n) = sqrt((mean + 2 mean^2) / n), as a Poisson count has
+    # fourth central moment mean + 3 mean^2.
+    assert abs(counts.mean() - mean) < 4 * math.sqrt(mean / windows)
+    assert abs(counts.var(ddof=1) - mean) < 4 * math.sqrt((mean + 2 * mean**2) / windows)
+
+
 @pytest.mark.parametrize("burstiness", [0.25, 4.0])
 def test_gamma_squared_gap_cv_is_inverse_burstiness(burstiness):
     rate, horizon = 5.0, 10_000.0
@@ -120,7 +146,12 @@ def test_onoff_keeps_mean_rate_and_is_bursty():
 
 @pytest.mark.parametrize(
     "process",
-    [Poisson(5.0), Gamma(5.0, 0.25), OnOff(5.0, 2.0, 8.0), TraceReplay(small_trace(), 5.0)],
+    [
+        Poisson(5.0),
+        Gamma(5.0, 0.25),
+        OnOff(5.0, 2.0, 8.0),
+        TraceReplay(small_trace(), 5.0, basis="trace"),
+    ],
     ids=lambda p: type(p).__name__,
 )
 def test_short_windows_are_stationary(process):
@@ -237,9 +268,10 @@ def test_missing_trace_file_raises_trace_error(tmp_path):
 # --- trace replay ----------------------------------------------------------------------
 
 
-def test_trace_replay_at_target_rate_keeps_gap_cv(code):
+@pytest.mark.parametrize("basis", ["window", "trace"])
+def test_trace_replay_at_target_rate_keeps_gap_cv(code, basis):
     rate = 10.0
-    replay = TraceReplay(code, rate=rate)
+    replay = TraceReplay(code, rate=rate, basis=basis)
     cycle_s = len(code) / rate
     times = replay.sample(np.random.default_rng(8), 3 * cycle_s)
     # Three whole cycles of the (cyclic) trace hold each row three times.
@@ -249,7 +281,8 @@ def test_trace_replay_at_target_rate_keeps_gap_cv(code):
 
 
 def test_trace_replay_at_own_rate_from_offset_zero_is_the_trace(conv):
-    times, rows = TraceReplay(conv, offset_s=0.0).sample_rows(np.random.default_rng(0), 600.0)
+    replay = TraceReplay(conv, offset_s=0.0, basis="trace")
+    times, rows = replay.sample_rows(np.random.default_rng(0), 600.0)
     count = np.searchsorted(conv.times_s, 600.0)
     np.testing.assert_array_equal(times, conv.times_s[:count])
     np.testing.assert_array_equal(rows, np.arange(count))
@@ -257,7 +290,8 @@ def test_trace_replay_at_own_rate_from_offset_zero_is_the_trace(conv):
 
 def test_trace_replay_wraps_around_with_a_mean_gap():
     trace = small_trace()  # 5 arrivals over 9 s: mean gap 2.25 s, cycle 11.25 s
-    times, rows = TraceReplay(trace, offset_s=8.0).sample_rows(np.random.default_rng(0), 5.0)
+    replay = TraceReplay(trace, offset_s=8.0, basis="trace")
+    times, rows = replay.sample_rows(np.random.default_rng(0), 5.0)
     np.testing.assert_array_equal(rows, [4, 0, 1, 2])
     np.testing.assert_allclose(times, [1.0, 3.25, 4.25, 4.75])
 
@@ -274,10 +308,90 @@ def test_trace_replay_offset_is_random_per_seed_unless_given(conv):
 def test_trace_replay_sizes_are_paired_with_their_rows(conv):
     offset = 500.0
     workload = make_workload(
-        TraceReplay(conv, offset_s=offset), None, Jitter(), horizon_s=900.0, seed=3
+        TraceReplay(conv, offset_s=offset, basis="trace"), None, Jitter(), horizon_s=900.0, seed=3
     )
     rows = np.searchsorted(conv.times_s, workload.arrivals_s + offset - 1e-9)
     np.testing.assert_allclose(conv.times_s[rows], workload.arrivals_s + offset)
+    for name in ("prompt", "output"):
+        np.testing.assert_array_equal(workload.sizes[name], conv.columns[name][rows])
+
+
+def test_window_basis_realises_the_rate_in_every_window():
+    trace = bursty_trace()
+    for rate in (0.2, 1.0, 7.7):
+        for horizon in (3.3, 60.0):
+            for seed in range(20):
+                replay = TraceReplay(trace, rate)
+                times, rows = replay.sample_rows(np.random.default_rng(seed), horizon)
+                assert len(times) == len(rows) == round(rate * horizon)
+                assert times.dtype == np.float64 and rows.dtype == np.int64
+                assert np.all(np.diff(times) >= 0)
+                assert np.all((times >= 0) & (times < horizon))
+                # Consecutive rows of the cyclic trace, its gaps scaled by one factor.
+                assert np.all(np.mod(np.diff(rows), len(trace)) == 1)
+                gaps, scaled = cyclic_gaps(trace, rows), np.diff(times)
+                if len(gaps):
+                    np.testing.assert_allclose(scaled, gaps * scaled.sum() / gaps.sum())
+
+
+def test_without_a_rate_the_trace_is_replayed_as_recorded_whatever_the_basis():
+    trace = bursty_trace()
+    for offset in (0.0, 37.5):
+        window = TraceReplay(trace, offset_s=offset).sample(np.random.default_rng(0), 100.0)
+        recorded = TraceReplay(trace, offset_s=offset, basis="trace").sample(np.random.default_rng(0), 100.0)
+        assert np.array_equal(window, recorded)
+    assert TraceReplay(trace).mean_rate == trace.mean_rate
+
+
+def test_trace_basis_windows_of_a_bursty_trace_vary_where_window_basis_does_not():
+    trace, rate, horizon = bursty_trace(), 1.0, 10.0  # bursts 22 s apart at this rate
+    def counts(basis):
+        return {
+            len(TraceReplay(trace, rate, basis=basis).sample(np.random.default_rng(seed), horizon))
+            for seed in range(200)
+        }
+
+    assert counts("window") == {10}
+    assert {0, 20} <= counts("trace")
+
+
+def test_window_basis_with_no_arrivals_is_empty():
+    times, rows = TraceReplay(small_trace(), rate=0.1).sample_rows(np.random.default_rng(0), 1.0)
+    assert times.dtype == np.float64 and rows.dtype == np.int64
+    assert len(times) == len(rows) == 0
+
+
+def test_window_basis_from_offset_zero_is_the_trace_stretched(conv):
+    horizon = 600.0
+    count = round(conv.mean_rate * horizon)
+    times, rows = TraceReplay(conv, conv.mean_rate, offset_s=0.0).sample_rows(np.random.default_rng(0), horizon)
+    np.testing.assert_array_equal(rows, np.arange(count))
+    np.testing.assert_allclose(times, conv.times_s[:count] * horizon / conv.times_s[count])
+
+
+def test_window_basis_wraps_around_with_a_mean_gap():
+    trace = small_trace()  # cycle 11.25 s: arrivals at 9, 11.25, 12.25, then 12.75 s
+    replay = TraceReplay(trace, rate=0.6, offset_s=8.0)  # 3 arrivals in 5 s
+    times, rows = replay.sample_rows(np.random.default_rng(0), 5.0)
+    np.testing.assert_array_equal(rows, [4, 0, 1])
+    np.testing.assert_allclose(times, np.array([1.0, 3.25, 4.25]) * 5.0 / 4.75)
+
+
+def test_window_basis_with_an_offset_is_deterministic():
+    replay = TraceReplay(bursty_trace(), rate=2.0, offset_s=100.0)
+    first = replay.sample_rows(np.random.default_rng(1), 30.0)
+    second = replay.sample_rows(np.random.default_rng(2), 30.0)
+    np.testing.assert_array_equal(first[0], second[0])
+    np.testing.assert_array_equal(first[1], second[1])
+    assert first[1][0] == 40  # the first arrival after 100 s: the third burst's first
+
+
+def test_window_basis_sizes_are_paired_with_their_rows(conv):
+    offset, horizon = 500.0, 90.0
+    workload = make_workload(TraceReplay(conv, 3.0, offset), None, Jitter(), horizon, seed=3)
+    first = np.searchsorted(conv.times_s, offset)
+    rows = (first + np.arange(round(3.0 * horizon))) % len(conv)
+    assert len(workload) == len(rows)
     for name in ("prompt", "output"):
         np.testing.assert_array_equal(workload.sizes[name], conv.columns[name][rows])
 
@@ -286,6 +400,88 @@ def test_given_sizes_override_trace_sizes(conv):
     workload = make_workload(TraceReplay(conv), {"prompt": Fixed(7)}, Jitter(), 60.0, seed=0)
     assert set(workload.sizes) == {"prompt"}
     assert np.all(workload.sizes["prompt"] == 7)
+
+
+# --- common random numbers across rates -----------------------------------------------
+
+RESCALED = {
+    "Poisson": Poisson,
+    "Gamma-0.25": lambda rate: Gamma(rate, 0.25),
+    "Gamma-4": lambda rate: Gamma(rate, 4.0),
+    "trace-basis": lambda rate: TraceReplay(bursty_trace(), rate, basis="trace"),
+    "window-basis": lambda rate: TraceReplay(bursty_trace(), rate),
+}
+
+
+def sample_rows(process, seed, horizon):
+    rng = np.random.default_rng(seed)
+    if isinstance(process, TraceReplay):
+        return process.sample_rows(rng, horizon)
+    return process.sample(rng, horizon), None
+
+
+def test_generator_draws_concatenate_across_calls():
+    """What the chunked samplers rely on: n draws in one call or in several are equal."""
+    draws = {
+        "exponential": lambda rng, n: rng.standard_exponential(n),
+        "gamma-0.25": lambda rng, n: rng.gamma(0.25, 1.0, n),
+        "gamma-4": lambda rng, n: rng.gamma(4.0, 1.0, n),
+        "uniform": lambda rng, n: rng.random(n),
+    }
+    sizes = [1, 3, 100, 7, 1000, 5]
+    for draw in draws.values():
+        whole, split = np.random.default_rng(7), np.random.default_rng(7)
+        np.testing.assert_array_equal(
+            draw(whole, sum(sizes)), np.concatenate([draw(split, n) for n in sizes])
+        )
+        assert whole.random() == split.random()
+
+
+@pytest.mark.parametrize("make", RESCALED.values(), ids=RESCALED.keys())
+def test_doubling_the_rate_halves_time_exactly(make):
+    rate, horizon = 1.3, 37.0
+    for seed in range(10):
+        fast_times, fast_rows = sample_rows(make(2 * rate), seed, horizon)
+        slow_times, slow_rows = sample_rows(make(rate), seed, 2 * horizon)
+        assert len(fast_times) > 0
+        np.testing.assert_array_equal(fast_times, slow_times / 2)
+        np.testing.assert_array_equal(fast_rows, slow_rows)
+
+
+@pytest.mark.parametrize("name", ["Poisson", "Gamma-0.25", "Gamma-4", "trace-basis"])
+def test_a_higher_rate_replays_the_same_draws_compressed(name):
+    make, rate, horizon = RESCALED[name], 1.3, 37.0
+    for seed in range(10):
+        fast_times, fast_rows = sample_rows(make(2 * rate), seed, horizon)
+        slow_times, slow_rows = sample_rows(make(rate), seed, horizon)
+        early = fast_times < horizon / 2
+        assert early.sum() > 0
+        np.testing.assert_array_equal(fast_times[early] * 2, slow_times)
+        if slow_rows is not None:
+            np.testing.assert_array_equal(fast_rows[early], slow_rows)
+
+
+def test_window_basis_at_a_higher_rate_extends_the_same_window():
+    trace, rate, horizon = bursty_trace(), 1.3, 37.0
+    for seed in range(10):
+        fast_times, fast_rows = sample_rows(TraceReplay(trace, 2 * rate), seed, horizon)
+        slow_times, slow_rows = sample_rows(TraceReplay(trace, rate), seed, horizon)
+        count = len(slow_times)
+        assert count == round(rate * horizon) and len(fast_times) == round(2 * rate * horizon)
+        np.testing.assert_array_equal(fast_rows[:count], slow_rows)
+        # The same arrivals from the same start, on a different time scale.
+        factor = fast_times[count - 1] / slow_times[count - 1]
+        np.testing.assert_allclose(fast_times[:count], slow_times * factor, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["Poisson", "Gamma-0.25"])
+def test_chunk_size_does_not_change_the_sample(name, monkeypatch):
+    make = RESCALED[name]
+    wide = [make(3.0).sample(np.random.default_rng(seed), 20.0) for seed in range(5)]
+    monkeypatch.setattr(arrivals_module, "_chunk", lambda expected: 3)
+    narrow = [make(3.0).sample(np.random.default_rng(seed), 20.0) for seed in range(5)]
+    for a, b in zip(wide, narrow):
+        np.testing.assert_array_equal(a, b)
 
 
 # --- sizes -----------------------------------------------------------------------------
@@ -401,6 +597,7 @@ def test_jitter_has_mean_one_and_its_cv(jitter, cv):
         (lambda: Diurnal(1.0, 0.5, 1.0, math.nan), "phase must be a finite number but got nan"),
         (lambda: TraceReplay(small_trace(), rate=0.0), "rate must be a finite number > 0"),
         (lambda: TraceReplay(small_trace(), offset_s=-1.0), "offset_s must be a finite"),
+        (lambda: TraceReplay(small_trace(), basis="scaled"), "basis must be 'window' or 'trace'"),
         (lambda: Fixed(0), "value must be an integer >= 1 but got 0"),
         (lambda: Fixed(2.5), "value must be an integer >= 1 but got 2.5"),
         (lambda: Uniform(5, 4), "high must be >= low (5) but got 4"),

@@ -95,9 +95,9 @@ def paired(after: Sequence[float], before: Sequence[float], confidence: float) -
 
 
 def paired_delta(after: object, before: object, confidence: float = 0.95) -> Delta:
-    """The per-seed difference of two evaluations (anything with ``goodputs``); empty
-    (mean 0, no interval) when either is infeasible."""
-    a, b = getattr(after, "goodputs"), getattr(before, "goodputs")
+    """The per-seed difference of two evaluations of one metric (anything with per-seed
+    ``values``); empty (mean 0, no interval) when either is infeasible."""
+    a, b = getattr(after, "values"), getattr(before, "values")
     if not a or not b:
         return Delta((), confidence)
     return paired(a, b, confidence)

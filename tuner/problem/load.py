@@ -88,7 +88,7 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     return Problem(
         name=spec.name, path=str(path), file_hash=file_hash, description=spec.description.strip(),
         service=service, families=families, regimes=built, size_fields=size_fields,
-        warnings=tuple(f"{path}: {warning}" for warning in warnings),
+        warnings=tuple(f"{path}: {warning}" for warning in warnings), objective=spec.objective,
     )
 
 
@@ -256,7 +256,7 @@ def _service(
             f"{sv.memory.fixed:.0f} bytes exceed the budget of {sv.memory.budget:.0f} bytes",
         )
     per_request = _expr(sv.memory.per_request, "service.memory.per_request", size_fields, constants, unit="bytes")
-    slo = Slo(sv.slo.deadline, sv.slo.ttft, sv.slo.tpot)
+    slo = Slo(sv.slo.deadline, sv.slo.ttft, sv.slo.tpot, sv.slo.attainment)
     if slo.deadline_s is None and slo.ttft_s is None and slo.tpot_s is None:
         raise Invalid("service.slo", "set a deadline, or ttft and tpot for a token service")
     if sv.batching == "dynamic":

@@ -232,11 +232,17 @@ class Neighbor:
 
 @dataclass(frozen=True)
 class Slo:
-    """A request is good when it meets every bound that is set."""
+    """A request is good when it meets every bound that is set.
+
+    ``attainment`` is the share of requests that must be good for a load to count as
+    served: the capacity at the SLO is the highest rate at which it holds (DistServe's
+    per-GPU goodput is measured at 90% attainment, hence the default).
+    """
 
     deadline_s: float | None = None
     ttft_s: float | None = None
     tpot_s: float | None = None
+    attainment: float = 0.9
 
 
 @dataclass(frozen=True)
@@ -306,9 +312,21 @@ class ArrivalSpec:
         return self.build(float(rng.uniform(low, high)) if high > low else low)  # type: ignore[operator]
 
 
+#: The share of a window served but not judged when a regime does not set ``warmup``.
+WARMUP_FRACTION = 0.1
+
+
 @dataclass(frozen=True)
 class Regime:
-    """A traffic condition: the index of the config table."""
+    """A traffic condition: the index of the config table.
+
+    ``warmup_s`` is the start of each window whose requests are served but not judged:
+    the simulated service starts empty (no queue, an empty KV cache, an idle GPU), which
+    no running service is, so the first requests would be judged under a load lighter
+    than the regime's. None means :data:`WARMUP_FRACTION` of the window in use (6 s of
+    the default 60 s: several sojourn times of the shipped problems' requests, after
+    which admission, batch sizes and the queue have left their empty start).
+    """
 
     name: str
     description: str
@@ -316,12 +334,28 @@ class Regime:
     sizes: Mapping[str, SizeDistribution] | None
     horizon_s: float
     memory_budget: float | None = None
+    warmup_s: float | None = None
+    shape_key: str = ""
 
-    def workload(self, seed: int, jitter: Jitter, horizon_s: float | None = None) -> Workload:
-        """The seeded sample of this regime's bucket: identical for every assignment."""
-        bucket_rng = np.random.default_rng([seed, 0x7E91])
-        process = self.arrivals.sample(bucket_rng)
-        return make_workload(process, self.sizes, jitter, self.horizon_s if horizon_s is None else horizon_s, seed)
+    def warmup_for(self, horizon_s: float) -> float:
+        """The warm-up of a window of ``horizon_s`` (an explicit one is capped at half the window)."""
+        if self.warmup_s is None:
+            return WARMUP_FRACTION * horizon_s
+        return min(self.warmup_s, horizon_s / 2)
+
+    def workload(self, seed: int, jitter: Jitter, horizon_s: float | None = None,
+                 rate_rps: float | None = None) -> Workload:
+        """The seeded sample of this regime's bucket: identical for every assignment.
+
+        ``rate_rps`` replaces the bucket's rate (the capacity search's free variable): the
+        same arrival process, sizes and seed at another load.
+        """
+        if rate_rps is None:
+            process = self.arrivals.sample(np.random.default_rng([seed, 0x7E91]))
+        else:
+            process = self.arrivals.build(rate_rps)  # type: ignore[operator]
+        horizon = self.horizon_s if horizon_s is None else horizon_s
+        return make_workload(process, self.sizes, jitter, horizon, seed, self.warmup_for(horizon))
 
 
 @dataclass(frozen=True)
@@ -337,6 +371,7 @@ class Problem:
     regimes: Mapping[str, Regime]
     size_fields: frozenset[str]
     warnings: tuple[str, ...] = ()
+    objective: str = "goodput"
 
     def family_of(self, op: str) -> Family:
         return self.families[self.operator(op).family]

@@ -9,6 +9,7 @@ blames the key naming the bad part (the file, its time column or a size column).
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -116,7 +117,19 @@ def regime(name: str, r: s.RegimeSpec, base: Path, service: Service) -> Regime:
             f"{key}.memory_budget",
             f"{r.memory_budget:.0f} bytes is below service.memory.fixed ({service.memory.fixed:.0f} bytes)",
         )
-    return Regime(name, r.description.strip(), arrivals, sizes, r.horizon, r.memory_budget)
+    if r.warmup is not None and r.warmup >= r.horizon:
+        raise Invalid(f"{key}.warmup", f"a warm-up of {r.warmup:g} s leaves nothing of the {r.horizon:g} s window to judge")
+    return Regime(name, r.description.strip(), arrivals, sizes, r.horizon, r.memory_budget, r.warmup,
+                  shape_key(r))
+
+
+def shape_key(r: s.RegimeSpec) -> str:
+    """What a regime's traffic is apart from its rate: two regimes with the same key differ
+    only in load, so an assignment's capacity (the rate is its free variable) is the same
+    in both."""
+    arrivals = r.arrivals.model_dump(exclude={"rate"})
+    sizes = None if r.sizes is None else {k: v.model_dump() for k, v in r.sizes.items()}
+    return json.dumps([arrivals, sizes, r.horizon, r.warmup, r.memory_budget], sort_keys=True, default=str)
 
 
 def _arrivals(a: s.ArrivalSpecs, base: Path, key: str) -> ArrivalSpec:
@@ -134,7 +147,7 @@ def _arrivals(a: s.ArrivalSpecs, base: Path, key: str) -> ArrivalSpec:
             return OnOff(rate, a.on, a.off)
         if isinstance(a, s.DiurnalSpec):
             return Diurnal(rate, a.amplitude, a.period, a.phase)
-        return TraceReplay(trace, rate, a.offset)
+        return TraceReplay(trace, rate, a.offset, basis=a.rate_basis)
 
     # Build both ends of a bucket once, so a bad value fails now and not in a study.
     for probe_rate in rate_range or (None,):

@@ -189,6 +189,7 @@ class SloSpec(Strict):
     deadline: PositiveSeconds | None = None
     ttft: PositiveSeconds | None = None
     tpot: PositiveSeconds | None = None
+    attainment: float = Field(0.9, gt=0, lt=1)
 
 
 class MemorySpec(Strict):
@@ -250,6 +251,7 @@ class TraceSpec(Strict):
     file: str = Field(min_length=1)
     rate: Rate | None = None
     offset: Seconds | None = None
+    rate_basis: Literal["window", "trace"] = "window"
     time_column: str = "TIMESTAMP"
     columns: dict[str, str] | None = None
 
@@ -314,6 +316,7 @@ class RegimeSpec(Strict):
     arrivals: ArrivalSpecs
     sizes: dict[str, SizeSpecs] | None = None
     horizon: PositiveSeconds = 60.0
+    warmup: Seconds | None = None
     memory_budget: PositiveBytes | None = None
 
 
@@ -325,3 +328,4 @@ class ProblemSpec(Strict):
     service: ServiceSpec
     families: dict[str, FamilySpec] = Field(min_length=1)
     regimes: dict[str, RegimeSpec] = Field(min_length=1)
+    objective: Literal["goodput", "capacity"] = "goodput"

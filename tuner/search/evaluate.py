@@ -1,4 +1,9 @@
-"""Score a joint assignment in a regime: constraints first, then goodput over K seeds.
+"""Score a joint assignment in a regime: constraints first, then a metric over K seeds.
+
+The metric is ``goodput`` (requests per second that met the SLO at the regime's sampled
+rates: one simulation per seed) or ``capacity`` (the highest rate at which the SLO's
+attainment target holds on the regime's traffic shape: a bracketing search of about ten
+simulations per seed, :mod:`tuner.search.capacity`).
 
 Seed ``k`` of a study is ``base_seed + k`` for every assignment, so two assignments are
 compared on the same requests (common random numbers) and their per-seed goodputs pair
@@ -26,7 +31,10 @@ from dataclasses import dataclass
 from ..errors import IllegalConfigError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
-from ..sim import Metrics, bind, simulate
+from ..sim import bind, simulate
+from .capacity import capacity_at
+
+METRICS = ("goodput", "capacity")
 
 
 @dataclass(frozen=True)
@@ -74,18 +82,24 @@ def _gib(n: float) -> str:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Per-seed goodput of one assignment in one regime (empty when infeasible).
+    """Per-seed values of one metric for one assignment in one regime (empty when infeasible).
 
     ``latency_p50_s`` is the mean over seeds of the median latency (None when nothing
-    completed); it breaks exact goodput ties, because when every request meets its SLO
-    whatever the config, the faster config is the right one. ``visited`` is the union
-    over the simulated seeds of the cells some launch used (see ``SimResult.visited``).
+    completed); it breaks exact ties, because when every request meets its SLO whatever
+    the config, the faster config is the right one. ``visited`` is the union over the
+    simulations of the cells some launch used (see ``SimResult.visited``). For goodput,
+    ``rates`` are the realised arrival rates of the simulated seeds' judged windows and
+    ``overloaded`` counts the seeds whose backlog grew through the window (their goodput
+    depends on the window's length).
     """
 
-    goodputs: tuple[float, ...]
+    values: tuple[float, ...]
     constraints: Constraints = Constraints()
     latency_p50_s: float | None = None
     visited: frozenset[tuple[str, int]] = frozenset()
+    metric: str = "goodput"
+    rates: tuple[float, ...] = ()
+    overloaded: int = 0
 
     @property
     def feasible(self) -> bool:
@@ -93,12 +107,12 @@ class Evaluation:
 
     @property
     def mean(self) -> float:
-        return statistics.fmean(self.goodputs) if self.goodputs else 0.0
+        return statistics.fmean(self.values) if self.values else 0.0
 
     @property
     def ci(self) -> float | None:
         """Half-width of the 95% confidence interval of the mean (None under 2 seeds)."""
-        return ci_half_width(self.goodputs)
+        return ci_half_width(self.values)
 
 
 def ci_half_width(values: Sequence[float], confidence: float = 0.95) -> float | None:
@@ -117,35 +131,47 @@ def evaluate(
     regime: str,
     seeds: Sequence[int],
     horizon_s: float | None,
-    on_seed: Callable[[int, Metrics], None] | None = None,
+    on_seed: Callable[[int, float, int], None] | None = None,
     known: Mapping[int, float] | None = None,
+    metric: str = "goodput",
 ) -> Evaluation:
-    """Constraints, then one simulation per seed not already ``known`` (step → goodput).
+    """Constraints, then the metric for each seed not already ``known`` (step → value).
 
-    ``on_seed(step, metrics)`` runs after each simulation (a trial reports and may
+    ``on_seed(step, value, simulations)`` runs after each seed (a trial reports and may
     prune there, by raising). Known steps are not re-simulated; their latency is not
     known, so ``latency_p50_s`` averages the simulated seeds only.
     """
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS} but got {metric!r}")
     constraints = check_constraints(problem, assignment, regime)
     if not constraints.feasible:
-        return Evaluation((), constraints)
-    goodputs: list[float] = []
+        return Evaluation((), constraints, metric=metric)
+    values: list[float] = []
     latencies: list[float] = []
+    rates: list[float] = []
+    overloaded = 0
     visited: set[tuple[str, int]] = set()
     try:
         for step, seed in enumerate(seeds):
             if known is not None and step in known:
-                goodputs.append(known[step])
+                values.append(known[step])
                 continue
-            result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s)
-            metrics = result.metrics
-            visited |= result.visited
-            goodputs.append(metrics.goodput_rps)
-            if metrics.latency_p50_s is not None:
+            if metric == "goodput":
+                result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s)
+                value, simulations, metrics = result.metrics.goodput_rps, 1, result.metrics
+                rates.append(metrics.arrival_rate_rps)
+                overloaded += metrics.overloaded
+                visited |= result.visited
+            else:
+                found = capacity_at(problem, assignment, regime, seed, horizon_s, on_run=visited.update)
+                value, simulations = found.capacity_rps, found.probes
+                metrics = found.at_capacity.metrics if found.at_capacity is not None else None
+            values.append(value)
+            if metrics is not None and metrics.latency_p50_s is not None:
                 latencies.append(metrics.latency_p50_s)
             if on_seed is not None:
-                on_seed(step, metrics)
+                on_seed(step, value, simulations)
     except IllegalConfigError as exc:
-        return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {exc}"))
-    return Evaluation(tuple(goodputs), constraints, statistics.fmean(latencies) if latencies else None,
-                      frozenset(visited))
+        return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {exc}"), metric=metric)
+    return Evaluation(tuple(values), constraints, statistics.fmean(latencies) if latencies else None,
+                      frozenset(visited), metric, tuple(rates), overloaded)

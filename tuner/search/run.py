@@ -25,6 +25,7 @@ from ..store.store import parse_url, resolve_url, shown
 from ..errors import SearchError
 from ..stats import paired_delta
 from .baselines import ONE_CONFIG
+from .evaluate import Evaluation
 from .study import Progress, RegimeOutcome, TuneSettings, study_name, tune_regime
 
 
@@ -74,8 +75,10 @@ def tune_problem(
                 if study_name(problem.name, name) in existing:
                     optuna.delete_study(study_name=study_name(problem.name, name), storage=storage)
         outcomes = []
+        capacities: dict = {}
         for name in chosen:
-            outcome = tune_regime(problem, name, storage, settings, callbacks=callbacks, progress=progress)
+            outcome = tune_regime(problem, name, storage, settings, callbacks=callbacks, progress=progress,
+                                  capacities=capacities)
             store.replace_regime(problem.name, name, table_rows(outcome))
             outcomes.append(outcome)
             if on_regime is not None:
@@ -100,6 +103,8 @@ def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> li
     delta = paired_delta(tuned, baseline)
     oracle = outcome.oracle.best.evaluation.mean if outcome.oracle and outcome.oracle.best else None
     one_config = outcome.baselines.get(ONE_CONFIG.name)
+    capacity, base_capacity = outcome.tuned.capacity, outcome.baseline.capacity
+    one_capacity = one_config.capacity if one_config else None
     provenance = dict(
         device=problem.service.device.name, triton_version=triton_version(), problem_hash=problem.file_hash,
         study_name=outcome.study_name, trial_number=int(outcome.tuned.trial or 0),
@@ -108,9 +113,21 @@ def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> li
         delta_ci_rps=delta.half_width, one_config_goodput_rps=one_config.evaluation.mean if one_config else None,
         oracle_goodput_rps=oracle, regime_rate_rps=regime_rate(problem, outcome.regime, outcome.settings.seed_list,
                                                                outcome.horizon_s),
+        realized_rates_rps=list(tuned.rates or baseline.rates) or None,
+        warmup_s=problem.regimes[outcome.regime].warmup_for(outcome.horizon_s),
+        overloaded_seeds=tuned.overloaded, baseline_overloaded_seeds=baseline.overloaded,
+        objective=outcome.objective, attainment_target=problem.service.slo.attainment,
+        capacity_rps=_mean(capacity), capacity_ci_rps=capacity.ci if capacity else None,
+        baseline_capacity_rps=_mean(base_capacity),
+        capacity_delta_ci_rps=paired_delta(capacity, base_capacity).half_width if capacity and base_capacity else None,
+        one_config_capacity_rps=_mean(one_capacity),
         created_at=created_at or datetime.now(timezone.utc),
     )
     return outcome.tuned.assignment.to_rows(problem, outcome.regime, provenance, baseline=outcome.baseline.assignment)
+
+
+def _mean(evaluation: Evaluation | None) -> float | None:
+    return evaluation.mean if evaluation is not None and evaluation.feasible else None
 
 
 def regime_rate(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float) -> float | None:

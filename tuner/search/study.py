@@ -29,6 +29,7 @@ the study is not simulated again: the new trial replays the stored values.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 import zlib
@@ -42,8 +43,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..errors import SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
-from ..sim import Metrics
-from .baselines import BASELINES, PER_BUCKET, footprint_ladder
+from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, footprint_ladder
 from .evaluate import Constraints, Evaluation, check_constraints, evaluate
 from .local import LocalSearchSampler, names_of, suggest
 from .space import JointSpace, Point
@@ -101,11 +101,15 @@ class TuneSettings:
 
 @dataclass(frozen=True)
 class Choice:
-    """A joint assignment and its evaluation; ``trial`` is its study trial number, if any."""
+    """A joint assignment and its evaluation in the study's objective; ``trial`` is its
+    study trial number, if any. A regime's outcome fills in both figures: ``evaluation``
+    is then always goodput and ``capacity`` the capacity at the SLO, whichever the study
+    maximised."""
 
     assignment: Assignment
     evaluation: Evaluation
     trial: int | None = None
+    capacity: Evaluation | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,7 @@ class RegimeOutcome:
     trials: int
     study_simulations: int
     run_simulations: int
+    objective: str = "goodput"
 
     @property
     def baseline(self) -> Choice:
@@ -181,12 +186,16 @@ def tune_regime(
     *,
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
     progress: Progress | None = None,
+    capacities: dict | None = None,
 ) -> RegimeOutcome:
     """Run (or continue) the regime's study, then evaluate baselines and, if asked, the oracle.
 
     Args:
         callbacks: extra Optuna callbacks, called after each finished trial.
         progress: told the trial count and best goodput as trials finish.
+        capacities: a memo of capacities to share across the regimes of one run (the
+            capacity of an assignment on one traffic shape is the same in every regime
+            that differs only in rate).
 
     Raises:
         SearchError: the regime is unknown, the stored study was made with other seeds,
@@ -239,9 +248,11 @@ def tune_regime(
         reason = known.get(fastest, Evaluation(())).constraints.reason or "every trial was infeasible"
         raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
                           f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
+    figures = _Figures(problem, regime, seeds, horizon, known, counter, capacities)
+    tuned = figures.both(tuned, capacity=True)
     baselines = {
-        key: Choice(assignment, _complete(problem, regime, assignment, seeds, horizon, known, counter),
-                    _trial_of(space, finished, assignment))
+        key: figures.both(Choice(assignment, figures.objective(assignment), _trial_of(space, finished, assignment)),
+                          capacity=key in CAPACITY_BASELINES)
         for key, assignment in baseline_assignments.items()
     }
     oracle = None
@@ -251,8 +262,51 @@ def tune_regime(
         problem=problem, regime=regime, study_name=name, space=space, settings=settings, horizon_s=horizon,
         tuned=tuned, baselines=baselines, oracle=oracle,
         trials=len(finished), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in finished),
-        run_simulations=counter.simulations,
+        run_simulations=counter.simulations, objective=problem.objective,
     )
+
+
+#: The baselines whose capacity a regime's outcome reports (the table stores these two).
+CAPACITY_BASELINES = (PER_BUCKET.name, ONE_CONFIG.name)
+
+
+@dataclass
+class _Figures:
+    """Both figures of a regime's tuned assignment and baselines: the study's objective from
+    the study where it has them, the other metric computed. Capacities depend on the
+    traffic shape, not the regime's rate, so ``capacities`` (shared across the regimes of
+    one run) computes each (shape, assignment) once."""
+
+    problem: Problem
+    regime: str
+    seeds: tuple[int, ...]
+    horizon: float
+    known: dict[Assignment, Evaluation]
+    counter: _Counter
+    capacities: dict[tuple[str, float, tuple[int, ...], Assignment], Evaluation] | None
+
+    def objective(self, assignment: Assignment) -> Evaluation:
+        return self.metric(assignment, self.problem.objective)
+
+    def metric(self, assignment: Assignment, metric: str) -> Evaluation:
+        if metric == "capacity" and self.capacities is not None:
+            key = (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds, assignment)
+            if key not in self.capacities:
+                self.capacities[key] = self._complete(assignment, metric)
+            return self.capacities[key]
+        return self._complete(assignment, metric)
+
+    def _complete(self, assignment: Assignment, metric: str) -> Evaluation:
+        return _complete(self.problem, self.regime, assignment, self.seeds, self.horizon, self.known,
+                         self.counter, metric)
+
+    def both(self, choice: Choice, capacity: bool) -> Choice:
+        goodput = choice.evaluation if choice.evaluation.metric == "goodput" else self.metric(choice.assignment, "goodput")
+        if goodput.feasible and len(goodput.rates) != len(self.seeds):
+            goodput = self._complete(choice.assignment, "goodput")  # the study's lacks rates and flags
+        found = choice.evaluation if choice.evaluation.metric == "capacity" else (
+            self.metric(choice.assignment, "capacity") if capacity else None)
+        return dataclasses.replace(choice, evaluation=goodput, capacity=found)
 
 
 def study_attrs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float) -> dict[str, Any]:
@@ -265,6 +319,7 @@ def study_attrs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
         "problem_path": problem.path,
         "regime": regime,
         "regime_description": problem.regimes[regime].description,
+        "objective": problem.objective,
     }
 
 
@@ -306,7 +361,7 @@ def select_best(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) 
     top = max(t.value for t in candidates)
     tied = [t for t in candidates if t.value >= top - abs(top) * TIE_TOLERANCE]
     best = min(tied, key=lambda t: (_latency_key(t.user_attrs.get("latency_p50_s")), t.number))
-    return Choice(space.assignment(space.point(best.params)), _evaluation_of(best), best.number)
+    return Choice(space.assignment(space.point(best.params)), _evaluation_of(best, space.problem.objective), best.number)
 
 
 def _incumbent(space: JointSpace, study: optuna.Study, n_seeds: int) -> tuple[Point, frozenset[int] | None] | None:
@@ -323,25 +378,27 @@ def _latency_key(latency: float | None) -> float:
     return math.inf if latency is None else latency
 
 
-def _evaluation_of(trial: FrozenTrial) -> Evaluation:
-    goodputs = tuple(v for _, v in sorted(trial.intermediate_values.items()))
+def _evaluation_of(trial: FrozenTrial, metric: str) -> Evaluation:
+    values = tuple(v for _, v in sorted(trial.intermediate_values.items()))
     constraints = Constraints(trial.constraints.get("memory", 0.0), trial.constraints.get("legality", 0.0),
                               trial.user_attrs.get("infeasible"))
-    return Evaluation(goodputs if constraints.feasible else (), constraints, trial.user_attrs.get("latency_p50_s"))
+    return Evaluation(values if constraints.feasible else (), constraints, trial.user_attrs.get("latency_p50_s"),
+                      metric=metric, rates=tuple(trial.user_attrs.get("rates", ())),
+                      overloaded=trial.user_attrs.get("overloaded", 0))
 
 
 def _known(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) -> dict[Assignment, Evaluation]:
     """What the study already knows per assignment: complete evaluations and infeasible
-    verdicts, else the seeds a pruned trial measured (goodputs of a prefix of the seeds)."""
+    verdicts, else the seeds a pruned trial measured (values of a prefix of the seeds)."""
     known: dict[Assignment, Evaluation] = {}
     for trial in sorted(trials, key=lambda t: t.number):
         point = space.point(trial.params)
         if point is None:
             continue
         assignment = space.assignment(point)
-        evaluation = _evaluation_of(trial)
+        evaluation = _evaluation_of(trial, space.problem.objective)
         previous = known.get(assignment)
-        if previous is None or len(evaluation.goodputs) > len(previous.goodputs) or not evaluation.feasible:
+        if previous is None or len(evaluation.values) > len(previous.values) or not evaluation.feasible:
             known[assignment] = evaluation
     return known
 
@@ -353,20 +410,26 @@ def _trial_of(space: JointSpace, trials: Sequence[FrozenTrial], assignment: Assi
 
 
 def _complete(problem: Problem, regime: str, assignment: Assignment, seeds: Sequence[int],
-              horizon: float, known: dict[Assignment, Evaluation], counter: _Counter) -> Evaluation:
-    """A full evaluation of ``assignment``: the study's if complete, else the missing seeds simulated."""
-    have = known.get(assignment)
-    if have is not None and (not have.feasible or len(have.goodputs) == len(seeds)):
+              horizon: float, known: dict[Assignment, Evaluation], counter: _Counter,
+              metric: str | None = None) -> Evaluation:
+    """A full evaluation of ``assignment`` in ``metric`` (default: the study's objective):
+    the study's if complete, else the missing seeds simulated."""
+    metric = metric or problem.objective
+    have = known.get(assignment) if metric == problem.objective else None
+    if have is not None and (not have.feasible or (
+            len(have.values) == len(seeds) and (metric != "goodput" or len(have.rates) == len(seeds)))):
         return have
-    prefix = dict(enumerate(have.goodputs)) if have is not None else {}
+    # a goodput prefix lacks its seeds' realised rates and overload flags: simulate them all
+    prefix = dict(enumerate(have.values)) if have is not None and metric != "goodput" else {}
 
-    def count(step: int, metrics: Metrics) -> None:
-        counter.simulations += 1
+    def count(step: int, value: float, simulations: int) -> None:
+        counter.simulations += simulations
 
-    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, known=prefix)
+    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, known=prefix, metric=metric)
     if have is not None and have.latency_p50_s is not None and result.latency_p50_s is None:
-        result = Evaluation(result.goodputs, result.constraints, have.latency_p50_s)
-    known[assignment] = result
+        result = dataclasses.replace(result, latency_p50_s=have.latency_p50_s)
+    if metric == problem.objective:
+        known[assignment] = result
     return result
 
 
@@ -463,19 +526,23 @@ class _Objective:
             return self._replay(trial, twin)
         simulations = 0
 
-        def on_seed(step: int, metrics: Metrics) -> None:
+        def on_seed(step: int, value: float, runs: int) -> None:
             nonlocal simulations
-            simulations += 1
-            self.counter.simulations += 1
-            trial.report(metrics.goodput_rps, step)
+            simulations += runs
+            self.counter.simulations += runs
+            trial.report(value, step)
             # with n paired seeds the Wilcoxon test's smallest one-sided p-value is 2**-n:
             # ask the pruner only when it could say yes (asking reads every trial)
             if step < len(self.seeds) - 1 and 2.0 ** -(step + 1) < self.p_threshold and trial.should_prune():
                 _record(trial, Constraints(), simulations)
                 raise optuna.TrialPruned(f"worse than the best trial after {step + 1} seeds (Wilcoxon)")
 
-        evaluation = evaluate(self.problem, assignment, self.regime, self.seeds, self.horizon, on_seed)
+        evaluation = evaluate(self.problem, assignment, self.regime, self.seeds, self.horizon, on_seed,
+                              metric=self.problem.objective)
         _record(trial, evaluation.constraints, simulations, evaluation.latency_p50_s)
+        if evaluation.rates:
+            trial.set_user_attr("rates", list(evaluation.rates))
+            trial.set_user_attr("overloaded", evaluation.overloaded)
         if evaluation.visited:
             index = {cell: i for i, cell in enumerate(space.cells)}
             trial.set_user_attr("visited", sorted(index[cell] for cell in evaluation.visited))
@@ -507,10 +574,10 @@ class _Objective:
         """Repeat a finished trial of the same point without simulating (same seeds, same numbers)."""
         for step, value in sorted(prior.intermediate_values.items()):
             trial.report(value, step)
-        constraints = _evaluation_of(prior).constraints
+        constraints = _evaluation_of(prior, self.problem.objective).constraints
         _record(trial, constraints, 0, prior.user_attrs.get("latency_p50_s"))
         trial.set_user_attr("duplicate_of", prior.number)
-        for key in ("visited", "reserved_bytes"):
+        for key in ("visited", "reserved_bytes", "rates", "overloaded"):
             if key in prior.user_attrs:
                 trial.set_user_attr(key, prior.user_attrs[key])
         if prior.state == TrialState.PRUNED:

@@ -12,6 +12,16 @@ import numpy as np
 class Metrics:
     """Service-level results of one simulation (all times in seconds, memory in bytes).
 
+    One accounting base: the *judged* requests are those arriving in
+    ``[warmup_s, window_s)``, each followed to its end through the drain.
+    ``goodput_rps`` (judged requests that met the SLO) and ``throughput_rps`` (judged
+    requests completed) are both per second of that judged window, so goodput ≤
+    throughput; ``slo_attainment`` is goodput's share of the judged arrivals and
+    ``arrival_rate_rps`` their realised rate. ``overloaded`` says the backlog grew
+    through the judged window (by ``backlog_growth`` requests): then goodput at this rate
+    depends on the window's length and is not a steady-state figure.
+    ``arrivals``, ``completed`` and ``rejected`` count every request of the window.
+
     Time integrals (``memory_byte_seconds``, ``sm_busy_fraction``,
     ``idle_while_waiting_s``) cover the measurement window ``[0, window_s)``; peaks cover
     the whole run including the drain. Latency percentiles are over completed requests.
@@ -43,6 +53,11 @@ class Metrics:
     tpot_p99_s: float | None = None
     neighbor_progress_ratio: float | None = None
     config_switches: int = 0
+    warmup_s: float = 0.0
+    judged: int = 0
+    arrival_rate_rps: float = 0.0
+    backlog_growth: int = 0
+    overloaded: bool = False
 
     def to_dict(self) -> dict[str, float | int | None]:
         return asdict(self)

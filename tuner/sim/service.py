@@ -57,22 +57,24 @@ def simulate(
     seed: int = 0,
     horizon_s: float | None = None,
     record: bool = False,
+    rate_rps: float | None = None,
 ) -> SimResult:
     """Simulate ``problem``'s service under one seeded sample of ``regime``.
 
-    The workload depends only on (regime, seed, horizon), never on the assignment, so
-    two assignments compared at the same seed see the same requests (common random
-    numbers).
+    The workload depends only on (regime, seed, horizon, rate), never on the assignment,
+    so two assignments compared at the same seed see the same requests (common random
+    numbers). ``rate_rps`` replaces the rate the regime samples per seed.
     """
-    workload, budget = _workload_and_budget(problem, regime, seed, horizon_s)
+    workload, budget = _workload_and_budget(problem, regime, seed, horizon_s, rate_rps)
     bound = bind(problem.service, assignment, problem.size_fields, allow_merge=not record)
     return ServiceRun(bound, workload, budget, problem.size_fields, record).run()
 
 
-def _workload_and_budget(problem: Problem, regime: str, seed: int, horizon_s: float | None) -> tuple[Workload, float]:
+def _workload_and_budget(problem: Problem, regime: str, seed: int, horizon_s: float | None,
+                         rate_rps: float | None = None) -> tuple[Workload, float]:
     """The regime's seeded workload (the same for every assignment) and its memory budget."""
     chosen = problem.regimes[regime]
-    workload = chosen.workload(seed, problem.service.jitter, horizon_s)
+    workload = chosen.workload(seed, problem.service.jitter, horizon_s, rate_rps)
     budget = chosen.memory_budget if chosen.memory_budget is not None else problem.service.memory.budget
     return workload, budget
 
@@ -351,10 +353,12 @@ class ServiceRun:
         start = np.asarray(self.start_t)
         done = ~np.isnan(finish)
         latency = finish - arrival
+        horizon, warmup = self.horizon, self.workload.warmup_s
+        judged = arrival >= warmup
         good, ttft, tpot = _judge(service.slo, service.batching, arrival, finish,
-                                  np.asarray(self.first_t), self.workload.sizes)
-        horizon = self.horizon
-        n = max(self.n, 1)
+                                  np.asarray(self.first_t), self.workload.sizes, judged)
+        window = horizon - warmup
+        n_judged = int(judged.sum())
         admitted = ~np.isnan(admit)
         started = ~np.isnan(start)
         neighbor_ratio = None
@@ -362,13 +366,14 @@ class ServiceRun:
             alone = sum(_alone_progress(nb.profile.phases({}, service.device), nb.gap_s,
                                         service.launch_overhead_s, horizon) for nb in service.neighbors)
             neighbor_ratio = (self._neighbor_at_horizon or 0.0) / alone if alone > 0 else None
+        growth = _backlog_growth(arrival, np.where(admitted, finish, arrival), warmup, horizon)
         return Metrics(
-            goodput_rps=float(good.sum()) / horizon,
-            throughput_rps=float((finish[done] < horizon).sum()) / horizon,
-            slo_attainment=float(good.sum()) / n if self.n else 0.0,
-            latency_p50_s=percentile(latency[done], 50),
-            latency_p90_s=percentile(latency[done], 90),
-            latency_p99_s=percentile(latency[done], 99),
+            goodput_rps=float(good.sum()) / window,
+            throughput_rps=float((done & judged).sum()) / window,
+            slo_attainment=float(good.sum()) / n_judged if n_judged else 0.0,
+            latency_p50_s=percentile(latency[done & judged], 50),
+            latency_p90_s=percentile(latency[done & judged], 90),
+            latency_p99_s=percentile(latency[done & judged], 99),
             arrivals=self.n,
             completed=int(done.sum()),
             rejected=int(self.n - admitted.sum()),
@@ -387,13 +392,40 @@ class ServiceRun:
             tpot_p99_s=percentile(tpot, 99) if tpot is not None else None,
             neighbor_progress_ratio=neighbor_ratio,
             config_switches=self.switches,
+            warmup_s=warmup,
+            judged=n_judged,
+            arrival_rate_rps=n_judged / window,
+            backlog_growth=growth,
+            overloaded=overloaded(growth, n_judged),
         )
 
 
+def _backlog_growth(arrival: np.ndarray, departure: np.ndarray, warmup: float, horizon: float) -> int:
+    """How many more requests are in the system (queued or admitted, not yet finished or
+    rejected) at the window's end than at the end of its warm-up."""
+    def in_system(t: float) -> int:
+        return int((arrival < t).sum() - (departure < t).sum())
+
+    return in_system(horizon) - in_system(warmup)
+
+
+def overloaded(backlog_growth: int, judged: int) -> bool:
+    """Whether the backlog grew through the judged window beyond what a stable queue does.
+
+    A stable queue's backlog is stationary: its change over the window is the difference
+    of two draws, of the order of their spread, whatever the window's length. An
+    overloaded one grows by (arrivals − completions) ≈ (1 − μ/λ)·A over A judged arrivals.
+    The bound 2√A + 2 sits above the spread of a stable queue whose backlog is Poisson-like
+    (a difference of two draws of variance ≤ A) and below the growth of a queue loaded
+    ≥ ~1.2× its service rate over a few hundred arrivals.
+    """
+    return backlog_growth > 2.0 * math.sqrt(judged) + 2.0
+
+
 def _judge(slo: Slo, batching: str, arrival: np.ndarray, finish: np.ndarray, first: np.ndarray,
-           sizes: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Which requests met the SLO; TTFT and TPOT of completed token requests."""
-    done = ~np.isnan(finish)
+           sizes: Mapping[str, np.ndarray], judged: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Which judged requests met the SLO; TTFT and TPOT of completed judged token requests."""
+    done = ~np.isnan(finish) & judged
     good = done.copy()
     with np.errstate(invalid="ignore"):
         if slo.deadline_s is not None:

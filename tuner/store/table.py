@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 #: Fields stored as JSON (a ``sqlite3`` cursor hands them over as text).
-JSON_FIELDS = ("params", "shape", "bucket_bounds")
+JSON_FIELDS = ("params", "shape", "bucket_bounds", "realized_rates_rps")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,20 @@ class TableRow:
         oracle_goodput_rps: the exhaustive search's best, when it ran.
         regime_rate_rps: the regime's mean arrival rate (its rate bucket's midpoint, else
             the rate its seeded workloads realised): what the runtime classifies load by.
+        realized_rates_rps: the arrival rate each seed's judged window realised (the
+            same requests for every assignment).
+        warmup_s: the start of each window served but not judged.
+        overloaded_seeds, baseline_overloaded_seeds: seeds whose backlog grew through the
+            window under the tuned assignment and under THE baseline: there goodput
+            depends on the window's length, not a steady-state figure.
+        objective: what the study maximised, ``goodput`` or ``capacity``; both figures are
+            stored whichever it was.
+        attainment_target: the share of requests meeting the SLO that defines capacity.
+        capacity_rps, capacity_ci_rps: the tuned assignment's capacity at the SLO (mean
+            over seeds, 95% half-width) on the regime's traffic shape.
+        baseline_capacity_rps, capacity_delta_ci_rps: THE baseline's capacity and the
+            half-width of the paired per-seed difference tuned − baseline.
+        one_config_capacity_rps: the one-config-per-operator baseline's capacity.
         created_at: when the row was written (UTC).
     """
 
@@ -78,6 +92,17 @@ class TableRow:
     one_config_goodput_rps: float | None
     oracle_goodput_rps: float | None
     regime_rate_rps: float | None
+    realized_rates_rps: list[float] | None
+    warmup_s: float
+    overloaded_seeds: int
+    baseline_overloaded_seeds: int
+    objective: str
+    attainment_target: float
+    capacity_rps: float | None
+    capacity_ci_rps: float | None
+    baseline_capacity_rps: float | None
+    capacity_delta_ci_rps: float | None
+    one_config_capacity_rps: float | None
     created_at: datetime
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """The version of the tuner tables' schema, and the one check every reader makes.
 
 Kept apart so readers of exports and the runtime need no SQLAlchemy. Version 2 keys
-rows by shape bucket; a database or export of another version is refused, never
-read silently (a version-1 table has one config per operator and no buckets).
+rows by shape bucket; version 3 adds capacity at the SLO, realised rates, the warm-up
+and overload flags, and judges goodput on one accounting base. A database or export of
+another version is refused, never read silently (a version-1 table has one config per
+operator and no buckets; a version-2 one counts goodput from an empty start).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 from ..errors import SchemaMismatchError, StorageError
 
 #: Version of the tuner tables this code reads and writes; ``tuner_schema`` holds it.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 #: The fix for a database of an older version (or none recorded).

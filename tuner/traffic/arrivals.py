@@ -3,13 +3,24 @@
 Each process is a frozen value that turns a random generator and a horizon into arrival
 times. Processes with a stationary regime start in it, so any window is a typical slice
 of the traffic rather than a warm-up transient.
+
+Every process gives common random numbers across the assignments (configs) of a study:
+one generator state, one arrival sequence. :class:`Poisson`, :class:`Gamma` and
+:class:`TraceReplay` (either rate basis) are moreover exact time-rescalings of one
+sample across rates: ``X(2 * r).sample(rng, T)`` equals ``X(r).sample(rng_copy, 2 * T)
+/ 2`` bit for bit, and at one horizon the sample at rate ``2 * r`` is the sample at rate
+``r`` compressed in time and continued (for a trace in window basis: the same start in
+the trace, the first ``N`` rows at rate ``r`` being the first ``N`` at rate ``2 * r``).
+So rates compared on one seed are the same traffic at different loads. :class:`OnOff`
+and :class:`Diurnal` are not: their on/off lengths and periods are in seconds, so a
+change of rate is not a change of time scale.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -57,9 +68,20 @@ class Poisson:
         return self.rate
 
     def sample(self, rng: np.random.Generator, horizon_s: float) -> np.ndarray:
-        # Given the count, Poisson arrival times are uniform order statistics.
-        count = rng.poisson(self.rate * horizon_s)
-        return np.sort(rng.random(count) * horizon_s)
+        # Cumulative standard exponential gaps divided by the rate: one generator state is
+        # one unit-rate sample, which a higher rate compresses in time. The running sum
+        # carries over chunks (each chunk's cumsum starts from the previous total), and a
+        # Generator yields the same numbers whether drawn in one call or several (tested),
+        # so the rate-dependent chunk size does not break the rescaling.
+        pieces, total, end = [], 0.0, 0.0
+        chunk = _chunk(self.rate * horizon_s)
+        while end < horizon_s:
+            units = np.cumsum(np.concatenate(([total], rng.standard_exponential(chunk))))
+            total = units[-1]
+            pieces.append(units[1:] / self.rate)
+            end = pieces[-1][-1]
+        times = np.concatenate(pieces)
+        return times[times < horizon_s]
 
 
 @dataclass(frozen=True)
@@ -91,11 +113,15 @@ class Gamma:
         # Stationary start: time zero falls in a length-biased gap, Gamma(shape + 1), at a
         # uniform position, so the first arrival is at the residual of that gap.
         first = rng.random() * rng.gamma(shape + 1.0, scale)
-        chunk = int(self.rate * horizon_s + 4.0 * math.sqrt(self.rate * horizon_s)) + 16
+        # Gaps are standard gamma draws times a scale proportional to 1 / rate, summed in
+        # one running sequence across chunks (the previous end leads each chunk's
+        # cumsum); with a Generator drawing the same numbers in one call or several, a
+        # higher rate is this sample compressed in time (see the module docstring).
+        chunk = _chunk(self.rate * horizon_s)
         pieces, start = [], first
         while start < horizon_s:
-            ends = start + np.cumsum(rng.gamma(shape, scale, chunk))
-            pieces.append(np.concatenate(([start], ends[:-1])))
+            ends = np.cumsum(np.concatenate(([start], rng.gamma(shape, scale, chunk))))
+            pieces.append(ends[:-1])
             start = ends[-1]
         times = np.concatenate(pieces) if pieces else np.empty(0)
         return times[times < horizon_s]
@@ -203,25 +229,44 @@ class Diurnal:
 
 @dataclass(frozen=True)
 class TraceReplay:
-    """Replays a recorded trace's arrivals, time-scaled to a target rate.
+    """Replays a recorded trace's arrivals at a target rate, keeping its burst structure.
 
-    Scaling multiplies every gap by ``trace.mean_rate / rate``, which keeps the trace's
-    burst structure (and gap CV) at a new load. The trace is treated as cyclic: after its
-    last arrival comes one mean gap and then the first arrival again, so a window may
-    run past the end. The window starts ``offset_s`` into the scaled trace; with no
-    offset each sample draws one from ``rng``, so different seeds see different slices
-    of the trace, which is what a regime's bucket is.
+    The trace is treated as cyclic: after its last arrival comes one mean gap and then
+    the first arrival again, so a window may run past the end. What ``rate`` refers to
+    is set by ``basis``:
+
+    * ``"window"`` (the default): every window realises the rate. A window of
+      ``horizon_s`` holds exactly ``N = round(rate * horizon_s)`` arrivals: the next
+      ``N`` after its start in the recorded trace, time-scaled so that the span from the
+      start to the arrival after them maps onto ``[0, horizon_s)``. The bursts inside
+      the window are kept; only the window's pace is set. This is the default because a
+      regime is an index of the config table and the runtime classifies load by the rate
+      it observes in a window, so a regime's samples should realise its label.
+    * ``"trace"``: every gap is multiplied by ``trace.mean_rate / rate``, so the trace's
+      long-run rate is ``rate`` but a window of a bursty trace realises anything from
+      near 0 to several times that (the Azure code trace, gap CV 13, realised 0.47-0.81
+      req/s in 180 s windows at 1.5-2.5 req/s).
+
+    The window starts ``offset_s`` into the trace, wrapped around its cycle: in window
+    basis in the recorded trace's seconds (the window's time scale depends on where it
+    starts), in trace basis in the rescaled trace's. With no offset each sample draws a
+    uniform position on the cycle from ``rng`` (one draw whatever the rate), so
+    different seeds see different slices of the trace, which is what a regime's bucket
+    is, and one seed sees the same slice at every rate.
 
     Attributes:
         trace: The recorded trace.
-        rate: Target mean arrivals per second; None keeps the trace's own rate.
-        offset_s: Where the window starts in the scaled trace (wrapped around its cycle);
-            None draws it uniformly per sample.
+        rate: Target mean arrivals per second, in the sense of ``basis``; None replays
+            the trace as recorded (its own times, whatever the basis).
+        offset_s: Where the window starts (see above); None draws it per sample.
+        basis: ``"window"``: each window realises ``rate``; ``"trace"``: the rescaled
+            trace does in the long run.
     """
 
     trace: Trace
     rate: float | None = None
     offset_s: float | None = None
+    basis: Literal["window", "trace"] = "window"
 
     def __post_init__(self) -> None:
         if self.rate is not None:
@@ -232,6 +277,8 @@ class TraceReplay:
             raise ValueError(
                 f"offset_s must be a finite number >= 0 but got {self.offset_s!r}"
             )
+        if self.basis not in ("window", "trace"):
+            raise ValueError(f"basis must be 'window' or 'trace' but got {self.basis!r}")
 
     @property
     def mean_rate(self) -> float:
@@ -249,13 +296,48 @@ class TraceReplay:
             Sorted float64 times in ``[0, horizon_s)`` and, for each, the int64 index of
             its row in the trace, so request sizes stay paired with their arrivals.
         """
+        if self.basis == "trace" or self.rate is None:  # no target rate: replay as recorded
+            return self._rescaled_trace_rows(rng, horizon_s)
+        return self._window_rows(rng, horizon_s)
+
+    def _start(self, rng: np.random.Generator, cycle_s: float) -> float:
+        """The window's start on a cycle of ``cycle_s``: one uniform draw unless given."""
+        if self.offset_s is None:
+            return rng.random() * cycle_s
+        return self.offset_s % cycle_s
+
+    def _window_rows(
+        self, rng: np.random.Generator, horizon_s: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        times = self.trace.times_s
+        cycle_s = len(self.trace) / self.trace.mean_rate  # recorded span plus a mean gap
+        start = self._start(rng, cycle_s)
+        count = round(self.mean_rate * horizon_s)
+        if count == 0:
+            return np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64)
+        # The next count arrivals at or after the start, and the one after them, which
+        # sets the time scale; indices past the end continue on later laps.
+        first = int(np.searchsorted(times, start))
+        index = np.arange(first, first + count + 1, dtype=np.int64)
+        laps, rows = np.divmod(index, len(times))
+        elapsed = times[rows] + laps * cycle_s - start
+        span = elapsed[-1]
+        if span > 0.0:
+            window = elapsed[:-1] * (horizon_s / span)
+        else:  # count + 1 arrivals on one timestamp
+            window = np.zeros(count)
+        # An arrival tied with the one after the window, or rounding, could land on the
+        # horizon itself; keep it just inside so the window holds exactly count arrivals.
+        window = np.minimum(window, np.nextafter(horizon_s, 0.0))
+        return window, rows[:-1]
+
+    def _rescaled_trace_rows(
+        self, rng: np.random.Generator, horizon_s: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         scale = self.trace.mean_rate / self.mean_rate
         times = self.trace.times_s * scale
         cycle_s = len(self.trace) / self.mean_rate  # scaled span plus one mean gap
-        if self.offset_s is None:
-            offset = rng.random() * cycle_s
-        else:
-            offset = self.offset_s % cycle_s
+        offset = self._start(rng, cycle_s)
         time_parts, row_parts = [], []
         for lap in range(int((offset + horizon_s) // cycle_s) + 1):
             low = offset - lap * cycle_s
@@ -265,6 +347,11 @@ class TraceReplay:
         window = np.concatenate(time_parts)
         inside = window < horizon_s  # guards float rounding at the window's end
         return window[inside], np.concatenate(row_parts)[inside]
+
+
+def _chunk(expected: float) -> int:
+    """How many gaps to draw at a time: the expected count plus 4 standard deviations."""
+    return int(expected + 4.0 * math.sqrt(expected)) + 16
 
 
 def _require_positive(name: str, value: float) -> None:

@@ -31,12 +31,15 @@ class Workload:
         jitter: Per-request service-time multiplier with mean 1 (all 1.0 when
             service is deterministic).
         horizon_s: Length of the arrival window in seconds.
+        warmup_s: The start of the window whose requests are served but not judged
+            (the service starts empty, so its first requests meet an idle GPU).
     """
 
     arrivals_s: np.ndarray
     sizes: Mapping[str, np.ndarray]
     jitter: np.ndarray
     horizon_s: float
+    warmup_s: float = 0.0
 
     def __len__(self) -> int:
         return len(self.arrivals_s)
@@ -84,6 +87,7 @@ def make_workload(
     jitter: Jitter,
     horizon_s: float,
     seed: int,
+    warmup_s: float = 0.0,
 ) -> Workload:
     """Sample the workload of one seed.
 
@@ -100,15 +104,19 @@ def make_workload(
         jitter: The service-time variation.
         horizon_s: Length of the arrival window in seconds.
         seed: The seed; equal seeds give identical workloads.
+        warmup_s: How much of the window's start is served but not judged.
 
     Returns:
         The workload, with read-only arrays.
 
     Raises:
-        ValueError: ``horizon_s`` is not a finite number > 0.
+        ValueError: ``horizon_s`` is not a finite number > 0, or ``warmup_s`` is not in
+            ``[0, horizon_s)``.
     """
     if not (math.isfinite(horizon_s) and horizon_s > 0.0):
         raise ValueError(f"horizon_s must be a finite number > 0 but got {horizon_s!r}")
+    if not (math.isfinite(warmup_s) and 0.0 <= warmup_s < horizon_s):
+        raise ValueError(f"warmup_s must be >= 0 and below the horizon ({horizon_s!r} s) but got {warmup_s!r}")
     arrival_seq, size_seq, jitter_seq = np.random.SeedSequence(seed).spawn(3)
     arrival_rng = np.random.default_rng(arrival_seq)
     if isinstance(arrivals, TraceReplay):
@@ -126,7 +134,7 @@ def make_workload(
     multipliers = jitter.sample(np.random.default_rng(jitter_seq), len(times))
     for array in (times, multipliers, *drawn.values()):
         array.flags.writeable = False
-    return Workload(times, MappingProxyType(drawn), multipliers, float(horizon_s))
+    return Workload(times, MappingProxyType(drawn), multipliers, float(horizon_s), float(warmup_s))
 
 
 def _field_seed(parent: np.random.SeedSequence, name: str) -> np.random.SeedSequence:
