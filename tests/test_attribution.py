@@ -21,7 +21,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import SEED_EXAMPLE
+from tests.conftest import SEED_EXAMPLE, schema_3_fields
 from tuner.attribution import assignments_per_regime, attribute, compare, decide, gate
 from tuner.attribution.render import verdict_line
 from tuner.cli import main
@@ -326,7 +326,10 @@ def _table_rows(problem, per_regime_assignments):
     provenance = dict(device="generic", triton_version=None, problem_hash="0" * 64, study_name="s",
                       trial_number=0, seeds=1, horizon_s=1.0, goodput_rps=1.0, goodput_ci_rps=None,
                       baseline_goodput_rps=1.0, delta_ci_rps=None, one_config_goodput_rps=None,
-                      oracle_goodput_rps=None, regime_rate_rps=None, created_at=datetime.now(timezone.utc))
+                      oracle_goodput_rps=None, regime_rate_rps=None, created_at=datetime.now(timezone.utc),
+                      **schema_3_fields(realized_rates_rps=[1.0], warmup_s=0.0, capacity_rps=1.0, capacity_ci_rps=None,
+                                        baseline_capacity_rps=1.0, capacity_delta_ci_rps=None,
+                                        one_config_capacity_rps=None))
     baseline = Assignment.default(problem)
     return [row for regime, assignment in per_regime_assignments.items()
             for row in assignment.to_rows(problem, regime, provenance, baseline=baseline)]

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import schema_3_fields
 import yaml
 
 from tuner.errors import ProblemError
@@ -151,7 +153,7 @@ def _provenance() -> dict:
     return dict(device="generic", triton_version=None, problem_hash="h", study_name="s", trial_number=0,
                 seeds=1, horizon_s=1.0, goodput_rps=1.0, goodput_ci_rps=None, baseline_goodput_rps=1.0,
                 delta_ci_rps=None, one_config_goodput_rps=None, oracle_goodput_rps=None, regime_rate_rps=2.0,
-                created_at=datetime(2026, 12, 1, tzinfo=timezone.utc))
+                created_at=datetime(2026, 12, 1, tzinfo=timezone.utc), **schema_3_fields())
 
 
 # --- the simulator --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import schema_3_fields
 from tuner.dashboard.cells import bucket_spans, operator_runs
 from tuner.store.table import span_label
 from tuner.dashboard.sweep import Curve, Sweep, order_changes, rate_bucket, run_sweep, sweep_rates
@@ -141,6 +142,9 @@ def _row(regime: str = "heavy", op: str = "qkv", bucket: int = 0, bounds: dict |
         "goodput_ci_rps": 39.21, "baseline_config": baseline, "baseline_goodput_rps": 72.67, "delta_ci_rps": 71.49,
         "one_config_goodput_rps": 60.0, "oracle_goodput_rps": None, "regime_rate_rps": 720.0,
         "created_at": datetime(2026, 1, 1, tzinfo=timezone.utc),
+        **schema_3_fields(realized_rates_rps=[702.4, 731.9, 725.6], warmup_s=0.5, capacity_rps=812.0,
+                          capacity_ci_rps=41.5, baseline_capacity_rps=80.3, capacity_delta_ci_rps=76.2,
+                          one_config_capacity_rps=66.1),
     }
     values.update(fields)
     return TableRow(**values)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import tuner.runtime as rt
+from tests.conftest import schema_3_fields
 from tests.test_store import version_1_export, write_version_1_database
 from tuner.errors import SchemaMismatchError, StorageError
 from tuner.store import SCHEMA_VERSION, Store, TableRow
@@ -50,6 +51,7 @@ def row(regime: str, op: str, *, problem: str = "toy", device: str = "h100", **c
         "horizon_s": 60.0, "goodput_rps": 3.5, "goodput_ci_rps": 0.25, "baseline_config": f"{op}-fastest",
         "baseline_goodput_rps": 2.0, "delta_ci_rps": 0.5, "one_config_goodput_rps": 1.0, "oracle_goodput_rps": None,
         "regime_rate_rps": RATES[regime], "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+        **schema_3_fields(realized_rates_rps=[RATES[regime] * f for f in (0.96, 1.03, 1.01)]),
     }
     values.update(changes)
     return TableRow(**values)

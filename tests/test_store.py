@@ -1,4 +1,5 @@
-"""The config table store (schema version 2: rows keyed by shape bucket), parameterised
+"""The config table store (schema version 3: rows keyed by shape bucket, with capacity at
+the SLO, realised rates, the warm-up and overload counts), parameterised
 over SQLite and PostgreSQL (PostgreSQL is skipped when unreachable), and its exports:
 the project JSON and vLLM-style files whose nearest-M lookup serves every bucket."""
 
@@ -15,6 +16,7 @@ import pytest
 from sqlalchemy import (JSON, Column, DateTime, Float, Integer, MetaData, String, Table, create_engine, insert,
                         inspect, text)
 
+from tests.conftest import schema_3_fields
 from tuner.errors import SchemaMismatchError, StorageError
 from tuner.store import SCHEMA_VERSION, Store, TableRow
 from tuner.store.export import export_json, export_vllm, nearest_keys, read_json, vllm_config
@@ -34,7 +36,7 @@ def row(regime: str = "heavy", op: str = "qkv", config: str = "tile128", **chang
         source="declared", triton_version="3.9.0", kernel_source_hash=None, problem_hash="ab" * 32,
         study_name=f"tuner:toy:{regime}", trial_number=7, seeds=3, horizon_s=60.0, goodput_rps=3.5,
         goodput_ci_rps=0.25, baseline_config="tile64", baseline_goodput_rps=2.0, delta_ci_rps=0.125,
-        one_config_goodput_rps=1.5, oracle_goodput_rps=None, regime_rate_rps=4.0,
+        one_config_goodput_rps=1.5, oracle_goodput_rps=None, regime_rate_rps=4.0, **schema_3_fields(),
         created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
     )
     values.update(changes)
@@ -64,9 +66,24 @@ def bucket_of(value: float, edges) -> int:
 
 # --- the database ----------------------------------------------------------------------
 
+# A regime whose study maximised capacity, and one with an overloaded seed whose capacity
+# was not measured: the schema-3 fields that differ from the defaults.
+CAPACITY_STUDY = dict(objective="capacity", attainment_target=0.95, baseline_overloaded_seeds=2)
+NO_CAPACITY = dict(realized_rates_rps=[0.95, 1.05, 1.0], warmup_s=12.5, overloaded_seeds=1, capacity_rps=None,
+                   capacity_ci_rps=None, baseline_capacity_rps=None, capacity_delta_ci_rps=None,
+                   one_config_capacity_rps=None)
+
+
+def assert_schema_3_fields(got: TableRow, expected: dict) -> None:
+    """The fields schema version 3 added, as read back: the realised rates a list of floats."""
+    assert {name: getattr(got, name) for name in expected} == expected
+    assert isinstance(got.realized_rates_rps, list) and all(type(r) is float for r in got.realized_rates_rps)
+
+
 def test_rows_round_trip_in_file_order(storage_url):
-    heavy = bucket_rows([16, 64, 8192], "heavy", "qkv") + [row("heavy", "o", delta_ci_rps=None)]
-    light = bucket_rows([16, 64, 8192], "light", "qkv", oracle_goodput_rps=4.0, regime_rate_rps=1.0)
+    heavy = bucket_rows([16, 64, 8192], "heavy", "qkv", **CAPACITY_STUDY) + [
+        row("heavy", "o", delta_ci_rps=None, **CAPACITY_STUDY)]
+    light = bucket_rows([16, 64, 8192], "light", "qkv", oracle_goodput_rps=4.0, regime_rate_rps=1.0, **NO_CAPACITY)
     with Store(storage_url, create=True) as store:
         store.replace_regime("toy", "heavy", heavy[::-1])  # written in any order
         store.replace_regime("toy", "light", light)
@@ -77,6 +94,8 @@ def test_rows_round_trip_in_file_order(storage_url):
     assert rows[1].bucket_bounds == {"M": [16, 64]} and rows[0].bucket_bounds == {"M": [None, 16]}
     assert rows[-1].bucket_bounds is None and rows[-1].delta_ci_rps is None
     assert rows[0].oracle_goodput_rps == 4.0 and rows[0].regime_rate_rps == 1.0
+    assert_schema_3_fields(rows[0], schema_3_fields(**NO_CAPACITY))
+    assert_schema_3_fields(rows[-1], schema_3_fields(**CAPACITY_STUDY))
 
 
 def test_rows_of_a_two_dimensional_key_round_trip(storage_url):
@@ -260,16 +279,21 @@ def test_a_file_that_is_not_sqlite_is_refused_and_kept(tmp_path):
 # --- the project JSON --------------------------------------------------------------------
 
 def test_json_export_round_trips(tmp_path):
-    rows = bucket_rows([16, 64, 8192], "light") + [row("heavy", "qkv", oracle_goodput_rps=3.6)]
+    rows = bucket_rows([16, 64, 8192], "light", **NO_CAPACITY) + [
+        row("heavy", "qkv", oracle_goodput_rps=3.6, **CAPACITY_STUDY)]
     path = export_json("toy", rows, tmp_path / "table.json")
     document = json.loads(path.read_text())
-    assert document["schema_version"] == SCHEMA_VERSION == 2 and document["problem"] == "toy"
+    assert document["schema_version"] == SCHEMA_VERSION == 3 and document["problem"] == "toy"
     first = document["rows"][0]
     assert first["config"] == "qkv@M..16" and first["params"] == rows[0].params
     assert first["bucket"] == 0 and first["bucket_bounds"] == {"M": [None, 16]}
     assert first["baseline_config"] == "fastest@0" and first["delta_ci_rps"] == 0.125
     assert document["rows"] == [r.to_dict() for r in rows]
+    assert first["realized_rates_rps"] == [0.95, 1.05, 1.0] and first["capacity_rps"] is None
     assert read_json(path) == ("toy", rows)
+    _, read = read_json(path)
+    assert_schema_3_fields(read[0], schema_3_fields(**NO_CAPACITY))
+    assert_schema_3_fields(read[-1], schema_3_fields(**CAPACITY_STUDY))
     document["schema_version"] = SCHEMA_VERSION + 1
     path.write_text(json.dumps(document))
     with pytest.raises(SchemaMismatchError, match="upgrade tuner"):
@@ -287,7 +311,7 @@ def test_reading_an_export_needs_no_sqlalchemy(tmp_path):
 @pytest.mark.parametrize("document, message", [
     ("[]", "not a tuner table export"),
     ('{"problem": "toy", "rows": []}', "no schema_version"),
-    ('{"schema_version": 2, "problem": "toy", "rows": [{"problem": "toy"}]}', "malformed row"),
+    (json.dumps({"schema_version": SCHEMA_VERSION, "problem": "toy", "rows": [{"problem": "toy"}]}), "malformed row"),
     ("{", "cannot read the exported table"),
 ])
 def test_a_bad_export_is_one_line(tmp_path, document, message):

@@ -38,6 +38,11 @@ def validate(problem: Path | None) -> None:
                    "`tuner validate` lists them), by name or by parameters (OP=K=V,K=V). Repeatable.")
 @click.option("--seed", default=0, show_default=True, help="Workload seed (same seed, same requests).")
 @click.option("--horizon", type=float, default=None, help="Measurement window in seconds (default: the regime's).")
+@click.option("--capacity", is_flag=True,
+              help="Report the capacity at the SLO instead: the highest rate at which the SLO's attainment "
+                   "target holds on each regime's traffic shape (about ten simulations per seed).")
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="With --capacity: seeds --seed, --seed+1, … (the CI is over them).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a Chrome Trace Event file (open it in Perfetto); one regime only.")
@@ -47,8 +52,8 @@ def validate(problem: Path | None) -> None:
 @storage_option("The tuned table --policy reads (a SQLite file or URL, or a JSON export).")
 @one_line_errors
 def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, ...], seed: int,
-             horizon: float | None, as_json: bool, trace_path: Path | None, policy: str | None,
-             storage: str) -> None:
+             horizon: float | None, capacity: bool, seeds: int, as_json: bool, trace_path: Path | None,
+             policy: str | None, storage: str) -> None:
     """Simulate the service under traffic regimes and report goodput and resources."""
     from ..problem import load_problem, resolve_assignment
     from ..report import metrics_table, stream_names
@@ -70,6 +75,11 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
         _simulate_policy(loaded, policy, storage, chosen, seed, horizon, as_json)
         return
     assignment = resolve_assignment(loaded, assign)
+    if capacity:
+        if trace_path is not None:
+            raise TunerError("--capacity runs many simulations: drop --trace")
+        _simulate_capacity(loaded, assignment, chosen, tuple(range(seed, seed + seeds)), horizon, as_json)
+        return
     results = []
     for name in chosen:
         with _status(f"simulating regime {name!r}", quiet=as_json):
@@ -90,6 +100,40 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     metrics_table(loaded, assignment, [(n, r.metrics) for n, r in results], seed)
     if trace_path is not None:
         click.echo(f"trace written to {trace_path} (open it at ui.perfetto.dev)")
+
+
+def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int, ...], horizon: float | None,
+                       as_json: bool) -> None:
+    from ..search.capacity import REL_TOL
+    from ..search.evaluate import evaluate
+
+    target = problem.service.slo.attainment
+    documents = []
+    for regime in regimes:
+        done = []
+
+        def step(index: int, value: float, probes: int) -> None:
+            done.append(probes)
+
+        with _status(f"searching the capacity of regime {regime!r} over {len(seeds)} seeds", quiet=as_json):
+            found = evaluate(problem, assignment, regime, seeds, horizon, on_seed=step, metric="capacity")
+        if not found.feasible:
+            raise TunerError(f"{problem.path}: regime {regime!r}: {found.constraints.reason}")
+        documents.append({
+            "problem": problem.name, "regime": regime, "seeds": list(seeds), "assignment": assignment.as_dict(problem),
+            "attainment_target": target, "capacity_rps": found.mean, "capacity_ci_rps": found.ci,
+            "capacity_per_seed_rps": list(found.values), "relative_tolerance": REL_TOL,
+            "simulations": sum(done), "horizon_s": horizon or problem.regimes[regime].horizon_s,
+        })
+    if as_json:
+        click.echo(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+        return
+    for d in documents:
+        ci = "" if d["capacity_ci_rps"] is None else f" ± {d['capacity_ci_rps']:.3g}"
+        per_seed = ", ".join(f"{v:.3g}" for v in d["capacity_per_seed_rps"])
+        click.echo(f"{d['regime']}: capacity at {d['attainment_target']:.0%} SLO attainment "
+                   f"{d['capacity_rps']:.3g}{ci} req/s (seeds: {per_seed}; {d['simulations']} simulations of "
+                   f"{d['horizon_s']:g} s; simulated)")
 
 
 def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str], seed: int,

@@ -77,20 +77,33 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
             configs.add_row(outcome.regime, op, " ".join(runs(problem, op, chosen)), sources)
     console.print(configs)
 
-    console.print(f"goodput, req/s: mean ± 95% CI over {outcomes[0].settings.seeds} seeds, same seeds for every "
-                  f"assignment; ratios against the {PER_BUCKET.label} baseline (what triton.autotune keyed on "
-                  "shape keeps), differences paired by seed", highlight=False)
+    console.print(f"goodput and capacity, req/s: mean ± 95% CI over {outcomes[0].settings.seeds} seeds, same seeds "
+                  f"for every assignment; ratios against the {PER_BUCKET.label} baseline (what triton.autotune keyed "
+                  "on shape keeps), differences paired by seed; capacity = the highest rate at which "
+                  f"{problem.service.slo.attainment:.0%} of requests meet the SLO", highlight=False)
     for o in outcomes:
         tuned, base = o.tuned.evaluation, o.baseline.evaluation
         parts = [
+            f"traffic: {realized(tuned if tuned.rates else base)}; {warmup_text(o)}",
             f"{PER_BUCKET.label} {_rate(base.mean, base.ci)}{_infeasible(base)}: tuned / baseline "
             f"{ratio(tuned.mean, base.mean)}, tuned − baseline {difference(tuned, base)}",
-            f"{_why(tuned, base)}: {mechanism(o.space, o.tuned.assignment, o.baseline.assignment)}",
         ]
+        flag = overload_text(tuned, base)
+        if flag:
+            parts.append(flag)
+        if o.tuned.capacity is not None and o.baseline.capacity is not None:
+            cap, base_cap = o.tuned.capacity, o.baseline.capacity
+            parts.append(f"capacity at the SLO: tuned {_rate(cap.mean, cap.ci)}, {PER_BUCKET.label} "
+                         f"{_rate(base_cap.mean, base_cap.ci)}: tuned / baseline {ratio(cap.mean, base_cap.mean)}, "
+                         f"tuned − baseline {difference(cap, base_cap)}")
+        parts.append(f"{_why(*_compared(o))}: {mechanism(o.space, o.tuned.assignment, o.baseline.assignment)}")
         for key in (ONE_CONFIG.name, SMALLEST.name):
             other = o.baselines[key].evaluation
             label = ONE_CONFIG.label if key == ONE_CONFIG.name else SMALLEST.label
-            parts.append(f"{label} {_rate(other.mean)}{_infeasible(other)} (tuned / it {ratio(tuned.mean, other.mean)})")
+            capacity = o.baselines[key].capacity
+            also = "" if capacity is None else f", capacity {_rate(capacity.mean)}"
+            parts.append(f"{label} {_rate(other.mean)}{_infeasible(other)} (tuned / it {ratio(tuned.mean, other.mean)})"
+                         f"{also}")
         if o.oracle is not None and o.oracle.best is not None:
             best = o.oracle.best.evaluation
             parts.append(f"oracle {_rate(best.mean)} (tuned / oracle {ratio(tuned.mean, best.mean)}; "
@@ -99,12 +112,44 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
             parts.append(f"oracle not computed: the joint space has {o.oracle.size} assignments "
                          f"(more than --oracle-limit {o.oracle.limit})")
         parts.append(f"{o.trials} trials, {o.study_simulations} simulations")
-        console.print(f"  {o.regime}: tuned {_rate(tuned.mean, tuned.ci)}", highlight=False)
+        console.print(f"  {o.regime}: tuned {_rate(tuned.mean, tuned.ci)} (study maximised {o.objective})",
+                      highlight=False)
         for part in parts:
             console.print(f"    {part}", highlight=False)
     rows = sum(sum(1 for _ in o.tuned.assignment.cells()) for o in outcomes)
     console.print(f"{rows} rows written to {storage} (studies tuner:{problem.name}:REGIME; "
                   f"`tuner table show --storage {storage}`)", highlight=False)
+
+
+def realized(evaluation: Evaluation) -> str:
+    """``realised 8.9, 9.4, 8.1 req/s`` — each seed's judged window, the same for every assignment."""
+    if not evaluation.rates:
+        return "realised rate unknown"
+    return "realised " + ", ".join(f"{r:.3g}" for r in evaluation.rates) + " req/s per seed"
+
+
+def warmup_text(outcome: RegimeOutcome) -> str:
+    warmup = outcome.problem.regimes[outcome.regime].warmup_for(outcome.horizon_s)
+    return f"{outcome.horizon_s:g} s windows, the first {warmup:g} s served but not judged"
+
+
+OVERLOADED = "overloaded: goodput depends on the horizon"
+
+
+def overload_text(tuned: Evaluation, base: Evaluation) -> str:
+    """The overload warning, or "" when neither assignment's backlog grew in any seed."""
+    if not (tuned.overloaded or base.overloaded):
+        return ""
+    n = len(tuned.rates) or len(base.rates)
+    return (f"{OVERLOADED} (backlog grew through the window in {tuned.overloaded} of {n} seeds tuned, "
+            f"{base.overloaded} of {n} baseline; compare capacities)")
+
+
+def _compared(outcome: RegimeOutcome) -> tuple[Evaluation, Evaluation]:
+    """The pair whose significance the mechanism line speaks for: the study's objective."""
+    if outcome.objective == "capacity" and outcome.tuned.capacity and outcome.baseline.capacity:
+        return outcome.tuned.capacity, outcome.baseline.capacity
+    return outcome.tuned.evaluation, outcome.baseline.evaluation
 
 
 def _why(tuned: Evaluation, base: Evaluation) -> str:
