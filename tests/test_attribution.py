@@ -17,6 +17,7 @@ batches faster. So the switch to ``y`` is lost in bucket ``M3..8`` and nowhere e
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -81,7 +82,7 @@ def test_the_regressing_operator_gets_the_largest_effect_and_its_ci_excludes_zer
     assert a.blamed_cell is None  # mem has one bucket: there is no bucket to name
     mem, norm = a.ranked[0], a.ranked[1]
     assert mem.add.high < 0 and mem.effect.excludes_zero and mem.remove.high < 0
-    assert mem.add.mean < -0.2 * a.comparison.base_runs.mean_goodput  # the lost capacity: 1333 → 800 req/s
+    assert mem.add.mean < -0.2 * a.comparison.base_runs.mean  # the lost capacity: 1333 → 800 req/s
     assert abs(norm.effect.mean) < 0.01 * abs(mem.effect.mean)
     assert a.total.mean == pytest.approx(sum(e.add.mean for e in a.effects) + a.interaction.mean)
     # the CLI says the same, as JSON
@@ -159,6 +160,19 @@ def test_a_table_gives_each_regime_its_own_row(seed_example, tmp_path):
     assert bad.exit_code == 1 and "blamed operator: stage" in bad.output
     same = cli("gate", table, "stage=fast", *problem_args, "--regime", "light")
     assert same.exit_code == 0 and "+0.0%" in same.output, same.output
+
+
+def test_the_gate_judges_capacity_at_the_slo_on_request():
+    """The seed example's servers: `lean` admits 8 requests at once for 10 ms each (800 req/s
+    of service), `fast` 4 for 8 ms (500 req/s); an M/D/c queue meets a 100 ms deadline for
+    90% of requests just under those rates. Light traffic ties on goodput, not on capacity."""
+    args = ("--problem", str(SEED_EXAMPLE), "--horizon", "10", "--seeds", "2", "--metric", "capacity")
+    bad = cli("gate", "stage=lean", "stage=fast", *args, "--regime", "light")
+    assert bad.exit_code == 1 and "capacity" in bad.output and "blamed operator: stage" in bad.output, bad.output
+    base, cand = (float(x) for x in re.search(r"capacity ([\d.]+)/s → ([\d.]+)/s", bad.output).groups())
+    assert 700 < base < 820 and 430 < cand < 520
+    goodput = cli("gate", "stage=lean", "stage=fast", *args[:-2], "--regime", "light")
+    assert goodput.exit_code == 0, goodput.output
 
 
 @pytest.mark.parametrize("args, words", [

@@ -30,26 +30,28 @@ from dataclasses import dataclass
 
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from ..search.capacity import capacity_at
 from ..sim import Metrics, simulate
 from ..stats import Delta, paired
 
 
 @dataclass(frozen=True)
 class Runs:
-    """Per-seed figures of one assignment in one regime."""
+    """Per-seed figures of one assignment in one regime: ``values`` in the compared metric
+    (goodput, or capacity at the SLO), latency and memory of the run behind each."""
 
-    goodput: tuple[float, ...]
+    values: tuple[float, ...]
     latency_p99: tuple[float | None, ...]
     memory_peak: tuple[float, ...]
 
     @staticmethod
-    def of(metrics: Sequence[Metrics]) -> Runs:
-        return Runs(tuple(m.goodput_rps for m in metrics), tuple(m.latency_p99_s for m in metrics),
-                    tuple(m.memory_peak_bytes for m in metrics))
+    def of(metrics: Sequence[Metrics], values: Sequence[float] | None = None) -> Runs:
+        return Runs(tuple(m.goodput_rps for m in metrics) if values is None else tuple(values),
+                    tuple(m.latency_p99_s for m in metrics), tuple(m.memory_peak_bytes for m in metrics))
 
     @property
-    def mean_goodput(self) -> float:
-        return sum(self.goodput) / len(self.goodput)
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values)
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,11 @@ class Comparison:
     base_runs: Runs
     candidate_runs: Runs
     confidence: float
+    metric: str = "goodput"
 
     @property
     def total(self) -> Delta:
-        return paired(self.candidate_runs.goodput, self.base_runs.goodput, self.confidence)
+        return paired(self.candidate_runs.values, self.base_runs.values, self.confidence)
 
     @property
     def changed(self) -> tuple[tuple[str, int], ...]:
@@ -190,9 +193,10 @@ class _Runner:
     """Simulations of one call, each distinct (assignment, seed) once (local, never shared)."""
 
     def __init__(self, problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float | None,
-                 batch: BatchSimulator | None = None) -> None:
+                 batch: BatchSimulator | None = None, metric: str = "goodput") -> None:
         self.problem, self.regime, self.seeds, self.horizon_s = problem, regime, tuple(seeds), horizon_s
-        self.batch = batch
+        self.batch = batch if metric == "goodput" else None  # a batch returns one run per seed
+        self.metric = metric
         self._done: dict[Assignment, Runs] = {}
 
     def prefetch(self, assignments: Sequence[Assignment]) -> None:
@@ -210,10 +214,17 @@ class _Runner:
 
     def __call__(self, assignment: Assignment) -> Runs:
         if assignment not in self._done:
-            self._done[assignment] = Runs.of([
-                simulate(self.problem, assignment, self.regime, seed=s, horizon_s=self.horizon_s).metrics
-                for s in self.seeds
-            ])
+            if self.metric == "capacity":
+                found = [capacity_at(self.problem, assignment, self.regime, s, self.horizon_s) for s in self.seeds]
+                runs = [f.at_capacity.metrics if f.at_capacity is not None else
+                        simulate(self.problem, assignment, self.regime, seed=s, horizon_s=self.horizon_s).metrics
+                        for f, s in zip(found, self.seeds)]
+                self._done[assignment] = Runs.of(runs, [f.capacity_rps for f in found])
+            else:
+                self._done[assignment] = Runs.of([
+                    simulate(self.problem, assignment, self.regime, seed=s, horizon_s=self.horizon_s).metrics
+                    for s in self.seeds
+                ])
         return self._done[assignment]
 
 
@@ -253,22 +264,22 @@ def _configs_text(problem: Problem, assignment: Assignment, unit: Unit) -> str:
 
 
 def compare(problem: Problem, base: Assignment, candidate: Assignment, regime: str, seeds: Sequence[int],
-            horizon_s: float | None = None, confidence: float = 0.95) -> Comparison:
-    """Simulate base and candidate on the same seeds."""
-    run = _Runner(problem, regime, seeds, horizon_s)
+            horizon_s: float | None = None, confidence: float = 0.95, metric: str = "goodput") -> Comparison:
+    """Simulate base and candidate on the same seeds (``metric``: goodput, or capacity at the SLO)."""
+    run = _Runner(problem, regime, seeds, horizon_s, metric=metric)
     return _compare(run, base, candidate, confidence)
 
 
 def _compare(run: _Runner, base: Assignment, candidate: Assignment, confidence: float) -> Comparison:
     return Comparison(regime=run.regime, seeds=run.seeds, horizon_s=run.horizon_s, base=base,
                       candidate=candidate, base_runs=run(base), candidate_runs=run(candidate),
-                      confidence=confidence)
+                      confidence=confidence, metric=run.metric)
 
 
 def attribute(problem: Problem, base: Assignment, candidate: Assignment, regime: str, seeds: Sequence[int],
               horizon_s: float | None = None, confidence: float = 0.95,
               comparison: Comparison | None = None, batch: BatchSimulator | None = None,
-              by_bucket: bool = False) -> Attribution:
+              by_bucket: bool = False, metric: str = "goodput") -> Attribution:
     """Attribute the candidate's goodput change to its config changes (see the module doc).
 
     ``by_bucket`` makes each changed (operator, bucket) cell a unit instead of each changed
@@ -276,7 +287,7 @@ def attribute(problem: Problem, base: Assignment, candidate: Assignment, regime:
     and candidate; ``batch`` runs all the simulations at once (the dashboard spreads them
     over processes).
     """
-    run = _Runner(problem, regime, seeds, horizon_s, batch)
+    run = _Runner(problem, regime, seeds, horizon_s, batch, comparison.metric if comparison else metric)
     if comparison is not None:
         run.seed(base, comparison.base_runs)
         run.seed(candidate, comparison.candidate_runs)
@@ -286,13 +297,13 @@ def attribute(problem: Problem, base: Assignment, candidate: Assignment, regime:
                   *(_swap(candidate, base, u) for u in everything)])
     if comparison is None:
         comparison = _compare(run, base, candidate, confidence)
-    base_g, cand_g = comparison.base_runs.goodput, comparison.candidate_runs.goodput
+    base_g, cand_g = comparison.base_runs.values, comparison.candidate_runs.values
 
     def effect(unit: Unit, as_cell: bool) -> Effect:
         op, buckets = unit
         labels = tuple(problem.operator(op).bucketing.buckets[b].label for b in buckets)
-        added = run(_swap(base, candidate, unit)).goodput
-        removed = run(_swap(candidate, base, unit)).goodput
+        added = run(_swap(base, candidate, unit)).values
+        removed = run(_swap(candidate, base, unit)).values
         label = f"{op}@{labels[0]}" if as_cell and labels[0] else op
         return Effect(op, buckets, labels, label, _configs_text(problem, base, unit),
                       _configs_text(problem, candidate, unit),

@@ -1,7 +1,7 @@
 """The regression gate: a per-regime non-inferiority test on paired seeds.
 
-With ``d_i = goodput(CAND, seed i) - goodput(BASE, seed i)`` and ``B`` the base's mean
-goodput, a regime passes when the one-sided ``confidence`` lower bound of mean(d) is at
+With ``d_i = m(CAND, seed i) - m(BASE, seed i)`` for the gate's metric ``m`` (goodput, or
+capacity at the SLO, which does not depend on the window's length) and ``B`` the base's mean, a regime passes when the one-sided ``confidence`` lower bound of mean(d) is at
 least ``-tolerance × B``: we are that confident the candidate is not worse by more than
 the tolerance. It fails otherwise (including when the seeds are too noisy to tell).
 The gate passes when every regime passes; regimes are judged independently.
@@ -36,17 +36,17 @@ class RegimeVerdict:
         return self.comparison.regime
 
     @property
-    def base_goodput(self) -> float:
-        return self.comparison.base_runs.mean_goodput
+    def base_value(self) -> float:
+        return self.comparison.base_runs.mean
 
     @property
     def relative_change(self) -> float | None:
-        b = self.base_goodput
+        b = self.base_value
         return None if b == 0 else self.comparison.total.mean / b
 
     @property
     def relative_lower_bound(self) -> float | None:
-        b = self.base_goodput
+        b = self.base_value
         return None if b == 0 else self.lower_bound / b
 
 
@@ -68,15 +68,16 @@ def decide(comparison: Comparison, tolerance: float, confidence: float) -> Regim
     lower = total.lower_bound(confidence)
     if lower is None:
         raise TunerError("the gate needs at least 2 seeds")
-    margin = tolerance * comparison.base_runs.mean_goodput
+    margin = tolerance * comparison.base_runs.mean
     return RegimeVerdict(comparison, tolerance, confidence, lower, lower >= -margin)
 
 
 def gate(problem: Problem, base: Mapping[str, Assignment], candidate: Mapping[str, Assignment],
          seeds: Sequence[int], horizon_s: float | None = None, tolerance: float = 0.02, confidence: float = 0.95,
-         attribute_all: bool = False) -> GateResult:
-    """Judge every regime of ``base`` (``regime -> assignment``); attribute the failing ones
-    by bucket (every one with ``attribute_all``, as the Markdown report needs)."""
+         attribute_all: bool = False, metric: str = "goodput") -> GateResult:
+    """Judge every regime of ``base`` (``regime -> assignment``) by ``metric`` — goodput at
+    the regime's rates, or capacity at the SLO on its traffic shape; attribute the failing
+    ones by bucket (every one with ``attribute_all``, as the Markdown report needs)."""
     if not 0 <= tolerance < 1:
         raise TunerError(f"--tolerance must be in [0, 1) but got {tolerance}")
     if not 0.5 <= confidence < 1:
@@ -85,7 +86,7 @@ def gate(problem: Problem, base: Mapping[str, Assignment], candidate: Mapping[st
         raise TunerError(f"--seeds must be at least 2 for a paired comparison but got {len(seeds)}")
     verdicts = []
     for regime in sorted(base):
-        comparison = compare(problem, base[regime], candidate[regime], regime, seeds, horizon_s, confidence)
+        comparison = compare(problem, base[regime], candidate[regime], regime, seeds, horizon_s, confidence, metric)
         verdict = decide(comparison, tolerance, confidence)
         if attribute_all or not verdict.passed:
             attribution = attribute(problem, base[regime], candidate[regime], regime, seeds, horizon_s,

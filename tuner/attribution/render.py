@@ -47,7 +47,7 @@ def attribution_to_dict(problem: Problem, a: Attribution) -> dict[str, object]:
     return {
         "regime": a.regime, "seeds": list(c.seeds), "horizon_s": c.horizon_s, "confidence": c.confidence,
         "base": _specs(problem, c.base), "candidate": _specs(problem, c.candidate),
-        "base_goodput_rps": c.base_runs.mean_goodput, "candidate_goodput_rps": c.candidate_runs.mean_goodput,
+        "base_goodput_rps": c.base_runs.mean, "candidate_goodput_rps": c.candidate_runs.mean,
         "total": a.total.to_dict(),
         "by_bucket": a.by_bucket,
         "effects": [_effect_to_dict(e) for e in a.effects],
@@ -88,7 +88,7 @@ def waterfall(attributions: Sequence[Attribution]) -> None:
                             f"(req/s, mean ± {pct}% CI; all figures simulated)", title_justify="left")
         for column in ("step", "Δ goodput", f"{pct}% CI", "running", "remove-last Δ", "", "bar"):
             table.add_column(column, justify="left" if column in ("step", "bar", "") else "right")
-        base = c.base_runs.mean_goodput
+        base = c.base_runs.mean
         scale = max([abs(e.add.mean) for e in a.effects] + [abs(a.interaction.mean), abs(a.total.mean), 1e-12])
         table.add_row("base", "", "", f"{base:.2f}", "", "", "")
         running = base
@@ -100,7 +100,7 @@ def waterfall(attributions: Sequence[Attribution]) -> None:
         inter = a.interaction
         running += inter.mean
         table.add_row("interaction", f"{inter.mean:+.2f}", _ci(inter), f"{running:.2f}", "", "", _bar(inter.mean, scale))
-        table.add_row("candidate", f"{a.total.mean:+.2f}", _ci(a.total), f"{c.candidate_runs.mean_goodput:.2f}",
+        table.add_row("candidate", f"{a.total.mean:+.2f}", _ci(a.total), f"{c.candidate_runs.mean:.2f}",
                       "", "", _bar(a.total.mean, scale))
         console.print(table)
         if not a.effects:
@@ -142,8 +142,8 @@ def verdict_line(v: RegimeVerdict) -> str:
     rel_low = v.relative_lower_bound
     change = "n/a" if rel is None else f"{rel:+.1%}"
     bound = f"{v.lower_bound:+.2f}/s" if rel_low is None else f"{rel_low:+.1%}"
-    text = (f"regime {v.regime}: {'PASS' if v.passed else 'FAIL'}: goodput {v.base_goodput:.2f}/s → "
-            f"{v.comparison.candidate_runs.mean_goodput:.2f}/s ({change}; one-sided {pct}% lower bound {bound}, "
+    text = (f"regime {v.regime}: {'PASS' if v.passed else 'FAIL'}: {v.comparison.metric} {v.base_value:.2f}/s → "
+            f"{v.comparison.candidate_runs.mean:.2f}/s ({change}; one-sided {pct}% lower bound {bound}, "
             f"tolerance -{v.tolerance:.1%})")
     if not v.passed and v.attribution is not None:
         if v.attribution.blamed is None:
@@ -210,6 +210,7 @@ def markdown_report(problem: Problem, result: GateResult, base_text: str, cand_t
     bucket) cell its isolated latency beside its service effect."""
     first = result.verdicts[0]
     c0 = first.comparison
+    metric = c0.metric
     pct = round(first.confidence * 100)
     lines = [
         f"## tuner gate: {'✅ pass' if result.passed else '❌ fail'}",
@@ -221,14 +222,14 @@ def markdown_report(problem: Problem, result: GateResult, base_text: str, cand_t
     ]
     lines += [f"- {verdict_line(v)}" for v in result.verdicts]
     lines += ["", "### Service per regime", "",
-              ("| regime | goodput base (req/s) | goodput cand (req/s) | Δ (mean ± CI) | p99 base (ms) | p99 cand (ms) "
-              "| peak mem base (GiB) | peak mem cand (GiB) | verdict |"),
+              (f"| regime | {metric} base (req/s) | {metric} cand (req/s) | Δ (mean ± CI) | p99 base (ms) "
+              "| p99 cand (ms) | peak mem base (GiB) | peak mem cand (GiB) | verdict |"),
               "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for v in result.verdicts:
         c = v.comparison
         p99b, p99c = _mean(c.base_runs.latency_p99), _mean(c.candidate_runs.latency_p99)
         lines.append(
-            f"| {v.regime} | {c.base_runs.mean_goodput:.2f} | {c.candidate_runs.mean_goodput:.2f} "
+            f"| {v.regime} | {c.base_runs.mean:.2f} | {c.candidate_runs.mean:.2f} "
             f"| {c.total.mean:+.2f} {_ci(c.total)} | {_fmt(p99b and p99b * 1e3, '.1f')} "
             f"| {_fmt(p99c and p99c * 1e3, '.1f')} | {max(c.base_runs.memory_peak) / GIB:.2f} "
             f"| {max(c.candidate_runs.memory_peak) / GIB:.2f} | {'pass' if v.passed else '**fail**'} |")

@@ -16,22 +16,25 @@ from .attribute import ASSIGNMENT_HELP, common_options, load_inputs
 @click.argument("base")
 @click.argument("cand")
 @common_options
+@click.option("--metric", type=click.Choice(["goodput", "capacity"]), default="goodput", show_default=True,
+              help="Judge goodput at each regime's rates, or capacity at the SLO (the highest rate meeting the "
+                   "SLO's attainment target: independent of the window's length, about ten times the simulations).")
 @click.option("--tolerance", default=0.02, show_default=True,
-              help="Largest accepted goodput loss, as a fraction of the base's goodput.")
+              help="Largest accepted loss of the metric, as a fraction of the base's.")
 @click.option("--confidence", default=0.95, show_default=True,
-              help="Confidence of the one-sided bound on the paired goodput difference.")
+              help="Confidence of the one-sided bound on the paired difference.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a Markdown report (a PR comment) to this file.")
 @one_line_errors
 def gate(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: float | None,
-         tolerance: float, confidence: float, report_path: Path | None) -> None:
+         metric: str, tolerance: float, confidence: float, report_path: Path | None) -> None:
     """Paired non-inferiority test of CAND against BASE over seeds, per regime."""
     from ..attribution import gate as run_gate
     from ..attribution.render import markdown_report, verdict_line
 
     loaded, _, base_a, cand_a = load_inputs(problem, base, cand, regimes, seeds, horizon)
     result = run_gate(loaded, base_a, cand_a, range(seeds), horizon, tolerance, confidence,
-                      attribute_all=report_path is not None)
+                      attribute_all=report_path is not None, metric=metric)
     if report_path is not None:
         report_path.write_text(markdown_report(loaded, result, base, cand))
     for verdict in result.verdicts:

@@ -96,7 +96,7 @@ def attribution_figure(attribution, sources: Sequence[str], rows: Sequence[Table
     import plotly.graph_objects as go
 
     c = attribution.comparison
-    steps = [(BASELINE_LABEL, "absolute", c.base_runs.mean_goodput, "")]
+    steps = [(BASELINE_LABEL, "absolute", c.base_runs.mean, "")]
     for e in attribution.effects:
         steps.append((cells.unit_text(e, rows), "relative", e.add.mean,
                       f"alone on the baseline {e.add}; "
