@@ -1,11 +1,14 @@
 """The README's first table, regenerated from a tuned database (never typed by hand).
 
-For every problem and regime in the database's config table: the tuned goodput beside
-THE baseline (per-bucket isolated-fastest) on the same seeds, their ratio, the paired
-per-seed difference with its 95% t-interval (as stored by ``tuner tune``), the
-one-config-per-operator baseline (labelled), the arrival rate each seed's workload
-realised, the median latency of each (from the study's trials: equal goodput can hide a
-faster service), and which mechanism can produce the difference (memory: the workspace
+For every problem and regime in the database's config table, as ``tuner tune`` stored
+it: the arrival rate each seed's judged window realised; the tuned goodput beside THE
+baseline (per-bucket isolated-fastest) on the same seeds, their ratio and the paired
+per-seed difference with its 95% t-interval, marked *overloaded* where either
+assignment's backlog grew through the window (there goodput depends on the window's
+length); the capacity at the SLO of both (the highest rate at which the SLO's attainment
+target holds), its ratio and paired difference; the one-config-per-operator baseline
+(labelled); the median latency of each (from the study's trials: equal goodput can hide a
+faster service); and which mechanism can produce the difference (memory: the workspace
 each reserves; SM sharing: co-running kernels whose shares changed; shape: only time per
 launch), worked out from the two assignments.
 
@@ -18,7 +21,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,11 +40,6 @@ def problem_files(directory: Path) -> dict[str, Path]:
     return out
 
 
-def realized_rates(problem, regime: str, seeds: int, horizon_s: float) -> list[float]:
-    chosen = problem.regimes[regime]
-    return [len(chosen.workload(seed, problem.service.jitter, horizon_s)) / horizon_s for seed in range(seeds)]
-
-
 def rows_markdown(storage: str) -> list[str]:
     from tuner.problem import load_problem
     from tuner.problem.assignment import Assignment
@@ -53,10 +50,11 @@ def rows_markdown(storage: str) -> list[str]:
     from tuner.store import Store
 
     files = problem_files(ROOT / "search_spaces")
-    lines = ["| problem | regime | traffic (declared; realised per seed) | tuned | per-bucket isolated-fastest "
-             "| tuned / baseline | tuned − baseline, paired 95% CI | one config per operator "
-             "| median latency, tuned vs baseline | why |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| problem | regime | traffic (declared; realised per seed) | goodput: tuned | per-bucket "
+             "isolated-fastest | tuned / baseline | tuned − baseline, paired 95% CI | capacity at the SLO: tuned "
+             "| per-bucket isolated-fastest | tuned / baseline | tuned − baseline, paired 95% CI "
+             "| one config per operator (goodput; capacity) | median latency, tuned vs baseline | why |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     with Store(storage) as store:
         names = store.problems()
     path = storage.removeprefix("sqlite:///")
@@ -73,19 +71,39 @@ def rows_markdown(storage: str) -> list[str]:
             base = Assignment.from_rows(
                 problem, [SimpleNamespace(op=r.op, bucket=r.bucket, config=r.baseline_config) for r in rows],
                 table.source)
-            rates = realized_rates(problem, regime, first.seeds, first.horizon_s)
+            rates = first.realized_rates_rps or []
             delta = first.goodput_rps - first.baseline_goodput_rps
-            one = "—" if first.one_config_goodput_rps is None else f"{first.one_config_goodput_rps:.3g}"
             declared = "trace rate" if problem.regimes[regime].arrivals.declared_rate is None else \
                 f"{problem.regimes[regime].arrivals.declared_rate:g}/s"
+            overloaded = (f" (overloaded in {first.overloaded_seeds}/{first.seeds} tuned, "
+                          f"{first.baseline_overloaded_seeds}/{first.seeds} baseline seeds)"
+                          if first.overloaded_seeds or first.baseline_overloaded_seeds else "")
             lines.append(
                 f"| {name} | {regime} | {declared}; {', '.join(f'{r:.3g}' for r in rates)} "
-                f"(mean {statistics.fmean(rates):.3g}) | {first.goodput_rps:.3g}"
-                f"{'' if first.goodput_ci_rps is None else f' ± {first.goodput_ci_rps:.2g}'} "
+                f"| {_figure(first.goodput_rps, first.goodput_ci_rps)}{overloaded} "
                 f"| {first.baseline_goodput_rps:.3g} | {ratio_text(first.goodput_rps, first.baseline_goodput_rps)} "
-                f"| {delta_text(delta, first.delta_ci_rps)} | {one} | {latencies(storage, first.study_name, space, tuned, base)} "
-                f"| {_why(delta, first.delta_ci_rps)}{mechanism(space, tuned, base)} |")
+                f"| {delta_text(delta, first.delta_ci_rps)} | {_capacities(first, ratio_text, delta_text)} "
+                f"| {_maybe(first.one_config_goodput_rps)}; {_maybe(first.one_config_capacity_rps)} "
+                f"| {latencies(storage, first.study_name, space, tuned, base)} "
+                f"| {_why(first)}{mechanism(space, tuned, base)} |")
     return lines
+
+
+def _figure(mean: float, ci: float | None) -> str:
+    return f"{mean:.3g}" + ("" if ci is None else f" ± {ci:.2g}")
+
+
+def _maybe(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def _capacities(row, ratio_text, delta_text) -> str:
+    """Four cells: tuned and baseline capacity, their ratio and paired difference."""
+    if row.capacity_rps is None or row.baseline_capacity_rps is None:
+        return "— | — | — | —"
+    return (f"{_figure(row.capacity_rps, row.capacity_ci_rps)} | {row.baseline_capacity_rps:.3g} "
+            f"| {ratio_text(row.capacity_rps, row.baseline_capacity_rps)} "
+            f"| {delta_text(row.capacity_rps - row.baseline_capacity_rps, row.capacity_delta_ci_rps)}")
 
 
 def latencies(storage: str, study: str, space, tuned, base) -> str:
@@ -106,9 +124,17 @@ def latencies(storage: str, study: str, space, tuned, base) -> str:
     return f"{found['tuned']:.3g} vs {found['base']:.3g} s ({change:+.0%})"
 
 
-def _why(delta: float, ci: float | None) -> str:
-    significant = ci is not None and abs(delta) > ci
-    return "" if significant else "not significant: "
+def _why(row) -> str:
+    """Which paired difference is significant at 95%: goodput, capacity, both or neither."""
+    goodput = row.delta_ci_rps is not None and abs(row.goodput_rps - row.baseline_goodput_rps) > row.delta_ci_rps
+    capacity = (row.capacity_delta_ci_rps is not None and row.capacity_rps is not None
+                and row.baseline_capacity_rps is not None
+                and abs(row.capacity_rps - row.baseline_capacity_rps) > row.capacity_delta_ci_rps)
+    if goodput and capacity:
+        return ""
+    if goodput or capacity:
+        return f"significant in {'goodput' if goodput else 'capacity'} only: "
+    return "not significant: "
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -75,21 +75,40 @@ def regime_table(rows: Sequence[TableRow], storage: str) -> Any:
 
     view = Table(title=f"config table in {storage}: goodput per regime (simulated, req/s; ± 95% CI)",
                  title_justify="left")
-    for column, justify in (("problem", "left"), ("regime", "left"), ("rate", "right"), ("tuned", "right"),
+    for column, justify in (("problem", "left"), ("regime", "left"), ("rate\n(realised\nper seed)", "right"),
+                            ("tuned", "right"),
                             ("baseline\n(per-bucket\nisolated-fastest)", "right"), ("tuned /\nbaseline", "right"),
                             ("tuned −\nbaseline\n(paired)", "right"), ("one config\nper operator", "right"),
-                            ("oracle", "right"), ("seeds ×\nhorizon", "right")):
+                            ("oracle", "right"), ("capacity\ntuned /\nbaseline", "right"),
+                            ("capacity\ntuned −\nbaseline", "right"), ("seeds ×\nhorizon", "right")):
         view.add_column(column, justify=justify)  # type: ignore[arg-type]
     view.add_column("study:trial", no_wrap=True)
     for row in _first_of_each_regime(rows):
+        realised = "\n".join(f"{r:.3g}" for r in row.realized_rates_rps or ())
+        overloaded = "\n(overloaded)" if row.overloaded_seeds or row.baseline_overloaded_seeds else ""
+        capacity = _capacity(row)
         view.add_row(
-            row.problem, row.regime, _rate(row.regime_rate_rps), _with_ci(row.goodput_rps, row.goodput_ci_rps),
+            row.problem, row.regime, f"{_rate(row.regime_rate_rps)}\n{realised}".strip(),
+            _with_ci(row.goodput_rps, row.goodput_ci_rps) + overloaded,
             f"{row.baseline_goodput_rps:.2f}", ratio_text(row.goodput_rps, row.baseline_goodput_rps),
             delta_text(row.goodput_rps - row.baseline_goodput_rps, row.delta_ci_rps),
-            _maybe(row.one_config_goodput_rps), _maybe(row.oracle_goodput_rps),
-            f"{row.seeds} × {row.horizon_s:g} s", f"{row.study_name}:{row.trial_number}",
+            _maybe(row.one_config_goodput_rps), _maybe(row.oracle_goodput_rps), *capacity,
+            f"{row.seeds} × {row.horizon_s:g} s\n(warm-up {row.warmup_s:g} s)\nmaximised {row.objective}",
+            f"{row.study_name}:{row.trial_number}",
         )
+    if any(r.overloaded_seeds or r.baseline_overloaded_seeds for r in rows):
+        view.caption = ("overloaded: the backlog grew through the window in some seed, so goodput depends on the "
+                        "horizon; compare capacities (the highest rate meeting the SLO's attainment target)")
     return view
+
+
+def _capacity(row: TableRow) -> tuple[str, str]:
+    """Capacity ratio and paired difference tuned − baseline, or dashes when not stored."""
+    if row.capacity_rps is None or row.baseline_capacity_rps is None:
+        return "—", "—"
+    return (f"{row.capacity_rps:.3g} / {row.baseline_capacity_rps:.3g}\n"
+            f"{ratio_text(row.capacity_rps, row.baseline_capacity_rps)}",
+            delta_text(row.capacity_rps - row.baseline_capacity_rps, row.capacity_delta_ci_rps))
 
 
 def config_table(rows: Sequence[TableRow]) -> Any:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..search.baselines import ONE_CONFIG, PER_BUCKET
+from ..search.report import OVERLOADED
 from ..stats import delta_text
 from ..store.table import TableRow, span_label
 
@@ -91,7 +93,10 @@ def regime_figures(rows: Sequence[TableRow]) -> dict[str, Any]:
     """The regime-level figures every row of a regime repeats (from its first row)."""
     first = rows[0]
     return {"goodput": first.goodput_rps, "ci": first.goodput_ci_rps, "baseline": first.baseline_goodput_rps,
-            "delta_ci": first.delta_ci_rps, "one_config": first.one_config_goodput_rps}
+            "delta_ci": first.delta_ci_rps, "one_config": first.one_config_goodput_rps,
+            "capacity": first.capacity_rps, "capacity_ci": first.capacity_ci_rps,
+            "baseline_capacity": first.baseline_capacity_rps, "capacity_delta_ci": first.capacity_delta_ci_rps,
+            "one_config_capacity": first.one_config_capacity_rps}
 
 
 def rate(value: float | None, ci: float | None = None) -> str:
@@ -101,16 +106,84 @@ def rate(value: float | None, ci: float | None = None) -> str:
     return f"{value:.2f}" + ("" if ci is None else f" ± {ci:.2f}")
 
 
-def ratio(tuned: float, base: float | None) -> str:
-    return f"{tuned / base:.2f}×" if base else "—"
+def ratio(tuned: float | None, base: float | None) -> str:
+    """``10.31×``; — when either side is unknown or the base is not positive."""
+    if tuned is None or base is None or not base > 0:
+        return "—"
+    return f"{tuned / base:.2f}×"
 
 
-def difference(tuned: float, base: float | None, ci: float | None) -> str:
+def difference(tuned: float | None, base: float | None, ci: float | None) -> str:
     """The paired difference tuned − baseline as :class:`tuner.stats.Delta` prints one:
-    ``+676 ± 71``."""
-    if base is None or not math.isfinite(base):
+    ``+676 ± 71``; — when either side is unknown."""
+    if tuned is None or base is None or not (math.isfinite(tuned) and math.isfinite(base)):
         return "—"
     return delta_text(tuned - base, ci)
+
+
+def declared_rate(row: TableRow) -> str:
+    """The regime's declared mean arrival rate (req/s), ``720``; — when unknown."""
+    return "—" if row.regime_rate_rps is None else f"{row.regime_rate_rps:.3g}"
+
+
+def realised_rates(row: TableRow) -> str:
+    """The arrival rate each seed's judged window realised (req/s), ``702, 732, 726``;
+    — when the row does not say."""
+    return ", ".join(f"{r:.3g}" for r in row.realized_rates_rps) if row.realized_rates_rps else "—"
+
+
+def window_text(row: TableRow) -> str:
+    """``3 × 2 s, warm-up 0.5 s``: the seeds, each window, and its start served but not judged."""
+    return f"{row.seeds} × {row.horizon_s:g} s, warm-up {row.warmup_s:g} s"
+
+
+def capacity_label(target: float | None) -> str:
+    """``capacity at 90% SLO attainment``: the highest arrival rate at which that share
+    of requests meets the SLO."""
+    return "capacity at the SLO" if target is None else f"capacity at {target:.0%} SLO attainment"
+
+
+def is_overloaded(row: TableRow) -> bool:
+    """Whether the backlog grew through the window in some seed, tuned or baseline."""
+    return bool(row.overloaded_seeds or row.baseline_overloaded_seeds)
+
+
+def overload_text(row: TableRow) -> str:
+    """The overload mark with its counts (what ``tuner tune`` prints:
+    :func:`tuner.search.report.overload_text`), or "" when no seed was overloaded."""
+    if not is_overloaded(row):
+        return ""
+    n = len(row.realized_rates_rps or ()) or row.seeds
+    return (f"{OVERLOADED} (backlog grew through the window in {row.overloaded_seeds} of {n} seeds tuned, "
+            f"{row.baseline_overloaded_seeds} of {n} baseline; compare capacities)")
+
+
+def regime_summary(rows: Sequence[TableRow]) -> list[tuple[str, str]]:
+    """One regime's figures from its rows as ``(what, text)`` lines, plain text (the regime
+    page shows them as a table, the study note as Markdown): the offered load declared and
+    realised per seed, the windows and their warm-up, what the study maximised, goodput
+    and capacity at the SLO of the tuned assignment against THE baseline (ratio, paired
+    difference) and one config per operator, and the overload mark when a seed was
+    overloaded. A capacity the rows do not hold shows as —."""
+    first = rows[0]
+    f = regime_figures(rows)
+    lines = [
+        ("offered load (req/s)", f"{declared_rate(first)} declared; realised {realised_rates(first)} per seed "
+                                 "(the same requests for every assignment)"),
+        ("seeds × window", f"{first.seeds} × {first.horizon_s:g} s; the first {first.warmup_s:g} s of each "
+                           "window served but not judged (warm-up)"),
+        ("study maximised", first.objective),
+    ]
+    for what, tuned, ci, base, delta_ci, one in (
+            ("goodput (req/s)", f["goodput"], f["ci"], f["baseline"], f["delta_ci"], f["one_config"]),
+            (f"{capacity_label(first.attainment_target)} (req/s)", f["capacity"], f["capacity_ci"],
+             f["baseline_capacity"], f["capacity_delta_ci"], f["one_config_capacity"])):
+        lines.append((what, f"tuned {rate(tuned, ci)}; {PER_BUCKET.label} {rate(base)}: tuned / baseline "
+                            f"{ratio(tuned, base)}, tuned − baseline {difference(tuned, base, delta_ci)} "
+                            f"(paired by seed); {ONE_CONFIG.label} {rate(one)}"))
+    if is_overloaded(first):
+        lines.append(("overloaded", overload_text(first)))
+    return lines
 
 
 def bucket_spans(rows: Sequence[TableRow], op: str, buckets: Sequence[int]) -> str:

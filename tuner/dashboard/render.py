@@ -12,6 +12,7 @@ from collections.abc import Callable
 from urllib.parse import quote
 
 from ..search.baselines import ONE_CONFIG
+from ..search.report import OVERLOADED
 from ..store.table import TableRow
 from . import cells, figures, studies
 from .board import Dashboard, regimes_of
@@ -78,6 +79,12 @@ def index_body(board: Dashboard, rows: list[TableRow], link: Link = server_link)
            "Configs: per operator, the runs of shape buckets sharing a config "
            "(<code>M..64:a</code> = buckets up to M = 64 run <code>a</code>); "
            f"<span class=differs>marked*</span>: differs from the {_e(BASELINE_LABEL)} config there. "
+           "Each window's first seconds (the warm-up) are served but not judged; the realised rates are what each "
+           "seed's judged window actually offered. Capacity at the SLO is the highest arrival rate at which the "
+           "target share of requests meets the SLO, on the regime's traffic shape (same seeds, paired the same way); "
+           "a study maximised one of the two, and both are stored. "
+           f"<span class=overloaded>{_e(OVERLOADED)}</span> marks a regime where the backlog grew through the "
+           "window in some seed. "
            "Follow a problem for goodput versus offered load, a regime for its M(t)/R(t)/queue "
            "timelines, a study for its optimization history.</p>"]
     if board.optuna_dashboard_url:
@@ -85,28 +92,58 @@ def index_body(board: Dashboard, rows: list[TableRow], link: Link = server_link)
                    "(read-only).</p>")
     if not rows:
         out.append("<p>The table is empty (run <code>tuner tune</code>).</p>")
-    out.append('<table class="regimes"><thead><tr><th>problem</th><th>regime</th>'
-               "<th>tuned configs by shape bucket</th><th>tuned goodput (simulated)</th>"
-               f"<th>{_e(BASELINE_LABEL)}</th><th>ratio</th><th>tuned − baseline (paired)</th>"
-               f'<th title="{_e(ONE_CONFIG.label)}">one config per operator</th><th>profile source</th>'
-               "<th>study</th></tr></thead><tbody>")
+    firsts = [regime_rows[0] for regime_rows in regimes_of(rows).values()]
+    targets = sorted({r.attainment_target for r in firsts if r.attainment_target is not None})
+    capacity = cells.capacity_label(targets[0] if len(targets) == 1 else None)
+    pair = (f"<th>{_e(BASELINE_LABEL)}</th><th>ratio</th><th>tuned − baseline (paired)</th>"
+            f'<th title="{_e(ONE_CONFIG.label)}">one config per operator</th>')
+    out.append('<table class="regimes"><thead><tr><th rowspan=2>problem</th><th rowspan=2>regime</th>'
+               "<th rowspan=2>tuned configs by shape bucket</th>"
+               '<th rowspan=2 title="the regime\'s mean arrival rate; below, the rate each seed\'s judged window '
+               'realised (the same requests for every assignment)">offered load (req/s): declared, realised per seed</th>'
+               '<th rowspan=2 title="the start of each window is served but not judged">seeds × window, warm-up</th>'
+               "<th rowspan=2>study maximised</th>"
+               "<th colspan=5>goodput (simulated, req/s)</th>"
+               f'<th colspan=5 class=capacity title="the highest arrival rate at which that share of requests meets '
+               f'the SLO, on the regime\'s traffic shape">{_e(capacity)} (simulated, req/s)</th>'
+               "<th rowspan=2>profile source</th><th rowspan=2>study</th></tr>"
+               f"<tr><th>tuned goodput (simulated)</th>{pair}<th>tuned capacity</th>{pair}</tr></thead><tbody>")
     for (problem, regime), regime_rows in regimes_of(rows).items():
         f = cells.regime_figures(regime_rows)
         first = regime_rows[0]
         sources = "/".join(sorted({r.source for r in regime_rows}))
+        overloaded = cells.overload_text(first)
+        mark = f"<div class=overloaded>{_e(overloaded)}</div>" if overloaded else ""
+        target = ("" if len(targets) <= 1 or first.attainment_target is None
+                  else f"<div class=target>at {first.attainment_target:.0%} attainment</div>")
         out.append(
-            f'<tr data-problem="{_e(problem)}" data-regime="{_e(regime)}">'
+            f'<tr data-problem="{_e(problem)}" data-regime="{_e(regime)}"'
+            f'{" class=overloaded-regime" if overloaded else ""}>'
             f'<td><a href="{link("problem", problem)}">{_e(problem)}</a></td>'
             f'<td class="regime"><a href="{link("regime", problem, regime)}">{_e(regime)}</a></td>'
             f'<td class="configs">{runs_html(regime_rows)}</td>'
-            f'<td class="goodput">{cells.rate(f["goodput"], f["ci"])}</td>'
+            f'<td class="rate">{cells.declared_rate(first)}'
+            f"<div class=realised>realised {_e(cells.realised_rates(first))}</div></td>"
+            f'<td class="window">{_e(cells.window_text(first))}</td>'
+            f'<td class="objective">{_e(first.objective)}</td>'
+            f'<td class="goodput">{cells.rate(f["goodput"], f["ci"])}{mark}</td>'
             f'<td class="baseline">{cells.rate(f["baseline"])}</td>'
             f'<td class="ratio">{cells.ratio(f["goodput"], f["baseline"])}</td>'
             f'<td class="delta">{cells.difference(f["goodput"], f["baseline"], f["delta_ci"])}</td>'
-            f'<td class="one-config">{cells.rate(f["one_config"])}</td><td>{_e(sources)}</td>'
+            f'<td class="one-config">{cells.rate(f["one_config"])}</td>'
+            f'<td class="capacity">{cells.rate(f["capacity"], f["capacity_ci"])}{target}</td>'
+            f'<td class="capacity-baseline">{cells.rate(f["baseline_capacity"])}</td>'
+            f'<td class="capacity-ratio">{cells.ratio(f["capacity"], f["baseline_capacity"])}</td>'
+            f'<td class="capacity-delta">'
+            f'{cells.difference(f["capacity"], f["baseline_capacity"], f["capacity_delta_ci"])}</td>'
+            f'<td class="capacity-one-config">{cells.rate(f["one_config_capacity"])}</td><td>{_e(sources)}</td>'
             f'<td class="study"><a href="{link("study", problem, regime)}">'
             f"{_e(first.study_name or '')} #{first.trial_number}</a></td></tr>")
     out.append("</tbody></table>")
+    if any(cells.is_overloaded(r) for r in firsts):
+        out.append(f"<p class=overloaded>{_e(OVERLOADED)}: in a regime so marked the backlog grew through the "
+                   "window in some seed (tuned or baseline), so its goodput falls as the window lengthens and is no "
+                   "steady-state figure; compare the capacities, which do not depend on the window.</p>")
     return "\n".join(out)
 
 
