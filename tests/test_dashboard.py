@@ -76,6 +76,7 @@ def test_report_html_is_self_contained_and_lists_every_regime(db: Path, tmp_path
     assert "Plotly" in text and "<script src=" not in text  # plotly.js inline, nothing fetched
     assert "plotly-graph-div" in text and "goodput (req\\u002fs)" in text
     assert "per-bucket isolated-fastest" in text  # THE baseline, named as such everywhere
+    assert "capacity at 90% SLO attainment" in text and "<div class=realised>realised " in text
     assert not re.search(r"(?<!per-bucket )isolated-fastest (assignment|goodput|<)", text)
     assert db.read_bytes() == before  # opened read-only
 
@@ -157,6 +158,7 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
             assert "simulated" in page.inner_text("h1")
             heads = page.locator("table.regimes thead th").all_inner_texts()
             assert "per-bucket isolated-fastest" in heads and "one config per operator" in heads
+            assert "capacity at 90% SLO attainment (simulated, req/s)" in heads and "tuned capacity" in heads
             heavy = page.locator('tr[data-problem="seed_example"][data-regime="heavy"]')
             assert heavy.locator("td.configs .differs").inner_text() == "lean*"  # not the baseline's fast
             assert heavy.locator("td.delta").inner_text().startswith("+")
@@ -249,6 +251,7 @@ def test_into_studies_saves_figures_and_a_note_for_optuna_dashboard(db: Path, mo
     assert note.startswith("## tuner: seed_example / heavy") and "pulls ahead" in note and "∫M dt" in note
     assert "| stage | lean\\* | fast | declared |" in note  # tuned, marked, beside the per-bucket baseline
     assert "per-bucket isolated-fastest: " in note and "one config per operator" in note
+    assert "- capacity at 90% SLO attainment (req/s): tuned " in note and "depends on the window" in note
     saved = get_plotly_graph_objects(study._storage.get_study_system_attrs(study._study_id))
     assert set(saved) == {"tuner-goodput-vs-load", "tuner-timelines", "tuner-attribution"}
     untouched = optuna.load_study(study_name="tuner:toy_embedder:heavy", storage=url)

@@ -209,3 +209,149 @@ def test_the_regime_table_has_one_line_per_regime() -> None:
     assert "<b>attn</b> " in heavy["configs"] and "M..32:a" in heavy["configs"]
     assert (light["goodput"], light["delta"], light["one-config"]) == ("100.00", "+0", "—")
     assert "<th>per-bucket isolated-fastest</th>" in html and ">one config per operator</th>" in html
+
+
+def _cells(html: str) -> dict[str, dict[str, str]]:
+    """Each regime line of the index: ``{regime: {td class: inner HTML}}``."""
+    lines = re.findall(r'<tr data-problem="p" data-regime="(\w+)"[^>]*>(.*?)</tr>', html)
+    return {regime: dict(re.findall(r'<td class="([\w-]+)">(.*?)</td>', line)) for regime, line in lines}
+
+
+def test_the_regime_table_shows_traffic_capacities_and_the_overload_mark() -> None:
+    """Schema-3 rows: realised rates beside the declared one, the warm-up, the objective,
+    capacity at the SLO tuned vs THE baseline (ratio, paired difference) and one config per
+    operator; the overload mark with its counts; dashes where the rows hold no capacity."""
+    from types import SimpleNamespace
+
+    from tuner.dashboard.render import index_body
+    from tuner.search.report import OVERLOADED
+
+    heavy = [_row(op=op, bucket=0, **schema_3_fields(overloaded_seeds=2, objective="capacity"))
+             for op in ("qkv", "attn")]
+    light = [_row(regime="light", op=op, regime_rate_rps=None,
+                  **schema_3_fields(realized_rates_rps=None, capacity_rps=None, capacity_ci_rps=None,
+                                    baseline_capacity_rps=None, capacity_delta_ci_rps=None,
+                                    one_config_capacity_rps=None))
+             for op in ("qkv", "attn")]
+    html = index_body(SimpleNamespace(storage="sqlite:///x.db", optuna_dashboard_url=None), [*heavy, *light])
+    cells = _cells(html)
+    h, lt = cells["heavy"], cells["light"]
+    assert h["rate"] == "720<div class=realised>realised 3.9, 4.2, 4.1</div>"
+    assert h["window"] == "3 × 2 s, warm-up 6 s" and h["objective"] == "capacity"
+    # 4.6 ± 0.3 against 2.8: ratio 4.6 / 2.8 = 1.64, paired difference +1.8 ± 0.2
+    assert (h["capacity"], h["capacity-baseline"], h["capacity-ratio"], h["capacity-delta"],
+            h["capacity-one-config"]) == ("4.60 ± 0.30", "2.80", "1.64×", "+1.8 ± 0.2", "2.10")
+    mark = (f"{OVERLOADED} (backlog grew through the window in 2 of 3 seeds tuned, 0 of 3 baseline; "
+            "compare capacities)")
+    assert h["goodput"] == f"749.17 ± 39.21<div class=overloaded>{mark}</div>"
+    assert h["baseline"] == "72.67" and h["delta"] == "+676 ± 71"  # goodput columns unchanged
+    assert "colspan=5 class=capacity" in html and "capacity at 90% SLO attainment (simulated, req/s)" in html
+    assert "<th>tuned capacity</th>" in html and html.count("<th>per-bucket isolated-fastest</th>") == 2
+    assert 'data-regime="heavy" class=overloaded-regime>' in html and "<p class=overloaded>" in html
+    # no capacities, no rates: dashes, never a crash; no overload mark
+    assert (lt["capacity"], lt["capacity-baseline"], lt["capacity-ratio"], lt["capacity-delta"],
+            lt["capacity-one-config"]) == ("—",) * 5
+    assert lt["rate"] == "—<div class=realised>realised —</div>" and lt["goodput"] == "749.17 ± 39.21"
+    assert lt["objective"] == "goodput"
+    # the baseline alone overloaded marks the regime too; no overloaded regime, no note
+    only_base = index_body(SimpleNamespace(storage="s", optuna_dashboard_url=None),
+                           [_row(**schema_3_fields(baseline_overloaded_seeds=3))])
+    assert "in 0 of 3 seeds tuned, 3 of 3 baseline" in _cells(only_base)["heavy"]["goodput"]
+    quiet = index_body(SimpleNamespace(storage="s", optuna_dashboard_url=None), light)
+    assert "<p class=overloaded>" not in quiet and "overloaded-regime" not in quiet
+
+
+def test_regimes_with_different_attainment_targets_label_each_capacity() -> None:
+    from types import SimpleNamespace
+
+    from tuner.dashboard.render import index_body
+
+    rows = [_row(**schema_3_fields()), _row(regime="light", **schema_3_fields(attainment_target=0.95))]
+    html = index_body(SimpleNamespace(storage="s", optuna_dashboard_url=None), rows)
+    assert "capacity at the SLO (simulated, req/s)" in html and "capacity at 90%" not in html
+    cells = _cells(html)
+    assert cells["heavy"]["capacity"] == "4.60 ± 0.30<div class=target>at 90% attainment</div>"
+    assert cells["light"]["capacity"] == "4.60 ± 0.30<div class=target>at 95% attainment</div>"
+
+
+def test_the_regime_summary_and_study_note_show_capacities_or_dashes() -> None:
+    from tuner.dashboard.cells import regime_summary
+    from tuner.dashboard.render import summary_table
+    from tuner.dashboard.report import study_note
+    from tuner.search.report import OVERLOADED
+
+    rows = [_row(**schema_3_fields(overloaded_seeds=1, baseline_overloaded_seeds=2))]
+    summary = dict(regime_summary(rows))
+    assert summary["offered load (req/s)"].startswith("720 declared; realised 3.9, 4.2, 4.1 per seed")
+    assert summary["seeds × window"].startswith("3 × 2 s; the first 6 s of each window served but not judged")
+    assert summary["study maximised"] == "goodput"
+    assert summary["capacity at 90% SLO attainment (req/s)"] == (
+        "tuned 4.60 ± 0.30; per-bucket isolated-fastest 2.80: tuned / baseline 1.64×, tuned − baseline "
+        "+1.8 ± 0.2 (paired by seed); one config per operator (isolated-fastest at service.baseline_batch) 2.10")
+    assert summary["goodput (req/s)"].startswith("tuned 749.17 ± 39.21; per-bucket isolated-fastest 72.67")
+    assert summary["overloaded"].startswith(f"{OVERLOADED} (backlog grew through the window in 1 of 3 seeds tuned, "
+                                            "2 of 3 baseline")
+    table = summary_table(rows)
+    assert '<tr class=overloaded><th>overloaded</th>' in table and "capacity at 90% SLO attainment" in table
+    note = study_note(rows, None, None)
+    assert "- capacity at 90% SLO attainment (req/s): tuned 4.60 ± 0.30;" in note
+    assert f"- **{OVERLOADED} (backlog grew" in note and "- study maximised: goodput" in note
+
+    none = [_row(**schema_3_fields(capacity_rps=None, capacity_ci_rps=None, baseline_capacity_rps=None,
+                                   capacity_delta_ci_rps=None, one_config_capacity_rps=None))]
+    summary = dict(regime_summary(none))
+    assert summary["capacity at 90% SLO attainment (req/s)"] == (
+        "tuned —; per-bucket isolated-fastest —: tuned / baseline —, tuned − baseline — (paired by seed); "
+        "one config per operator (isolated-fastest at service.baseline_batch) —")
+    assert "overloaded" not in summary and "overloaded" not in summary_table(none)
+    assert "tuned − baseline — (paired by seed)" in study_note(none, None, None)
+    # only the tuned capacity known: no ratio or difference against a missing baseline
+    half = dict(regime_summary([_row(**schema_3_fields(baseline_capacity_rps=None, capacity_delta_ci_rps=None))]))
+    assert "tuned 4.60 ± 0.30; per-bucket isolated-fastest —: tuned / baseline —, tuned − baseline —" in (
+        half["capacity at 90% SLO attainment (req/s)"])
+
+
+def test_the_sweep_marks_the_tables_capacities_and_says_goodput_past_them_depends_on_the_window() -> None:
+    from tuner.dashboard.figures import sweep_figure
+    from tuner.dashboard.render import capacity_note
+    from tuner.dashboard.sweep import ABOVE_CAPACITY, table_capacities
+
+    sweep = Sweep("p", "heavy", (1.0, 3.0, 5.0), (1.0,) * 3, 2,
+                  (Curve("tuned for heavy", ((1.0, 1.0), (3.0, 2.9), (4.0, 4.2))),
+                   Curve("per-bucket isolated-fastest", ((1.0, 1.0), (2.8, 2.7), (2.8, 2.9)), is_baseline=True)),
+                  (), ("declared",))
+    rows = [_row(regime="light", **schema_3_fields(capacity_rps=9.0)), _row(**schema_3_fields())]
+    marks = table_capacities(sweep, rows)  # the heavy regime's: the sweep replays its arrivals
+    assert [(m.label, m.rate, m.is_baseline) for m in marks] == [
+        ("tuned for heavy", 4.6, False), ("per-bucket isolated-fastest", 2.8, True)]
+    fig = sweep_figure(sweep, marks)
+    dotted = [s for s in fig.layout.shapes if s.line.dash == "dot"]
+    assert [(s.x0, s.line.color) for s in dotted] == [(4.6, "#1f77b4"), (2.8, "#d62728")]
+    texts = [a.text for a in fig.layout.annotations]
+    assert "capacity at 90% SLO attainment: tuned for heavy 4.6 req/s" in texts
+    assert "dotted: the table's capacities at the SLO" in fig.layout.title.text
+    note = capacity_note(sweep, marks)
+    assert note.startswith(ABOVE_CAPACITY) and "depends on the window" in note
+    assert note.endswith("capacity at 90% SLO attainment on regime heavy's traffic (dotted lines): "
+                         "tuned for heavy 4.6 req/s, per-bucket isolated-fastest 2.8 req/s.")
+    # rows without capacities: no line, and the note says so
+    bare = [_row(**schema_3_fields(capacity_rps=None, baseline_capacity_rps=None))]
+    assert table_capacities(sweep, bare) == [] and table_capacities(sweep, []) == []
+    assert not [s for s in sweep_figure(sweep, []).layout.shapes if s.line.dash == "dot"]
+    assert "holds no capacity at the SLO for regime heavy" in capacity_note(sweep, [])
+
+
+def test_a_capacity_study_draws_its_history_against_the_baselines_capacity() -> None:
+    import optuna
+
+    from tuner.dashboard.studies import history_figure, objective_label
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name="tuner:p:heavy", direction="maximize")
+    study.optimize(lambda t: t.suggest_float("x", 0, 5), n_trials=3)
+    fig = history_figure(study, 2.8, "profiles declared", "capacity", 0.9)
+    assert "capacity at 90% SLO attainment simulated" in fig.layout.title.text
+    assert fig.layout.yaxis.title.text == "capacity at 90% SLO attainment (req/s), simulated"
+    assert [s.y0 for s in fig.layout.shapes] == [2.8]
+    assert objective_label("goodput", 0.9) == "goodput"
+    assert "goodput simulated" in history_figure(study, None, "profiles declared").layout.title.text

@@ -172,3 +172,16 @@ def test_merged_batches_of_a_lone_stream_give_the_same_metrics_as_kernel_by_kern
         assert getattr(merged, name) == pytest.approx(getattr(kernel_by_kernel, name), rel=1e-9), name
     assert merged.sm_busy_fraction == pytest.approx(kernel_by_kernel.sm_busy_fraction, rel=1e-6)
     assert merged.sm_peak == pytest.approx(kernel_by_kernel.sm_peak)
+
+
+@pytest.mark.parametrize("rate", [300, 700, 800, 1200])
+def test_a_run_stopped_below_the_attainment_target_gives_the_full_runs_verdict(seed_example, rate):
+    """Stopping once the misses exceed (1 − target) × judged requests must never change
+    whether the attainment reaches the target (and passing runs are never stopped)."""
+    fast = resolve_assignment(seed_example, ["stage=fast"])
+    full = simulate(seed_example, fast, "heavy", seed=3, horizon_s=10, rate_rps=rate)
+    early = simulate(seed_example, fast, "heavy", seed=3, horizon_s=10, rate_rps=rate, stop_below=0.9)
+    assert (early.metrics.slo_attainment >= 0.9) == (full.metrics.slo_attainment >= 0.9)
+    assert early.stopped == (full.metrics.slo_attainment < 0.9)
+    if not early.stopped:
+        assert early.metrics == full.metrics

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..store.table import TableRow
 from . import cells
-from .sweep import BASELINE_LABEL, Sweep
+from .sweep import BASELINE_LABEL, CapacityMark, Sweep
 from .timeline import Timeline
 
 TUNED_COLOR, BASELINE_COLOR = "#1f77b4", "#d62728"
@@ -19,7 +19,11 @@ def sources_label(sources: Sequence[str]) -> str:
     return "profiles " + "/".join(sources) if sources else "no profiles"
 
 
-def sweep_figure(sweep: Sweep):
+def sweep_figure(sweep: Sweep, capacities: Sequence[CapacityMark] = ()):
+    """Goodput versus offered load of every curve, the regimes' rate buckets shaded, the
+    crossovers with THE baseline located, and ``capacities`` (the table's capacities at
+    the SLO, :func:`tuner.dashboard.sweep.table_capacities`) as dotted vertical lines in
+    their curve's colour."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -32,9 +36,11 @@ def sweep_figure(sweep: Sweep):
             fig.add_vline(x=b.low, line={"color": color, "width": 6}, opacity=0.25,
                           annotation_text=b.regime, annotation_position="top left")
     tuned = 0
+    colors = {}
     for curve in sweep.curves:
         color = BASELINE_COLOR if curve.is_baseline else PALETTE[tuned % len(PALETTE)]
         tuned += not curve.is_baseline
+        colors.update(dict.fromkeys(curve.label.split(" / "), color))
         widths = curve.half_widths
         fig.add_trace(go.Scatter(
             x=list(sweep.rates), y=list(curve.means), mode="lines+markers", name=curve.label,
@@ -55,10 +61,16 @@ def sweep_figure(sweep: Sweep):
         else:
             fig.add_vrect(x0=crossing.low, x1=crossing.high, fillcolor="black", opacity=0.06, line_width=0,
                           annotation_text="curves part", annotation_position="bottom left")
+    for i, mark in enumerate(capacities):
+        color = BASELINE_COLOR if mark.is_baseline else colors.get(mark.label, TUNED_COLOR)
+        fig.add_vline(x=mark.rate, line={"dash": "dot", "color": color, "width": 2},
+                      annotation_text=f"{mark.what}: {mark.describe()}", annotation_font_color=color,
+                      annotation_position="top right" if i % 2 == 0 else "bottom right")
     ci = f"mean ± 95% CI over {sweep.seeds} seeds" if sweep.seeds > 1 else "one seed"
     fig.update_layout(
         title=(f"{sweep.problem}: goodput vs offered load — simulated ({sources_label(sweep.sources)}), {ci}; "
-               f"arrivals of regime {sweep.arrivals_of!r} at each rate; shaded: each regime's rate bucket"),
+               f"arrivals of regime {sweep.arrivals_of!r} at each rate; shaded: each regime's rate bucket"
+               + ("; dotted: the table's capacities at the SLO" if capacities else "")),
         title_font_size=13, xaxis_title="offered load (req/s)", yaxis_title="goodput (req/s)",
         height=520, margin={"t": 70}, legend={"orientation": "h", "y": -0.2})
     return fig

@@ -16,7 +16,7 @@ from ..search.report import OVERLOADED
 from ..store.table import TableRow
 from . import cells, figures, studies
 from .board import Dashboard, regimes_of
-from .sweep import BASELINE_LABEL
+from .sweep import ABOVE_CAPACITY, BASELINE_LABEL, table_capacities
 from .timeline import Timeline, summary_rows
 
 Link = Callable[..., str]
@@ -100,7 +100,8 @@ def index_body(board: Dashboard, rows: list[TableRow], link: Link = server_link)
     out.append('<table class="regimes"><thead><tr><th rowspan=2>problem</th><th rowspan=2>regime</th>'
                "<th rowspan=2>tuned configs by shape bucket</th>"
                '<th rowspan=2 title="the regime\'s mean arrival rate; below, the rate each seed\'s judged window '
-               'realised (the same requests for every assignment)">offered load (req/s): declared, realised per seed</th>'
+               'realised (the same requests for every assignment)">'
+               "offered load (req/s): declared, realised per seed</th>"
                '<th rowspan=2 title="the start of each window is served but not judged">seeds × window, warm-up</th>'
                "<th rowspan=2>study maximised</th>"
                "<th colspan=5>goodput (simulated, req/s)</th>"
@@ -163,7 +164,8 @@ def problem_body(board: Dashboard, problem: str, rows: list[TableRow], link: Lin
     if sweep is None:
         out.append(_missing(board, problem, "simulated plot"))
         return "\n".join(out)
-    out.append(figure_html(figures.sweep_figure(sweep)))
+    capacities = table_capacities(sweep, rows)
+    out.append(figure_html(figures.sweep_figure(sweep, capacities)))
     crossings = sweep.crossovers()
     if crossings:
         out.append("<ul class=crossovers>" + "".join(
@@ -175,7 +177,17 @@ def problem_body(board: Dashboard, problem: str, rows: list[TableRow], link: Lin
                f"{board.sweep_settings['min_requests']} arrivals within "
                f"{board.sweep_settings['min_horizon_s']:g}–{board.sweep_settings['max_horizon_s']:g} s and the "
                "regime's own horizon). Curves within 1% of each other count as level.</p>")
+    out.append(f"<p class=above-capacity>{_e(capacity_note(sweep, capacities))}</p>")
     return "\n".join(out)
+
+
+def capacity_note(sweep, capacities) -> str:
+    """Why the sweep's goodputs past a capacity are no steady-state figures, and the
+    table's capacities drawn on it (plain text: the page and the study note show it)."""
+    if not capacities:
+        return f"{ABOVE_CAPACITY} (The table holds no capacity at the SLO for regime {sweep.arrivals_of}.)"
+    return (f"{ABOVE_CAPACITY} The table's {capacities[0].what} on regime {sweep.arrivals_of}'s traffic "
+            "(dotted lines): " + ", ".join(m.describe() for m in capacities) + ".")
 
 
 def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
@@ -191,7 +203,8 @@ def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow
            f"</caption><thead><tr><th>tuned: {cells.rate(f['goodput'], f['ci'])}</th>"
            f"<th>{_e(BASELINE_LABEL)}: {cells.rate(f['baseline'])}</th></tr></thead>"
            f'<tbody><tr><td class="configs">{runs_html(rows)}</td>'
-           f'<td class="configs">{runs_html(rows, "baseline_config")}</td></tr></tbody></table>']
+           f'<td class="configs">{runs_html(rows, "baseline_config")}</td></tr></tbody></table>',
+           summary_table(rows)]
     timelines = board.timelines(problem, regime, rows)
     if timelines is None:
         out.append(_missing(board, problem, "timeline"))
@@ -229,21 +242,36 @@ def study_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow]
     info = studies.summary(study, study_id)
     out.append(f"<p class=study-summary>{info.trials} trials: {info.complete} complete "
                f"({info.infeasible} infeasible: over the memory budget or illegal), {info.pruned} pruned; "
-               f"the table rows are trial #{rows[0].trial_number}. Searched: {len(info.params)} parameter(s), "
-               f"one per (operator, shape bucket) cell with a choice: {_e(studies.searched(info.params))}.</p>")
+               f"the table rows are trial #{rows[0].trial_number}. The study maximised "
+               f"{_e(studies.objective_label(rows[0].objective, rows[0].attainment_target))}. "
+               f"Searched: {len(info.params)} parameter(s), one per (operator, shape bucket) cell with a choice: "
+               f"{_e(studies.searched(info.params))}.</p>")
     if board.optuna_dashboard_url:
         out.append(f'<p><a href="{_e(board.optuna_dashboard_url)}/dashboard/studies/{info.study_id}">'
                    "this study in optuna-dashboard</a></p>")
     if info.complete == 0:
         out.append("<p class=note>No complete trial yet: no history.</p>")
         return "\n".join(out)
-    out.append(figure_html(studies.history_figure(study, rows[0].baseline_goodput_rps,
-                                                  figures.sources_label(sorted({r.source for r in rows})))))
-    importance = studies.importance_figure(study)
+    first = rows[0]
+    capacity = first.objective == "capacity"
+    out.append(figure_html(studies.history_figure(
+        study, first.baseline_capacity_rps if capacity else first.baseline_goodput_rps,
+        figures.sources_label(sorted({r.source for r in rows})), first.objective, first.attainment_target)))
+    importance = studies.importance_figure(study, first.objective)
     out.append(figure_html(importance) if importance is not None else
                f"<p class=note>No importances: {info.complete} complete trials over "
                f"{len(info.params)} parameter(s) (needs ≥ {studies.MIN_TRIALS_FOR_IMPORTANCE} and ≥ 2).</p>")
     return "\n".join(out)
+
+
+def summary_table(rows: list[TableRow]) -> str:
+    """The regime's figures from its table rows (:func:`tuner.dashboard.cells.regime_summary`):
+    traffic, warm-up, objective, goodput and capacity at the SLO against the baseline, and
+    the overload mark when a seed was overloaded."""
+    body = "".join(f'<tr{" class=overloaded" if what == "overloaded" else ""}>'
+                   f"<th>{_e(what)}</th><td>{_e(text)}</td></tr>" for what, text in cells.regime_summary(rows))
+    return ('<table class="summary"><caption>From the table (simulated, tuning horizon; mean ± 95% CI over seeds, '
+            f"differences paired by seed)</caption><tbody>{body}</tbody></table>")
 
 
 def timeline_table(timelines: list[Timeline]) -> str:
@@ -251,9 +279,10 @@ def timeline_table(timelines: list[Timeline]) -> str:
     head = "".join(f"<th>{_e(t.label)}</th>" for t in timelines)
     body = "".join(f"<tr><th>{_e(name)}</th>" + "".join(f"<td>{v}</td>" for v in values) + "</tr>"
                    for name, values in summary_rows(timelines))
-    window = timelines[0].metrics.window_s
+    window, warmup = timelines[0].metrics.window_s, timelines[0].metrics.warmup_s
     return (f'<table class="integrals"><caption>Simulated over the {window:g} s arrival window '
-            f"(integrals) and the whole run with its drain (peaks)</caption><thead><tr><th></th>{head}</tr></thead>"
+            f"(integrals; goodput, realised rate and backlog over its judged part after the {warmup:g} s warm-up) "
+            f"and the whole run with its drain (peaks)</caption><thead><tr><th></th>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>")
 
 
@@ -280,7 +309,8 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;font-size:90%;margin:.5em 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
 th{background:#f0f0f0}caption{text-align:left;font-size:90%;color:#555}.note{color:#a60}
 .error{color:#b00;font-weight:bold}nav a,nav span{margin-right:1em}
-.differs{background:#fde2c8;font-weight:600}td.configs{max-width:48em}div.op{margin:1px 0}"""
+.differs{background:#fde2c8;font-weight:600}td.configs{max-width:48em}div.op{margin:1px 0}
+.overloaded{color:#b00}div.realised,div.target{color:#555;font-size:90%}"""
 
 
 def page(title: str, body: str, plotly: str = '<script src="/plotly.js"></script>') -> str:

@@ -10,7 +10,7 @@ from ..search.baselines import ONE_CONFIG
 from . import cells, figures, render
 from .board import Dashboard, regimes_of
 from .render import anchor_link, page
-from .sweep import BASELINE_LABEL
+from .sweep import BASELINE_LABEL, table_capacities
 from .timeline import summary_rows
 
 STUDY_TIMELINE_POINTS = 200  # study system attributes hold ~2 kB each: keep saved figures small
@@ -73,8 +73,10 @@ def save_into_studies(board: Dashboard, problems: list[str] | None = None,
             progress(f"{problem}/{regime}")
         sources = sorted({r.source for r in regime_rows})
         sweep = board.sweep(problem, rows)
+        capacities = [] if sweep is None else table_capacities(sweep, rows)
         if sweep is not None:
-            save_plotly_graph_object(study, figures.sweep_figure(sweep), graph_object_id="tuner-goodput-vs-load")
+            save_plotly_graph_object(study, figures.sweep_figure(sweep, capacities),
+                                     graph_object_id="tuner-goodput-vs-load")
         timelines = board.timelines(problem, regime, regime_rows)
         if timelines is not None:
             small = [t.coarser(STUDY_TIMELINE_POINTS) for t in timelines]
@@ -84,13 +86,14 @@ def save_into_studies(board: Dashboard, problems: list[str] | None = None,
         if attribution is not None and attribution.effects:
             save_plotly_graph_object(study, figures.attribution_figure(attribution, sources, regime_rows),
                                      graph_object_id="tuner-attribution")
-        save_note(study, study_note(regime_rows, sweep, timelines))
+        save_note(study, study_note(regime_rows, sweep, timelines, capacities))
         written.append(name)
     return written
 
 
-def study_note(rows, sweep, timelines) -> str:
-    """The Markdown note optuna-dashboard shows on the study page."""
+def study_note(rows, sweep, timelines, capacities=()) -> str:
+    """The Markdown note optuna-dashboard shows on the study page; ``capacities`` are the
+    table's capacities drawn on the sweep (:func:`tuner.dashboard.sweep.table_capacities`)."""
     first = rows[0]
     tuned_runs = dict(cells.operator_runs(rows))
     base_runs = dict(cells.operator_runs(rows, "baseline_config"))
@@ -108,12 +111,14 @@ def study_note(rows, sweep, timelines) -> str:
              f"{cells.ratio(first.goodput_rps, first.baseline_goodput_rps)}, tuned − baseline "
              f"{cells.difference(first.goodput_rps, first.baseline_goodput_rps, first.delta_ci_rps)} req/s "
              f"(paired by seed); {ONE_CONFIG.label}: {one_config} req/s "
-             f"(trial #{first.trial_number}, {first.seeds} seeds × {first.horizon_s:g} s)."]
+             f"(trial #{first.trial_number}, {first.seeds} seeds × {first.horizon_s:g} s).", "",
+             *(f"- {'**' + text + '**' if what == 'overloaded' else what + ': ' + text}"
+               for what, text in cells.regime_summary(rows) if not what.startswith("goodput"))]
     if sweep is not None:
         crossings = sweep.crossovers()
         lines += ["", f"Crossovers with the {BASELINE_LABEL} assignment: " + (
             "; ".join(c.describe() for c in crossings) if crossings else "none in the swept range")
-            + "."]
+            + ". " + render.capacity_note(sweep, capacities)]
     if timelines is not None:
         lines += ["", f"| first {timelines[0].metrics.window_s:g} s, seed 0 | " + " | ".join(t.label for t in timelines) + " |",
                   "|---|" + "---|" * len(timelines),

@@ -63,18 +63,29 @@ def summary(study, study_id: int) -> StudySummary:
                         sum(1 for t in trials if t.state == TrialState.PRUNED), params)
 
 
-def history_figure(study, baseline_goodput: float | None, sources_label: str):
+def objective_label(objective: str, attainment_target: float | None = None) -> str:
+    """What a study's trial values are: ``goodput`` or ``capacity at 90% SLO attainment``."""
+    from .cells import capacity_label
+
+    return capacity_label(attainment_target) if objective == "capacity" else objective
+
+
+def history_figure(study, baseline: float | None, sources_label: str, objective: str = "goodput",
+                   attainment_target: float | None = None):
+    """Optuna's history of the study's objective, with THE baseline's value of that same
+    objective (its goodput, or its capacity at the SLO for a capacity study) drawn in."""
     import optuna.visualization as vis
 
     from ..search.baselines import PER_BUCKET
 
-    fig = vis.plot_optimization_history(study, target_name="goodput (req/s)")
-    if baseline_goodput is not None:
-        fig.add_hline(y=baseline_goodput, line={"dash": "dash", "color": "#d62728"},
-                      annotation_text=f"{PER_BUCKET.label} {baseline_goodput:.3g} req/s",
+    what = objective_label(objective, attainment_target)
+    fig = vis.plot_optimization_history(study, target_name=f"{what} (req/s)")
+    if baseline is not None:
+        fig.add_hline(y=baseline, line={"dash": "dash", "color": "#d62728"},
+                      annotation_text=f"{PER_BUCKET.label} {baseline:.3g} req/s",
                       annotation_position="bottom right")
-    fig.update_layout(title=f"Optimization history of {study.study_name} (goodput simulated, {sources_label})",
-                      xaxis_title="trial", yaxis_title="goodput (req/s), simulated", height=420)
+    fig.update_layout(title=f"Optimization history of {study.study_name} ({what} simulated, {sources_label})",
+                      xaxis_title="trial", yaxis_title=f"{what} (req/s), simulated", height=420)
     return fig
 
 
@@ -91,7 +102,7 @@ def searched(params: tuple[str, ...]) -> str:
     return ", ".join(op if n == 0 else f"{op} ({n} bucket{'s' if n != 1 else ''})" for op, n in buckets.items())
 
 
-def importance_figure(study):
+def importance_figure(study, objective: str = "goodput"):
     """PED-ANOVA importances of the searched cells (the most important
     :data:`MAX_IMPORTANCE_BARS`), or None when too few trials or a single parameter make
     them meaningless."""
@@ -110,7 +121,7 @@ def importance_figure(study):
                            marker={"color": "#1f77b4"}, hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
     which = (f"the {len(shown)} most important of {len(importances)} searched cells" if len(importances) > len(shown)
              else "per searched cell")
-    fig.update_layout(title=f"Importances for goodput in {study.study_name} (PED-ANOVA), {which} (operator@bucket)",
+    fig.update_layout(title=f"Importances for {objective} in {study.study_name} (PED-ANOVA), {which} (operator@bucket)",
                       xaxis_title="importance (share, 0–1)", yaxis_title="operator@bucket",
                       height=140 + 28 * len(shown), title_font_size=13)
     return fig

@@ -21,6 +21,8 @@ from ..search.baselines import PER_BUCKET
 from ..search.evaluate import ci_half_width
 from ..stats import Delta, paired
 from ..sim.metrics import Metrics
+from ..store.table import TableRow
+from .cells import capacity_label
 from .points import Point, point, remember, serially
 
 BASELINE_LABEL = PER_BUCKET.label  # "per-bucket isolated-fastest": THE baseline, drawn on every page
@@ -118,6 +120,44 @@ class Sweep:
                                     and (lead.mean > 0) == wins), None)
                 found.append(Crossover(curve.label, low, high, wins, estimate, leads[0], significant))
         return found
+
+
+#: What the sweep's goodputs (and the crossovers' paired significance) cannot say alone.
+ABOVE_CAPACITY = ("Above an assignment's capacity its backlog grows through the window: its goodput there depends "
+                  "on the window's length (a longer horizon gives less) and is no steady-state figure, so a "
+                  "significant difference at such a rate holds for this window only. The table's capacities at the "
+                  "SLO compare the assignments independently of the window.")
+
+
+@dataclass(frozen=True)
+class CapacityMark:
+    """A capacity at the SLO from the table, drawn on the sweep: ``label`` names the curve
+    (``tuned for heavy`` or THE baseline), ``what`` the measure
+    (``capacity at 90% SLO attainment``)."""
+
+    label: str
+    rate: float
+    is_baseline: bool
+    what: str
+
+    def describe(self) -> str:
+        return f"{self.label} {self.rate:.3g} req/s"
+
+
+def table_capacities(sweep: Sweep, rows: Sequence[TableRow]) -> list[CapacityMark]:
+    """The table's capacities at the SLO of the regime whose arrivals the sweep replays
+    (the same traffic shape): its tuned assignment's and THE baseline's; those the rows do
+    not carry are left out."""
+    first = next((r for r in rows if r.problem == sweep.problem and r.regime == sweep.arrivals_of), None)
+    if first is None:
+        return []
+    what = capacity_label(first.attainment_target)
+    marks = []
+    if first.capacity_rps is not None:
+        marks.append(CapacityMark(f"tuned for {first.regime}", first.capacity_rps, False, what))
+    if first.baseline_capacity_rps is not None:
+        marks.append(CapacityMark(BASELINE_LABEL, first.baseline_capacity_rps, True, what))
+    return marks
 
 
 def rate_bucket(regime: Regime) -> RateBucket:

@@ -102,6 +102,9 @@ def summary_rows(timelines: Sequence[Timeline]) -> list[tuple[str, list[str]]]:
 
     return [
         ("goodput (req/s)", [f"{t.metrics.goodput_rps:.3g}" for t in timelines]),
+        ("realised arrival rate (req/s)", [f"{t.metrics.arrival_rate_rps:.3g}" for t in timelines]),
+        ("backlog growth (requests)", [f"{int(t.metrics.backlog_growth):+d}" + (" (overloaded)" * t.metrics.overloaded)
+                                       for t in timelines]),
         ("p99 latency (s)", [p99(t) for t in timelines]),
         ("∫M dt (GiB·s)", [f"{t.memory_gib_seconds:.4g}" for t in timelines]),
         ("peak M (GiB)", [f"{t.metrics.memory_peak_bytes / 2**30:.4g}" for t in timelines]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -243,6 +243,23 @@ class Slo:
     ttft_s: float | None = None
     tpot_s: float | None = None
     attainment: float = 0.9
+
+    def met(self, latency: Any, ttft: Any = None, tpot: Any = None) -> Any:
+        """Whether requests met every bound that is set: scalars or NumPy arrays alike
+        (TTFT and TPOT only count when given, i.e. for token streams). The one rule of
+        what a good request is, for judging a run and for stopping one early."""
+        good: Any = True
+        if self.deadline_s is not None:
+            good = good & (latency <= self.deadline_s + SLO_SLACK_S)
+        if ttft is not None and self.ttft_s is not None:
+            good = good & (ttft <= self.ttft_s + SLO_SLACK_S)
+        if tpot is not None and self.tpot_s is not None:
+            good = good & (tpot <= self.tpot_s + SLO_SLACK_S)
+        return good
+
+
+#: Bounds are met up to this slack (absorbs float drift in event times).
+SLO_SLACK_S = 1e-12
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ per-seed capacities pair up, and for a Poisson, gamma or trace-replay process a 
 rate is the same sample compressed in time (:mod:`tuner.traffic.arrivals`). The
 confidence interval is over seeds.
 
+A probe above the capacity stops as soon as enough judged requests have missed the SLO
+that its attainment must end below the target (``simulate(stop_below=...)``): the answer
+is the same, without simulating the rest of the window and the drain of its backlog.
+
 The search path is a function of the pass/fail answers only, so if one setting attains
 at least as much as another at every rate of a seed (a looser SLO bound, say), its
 capacity is at least as high: at the first probe where their answers differ, one bracket
@@ -120,7 +124,8 @@ def capacity_at(problem: Problem, assignment: Assignment, regime: str, seed: int
     goal = problem.service.slo.attainment if target is None else target
 
     def run(rate: float) -> SimResult:
-        result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s, rate_rps=rate)
+        result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s, rate_rps=rate,
+                          stop_below=goal)
         if on_run is not None:
             on_run(result.visited)
         return result

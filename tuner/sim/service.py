@@ -19,6 +19,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,10 @@ _WAKE, _HORIZON, _NEIGHBOR = 0, 1, 2
 _INF = math.inf
 
 
+class _Decided(Exception):
+    """Raised inside a run asked to stop below an attainment target once it must."""
+
+
 @dataclass(frozen=True)
 class SimResult:
     """Metrics, plus the timeline when it was recorded.
@@ -48,6 +53,7 @@ class SimResult:
     metrics: Metrics
     recording: Recording | None = None
     visited: frozenset[tuple[str, int]] = frozenset()
+    stopped: bool = False
 
 
 def simulate(
@@ -58,16 +64,20 @@ def simulate(
     horizon_s: float | None = None,
     record: bool = False,
     rate_rps: float | None = None,
+    stop_below: float | None = None,
 ) -> SimResult:
     """Simulate ``problem``'s service under one seeded sample of ``regime``.
 
     The workload depends only on (regime, seed, horizon, rate), never on the assignment,
     so two assignments compared at the same seed see the same requests (common random
-    numbers). ``rate_rps`` replaces the rate the regime samples per seed.
+    numbers). ``rate_rps`` replaces the rate the regime samples per seed. With
+    ``stop_below``, the run stops as soon as so many judged requests have missed the SLO
+    that its attainment is certain to end below that target (``SimResult.stopped``: the
+    metrics then cover the run so far; only "below the target" is meaningful).
     """
     workload, budget = _workload_and_budget(problem, regime, seed, horizon_s, rate_rps)
     bound = bind(problem.service, assignment, problem.size_fields, allow_merge=not record)
-    return ServiceRun(bound, workload, budget, problem.size_fields, record).run()
+    return ServiceRun(bound, workload, budget, problem.size_fields, record, stop_below=stop_below).run()
 
 
 def _workload_and_budget(problem: Problem, regime: str, seed: int, horizon_s: float | None,
@@ -106,7 +116,8 @@ class ServiceRun:
     def __init__(self, bound: BoundService, workload: Workload, budget: float,
                  size_fields: frozenset[str], record: bool = False,
                  alternatives: Mapping[str, BoundService] | None = None,
-                 policy: SwitchPolicy | None = None, key: str | None = None) -> None:
+                 policy: SwitchPolicy | None = None, key: str | None = None,
+                 stop_below: float | None = None) -> None:
         service = bound.service
         self.bound = bound
         self.budget = budget
@@ -160,6 +171,11 @@ class ServiceRun:
         self._memory_peak = self.base_memory
         self._sm_peak = 0.0
         self._admitted_max = 0
+        # stopping early: misses beyond (1 - target) × judged requests decide the run
+        self._warmup = workload.warmup_s
+        self._misses = 0
+        self._misses_allowed = _INF if stop_below is None else (
+            (1.0 - stop_below) * int((workload.arrivals_s >= workload.warmup_s).sum()) + 1e-9)
 
     # -- used by batching policies -------------------------------------------------
     def wake_at(self, t: float) -> None:
@@ -180,6 +196,20 @@ class ServiceRun:
         self._memory_used -= self.state[request]
         self._admitted -= 1
         self._judged += 1
+        if self._misses_allowed < _INF and self.arrival[request] >= self._warmup and not self._good(request, now):
+            self._missed()
+
+    def _good(self, request: int, now: float) -> bool:
+        slo, arrival = self.bound.service.slo, self.arrival[request]
+        if self.bound.service.batching != "continuous":
+            return bool(slo.met(now - arrival))
+        first = self.first_t[request]
+        return bool(slo.met(now - arrival, first - arrival, _tpot(now, first, self.sizes["output"][request])))
+
+    def _missed(self) -> None:
+        self._misses += 1
+        if self._misses > self._misses_allowed:
+            raise _Decided
 
     # -- internals -----------------------------------------------------------------
     def _timer(self, t: float, kind: int, payload: int) -> None:
@@ -258,6 +288,8 @@ class ServiceRun:
             self._maybe_switch(now)
         if self.state[r] > self.budget - self.bound.service.memory.fixed - self.bound.reserved_workspace:
             self._judged += 1  # can never fit: rejected, counted as missed
+            if now >= self._warmup:
+                self._missed()
             return
         self._queue.append(r)
         if len(self._queue) == 1:
@@ -298,52 +330,56 @@ class ServiceRun:
         last_t = 0.0
         memory_integral = idle_waiting = 0.0
         sm_seconds_at_last = 0.0
-        while i < n or self._judged < n or timers:
-            t_arrival = arrival[i] if i < n else _INF
-            t_timer = timers[0][0] if timers else _INF
-            t_other = t_arrival if t_arrival <= t_timer else t_timer
-            kernel = run_until(t_other) if gpu.next_time <= t_other else None
-            if kernel is None and t_other == _INF:
-                break
-            t = gpu.now if kernel is not None else t_other
-            if t > last_t and last_t < horizon:  # integrate the service's step functions up to t
-                end = t if t < horizon else horizon
-                sm_seconds = gpu.sm_seconds(end)
-                memory_integral += (self.base_memory + self._memory_used) * (end - last_t)
-                if queue or waiting:
-                    idle_waiting += (end - last_t) - (sm_seconds - sm_seconds_at_last)
-                last_t, sm_seconds_at_last = end, sm_seconds
-            if kernel is not None:
-                stream = kernel.stream
-                if recording is not None:
-                    recording.kernel(stream, kernel.tag, kernel.started, t)
-                if stream >= executors:
-                    self._on_neighbor_kernel_done(kernel, t)
-                else:
-                    pc = self._pc[stream] + 1
-                    program = programs[stream]
-                    if pc < len(program):
-                        self._pc[stream] = pc
-                        tag, phases = program[pc]
-                        launch(priority, stream, tag, phases, scales[stream], overhead, t)
+        stopped = False
+        try:
+            while i < n or self._judged < n or timers:
+                t_arrival = arrival[i] if i < n else _INF
+                t_timer = timers[0][0] if timers else _INF
+                t_other = t_arrival if t_arrival <= t_timer else t_timer
+                kernel = run_until(t_other) if gpu.next_time <= t_other else None
+                if kernel is None and t_other == _INF:
+                    break
+                t = gpu.now if kernel is not None else t_other
+                if t > last_t and last_t < horizon:  # integrate the service's step functions up to t
+                    end = t if t < horizon else horizon
+                    sm_seconds = gpu.sm_seconds(end)
+                    memory_integral += (self.base_memory + self._memory_used) * (end - last_t)
+                    if queue or waiting:
+                        idle_waiting += (end - last_t) - (sm_seconds - sm_seconds_at_last)
+                    last_t, sm_seconds_at_last = end, sm_seconds
+                if kernel is not None:
+                    stream = kernel.stream
+                    if recording is not None:
+                        recording.kernel(stream, kernel.tag, kernel.started, t)
+                    if stream >= executors:
+                        self._on_neighbor_kernel_done(kernel, t)
                     else:
-                        self._on_program_done(stream, t)
-            elif t == t_arrival:
-                self._on_arrival(i, t)
-                i += 1
-            else:
-                if self._judged >= n and i >= n and timers[0][2] != _HORIZON:
-                    heapq.heappop(timers)  # nothing left to serve: drop stale wake-ups
-                    continue
-                self._on_timer(t)
-            if recording is not None:
-                recording.sample(t, self.base_memory + self._memory_used, len(queue) + len(waiting), self._admitted)
+                        pc = self._pc[stream] + 1
+                        program = programs[stream]
+                        if pc < len(program):
+                            self._pc[stream] = pc
+                            tag, phases = program[pc]
+                            launch(priority, stream, tag, phases, scales[stream], overhead, t)
+                        else:
+                            self._on_program_done(stream, t)
+                elif t == t_arrival:
+                    self._on_arrival(i, t)
+                    i += 1
+                else:
+                    if self._judged >= n and i >= n and timers[0][2] != _HORIZON:
+                        heapq.heappop(timers)  # nothing left to serve: drop stale wake-ups
+                        continue
+                    self._on_timer(t)
+                if recording is not None:
+                    recording.sample(t, self.base_memory + self._memory_used, len(queue) + len(waiting), self._admitted)
+        except _Decided:
+            stopped = True
         if last_t < horizon:
             memory_integral += (self.base_memory + self._memory_used) * (horizon - last_t)
         self._memory_integral, self._idle_waiting = memory_integral, idle_waiting
         self._sm_integral = gpu.sm_seconds(horizon)
         self._sm_peak = max(gpu.sm_peak, self._program_peak)
-        return SimResult(self._metrics(), recording, self.bound.visited())
+        return SimResult(self._metrics(), recording, self.bound.visited(), stopped)
 
     def _metrics(self) -> Metrics:
         service = self.bound.service
@@ -426,20 +462,17 @@ def _judge(slo: Slo, batching: str, arrival: np.ndarray, finish: np.ndarray, fir
            sizes: Mapping[str, np.ndarray], judged: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Which judged requests met the SLO; TTFT and TPOT of completed judged token requests."""
     done = ~np.isnan(finish) & judged
-    good = done.copy()
     with np.errstate(invalid="ignore"):
-        if slo.deadline_s is not None:
-            good &= (finish - arrival) <= slo.deadline_s + 1e-12
         if batching != "continuous":
-            return good, None, None
-        output = np.asarray(sizes["output"], dtype=np.float64)
-        ttft = first - arrival
-        tpot = np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), 0.0)
-        if slo.ttft_s is not None:
-            good &= ttft <= slo.ttft_s + 1e-12
-        if slo.tpot_s is not None:
-            good &= tpot <= slo.tpot_s + 1e-12
+            return done & slo.met(finish - arrival), None, None
+        ttft, tpot = first - arrival, _tpot(finish, first, np.asarray(sizes["output"], dtype=np.float64))
+        good = done & slo.met(finish - arrival, ttft, tpot)
     return good, ttft[done], tpot[done]
+
+
+def _tpot(finish: Any, first: Any, output: Any) -> Any:
+    """Time per output token after the first (0 for a one-token output)."""
+    return np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), 0.0)
 
 
 def _alone_progress(phases: tuple[tuple[float, float, float], ...], gap: float, overhead: float, horizon: float) -> float:
