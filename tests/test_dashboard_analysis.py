@@ -241,9 +241,10 @@ def test_the_regime_table_shows_traffic_capacities_and_the_overload_mark() -> No
     # 4.6 ± 0.3 against 2.8: ratio 4.6 / 2.8 = 1.64, paired difference +1.8 ± 0.2
     assert (h["capacity"], h["capacity-baseline"], h["capacity-ratio"], h["capacity-delta"],
             h["capacity-one-config"]) == ("4.60 ± 0.30", "2.80", "1.64×", "+1.8 ± 0.2", "2.10")
-    mark = (f"{OVERLOADED} (backlog grew through the window in 2 of 3 seeds tuned, 0 of 3 baseline; "
+    full = (f"{OVERLOADED} (backlog grew through the window in 2 of 3 seeds tuned, 0 of 3 baseline; "
             "compare capacities)")
-    assert h["goodput"] == f"749.17 ± 39.21<div class=overloaded>{mark}</div>"
+    assert h["goodput"] == (f'749.17 ± 39.21<div class=overloaded title="{full}">'
+                            f"{OVERLOADED} (tuned 2 of 3 seeds, baseline 0 of 3)</div>")
     assert h["baseline"] == "72.67" and h["delta"] == "+676 ± 71"  # goodput columns unchanged
     assert "colspan=5 class=capacity" in html and "capacity at 90% SLO attainment (simulated, req/s)" in html
     assert "<th>tuned capacity</th>" in html and html.count("<th>per-bucket isolated-fastest</th>") == 2
@@ -256,7 +257,7 @@ def test_the_regime_table_shows_traffic_capacities_and_the_overload_mark() -> No
     # the baseline alone overloaded marks the regime too; no overloaded regime, no note
     only_base = index_body(SimpleNamespace(storage="s", optuna_dashboard_url=None),
                            [_row(**schema_3_fields(baseline_overloaded_seeds=3))])
-    assert "in 0 of 3 seeds tuned, 3 of 3 baseline" in _cells(only_base)["heavy"]["goodput"]
+    assert "(tuned 0 of 3 seeds, baseline 3 of 3)</div>" in _cells(only_base)["heavy"]["goodput"]
     quiet = index_body(SimpleNamespace(storage="s", optuna_dashboard_url=None), light)
     assert "<p class=overloaded>" not in quiet and "overloaded-regime" not in quiet
 

@@ -148,6 +148,12 @@ def is_overloaded(row: TableRow) -> bool:
     return bool(row.overloaded_seeds or row.baseline_overloaded_seeds)
 
 
+def overload_counts(row: TableRow) -> str:
+    """``tuned 0 of 3 seeds, baseline 3 of 3``: in how many seeds each backlog grew."""
+    n = len(row.realized_rates_rps or ()) or row.seeds
+    return f"tuned {row.overloaded_seeds} of {n} seeds, baseline {row.baseline_overloaded_seeds} of {n}"
+
+
 def overload_text(row: TableRow) -> str:
     """The overload mark with its counts (what ``tuner tune`` prints:
     :func:`tuner.search.report.overload_text`), or "" when no seed was overloaded."""

@@ -114,7 +114,8 @@ def index_body(board: Dashboard, rows: list[TableRow], link: Link = server_link)
         first = regime_rows[0]
         sources = "/".join(sorted({r.source for r in regime_rows}))
         overloaded = cells.overload_text(first)
-        mark = f"<div class=overloaded>{_e(overloaded)}</div>" if overloaded else ""
+        mark = (f'<div class=overloaded title="{_e(overloaded)}">{_e(OVERLOADED)} '
+                f"({_e(cells.overload_counts(first))})</div>" if overloaded else "")
         target = ("" if len(targets) <= 1 or first.attainment_target is None
                   else f"<div class=target>at {first.attainment_target:.0%} attainment</div>")
         out.append(
