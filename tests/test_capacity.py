@@ -63,7 +63,7 @@ def md1_wait_cdf(t: float, lam: float, service: float) -> float:
             if k:
                 factorial *= k
             x = lam_d * (k * service_d - t_d)
-            total += x**k / factorial * (-x).exp()
+            total += (x**k if k else Decimal(1)) / factorial * (-x).exp()  # 0^0 = 1
         return float((1 - Decimal(rho)) * total)
 
 

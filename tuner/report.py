@@ -9,7 +9,7 @@ from rich.table import Table
 
 from .problem.assignment import Assignment
 from .problem.model import Problem, Service
-from .sim.metrics import Metrics
+from .sim.metrics import OVERLOADED, Metrics
 
 
 def stream_names(service: Service) -> list[str]:
@@ -30,7 +30,7 @@ def metrics_table(problem: Problem, assignment: Assignment,
              + f"  (seed {seed}, profiles {'/'.join(sources)}; all figures simulated)")
     table = Table(title=title, title_justify="left")
     token = problem.service.batching == "continuous"
-    columns = ["regime", "goodput/s", "throughput/s", "SLO met", "p50 ms", "p99 ms", "admitted max",
+    columns = ["regime", "arrivals/s", "goodput/s", "throughput/s", "SLO met", "p50 ms", "p99 ms", "admitted max",
                "mem peak GiB", "SM busy", "stall ms"]
     if token:
         columns += ["TTFT p99 ms", "TPOT p99 ms"]
@@ -39,7 +39,8 @@ def metrics_table(problem: Problem, assignment: Assignment,
     for column in columns:
         table.add_column(column, justify="left" if column == "regime" else "right")
     for name, m in results:
-        row = [name, f"{m.goodput_rps:.1f}", f"{m.throughput_rps:.1f}", f"{m.slo_attainment:.1%}",
+        row = [name, f"{m.arrival_rate_rps:.3g}", f"{m.goodput_rps:.1f}" + (" *" if m.overloaded else ""),
+               f"{m.throughput_rps:.1f}", f"{m.slo_attainment:.1%}",
                _ms(m.latency_p50_s), _ms(m.latency_p99_s), str(m.admitted_max),
                f"{m.memory_peak_bytes / 2**30:.1f}", f"{m.sm_busy_fraction:.1%}", _ms(m.admission_stall_s)]
         if token:
@@ -47,6 +48,11 @@ def metrics_table(problem: Problem, assignment: Assignment,
         if problem.service.neighbors:
             row.append("—" if m.neighbor_progress_ratio is None else f"{m.neighbor_progress_ratio:.1%}")
         table.add_row(*row)
+    warmups = sorted({m.warmup_s for _, m in results})
+    table.caption = (f"judged: requests arriving after a warm-up of {', '.join(f'{w:g}' for w in warmups)} s; "
+                     "arrivals/s: the rate the window realised")
+    if any(m.overloaded for _, m in results):
+        table.caption += f"; * {OVERLOADED} (the backlog grew through the window; see --capacity)"
     console.print(table)
 
 

@@ -43,11 +43,14 @@ class Runs:
     values: tuple[float, ...]
     latency_p99: tuple[float | None, ...]
     memory_peak: tuple[float, ...]
+    overloaded: int = 0
 
     @staticmethod
     def of(metrics: Sequence[Metrics], values: Sequence[float] | None = None) -> Runs:
+        """Goodput runs (``values`` None: the seeds' overload flags count) or another metric's."""
         return Runs(tuple(m.goodput_rps for m in metrics) if values is None else tuple(values),
-                    tuple(m.latency_p99_s for m in metrics), tuple(m.memory_peak_bytes for m in metrics))
+                    tuple(m.latency_p99_s for m in metrics), tuple(m.memory_peak_bytes for m in metrics),
+                    sum(m.overloaded for m in metrics) if values is None else 0)
 
     @property
     def mean(self) -> float:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from ..sim.metrics import OVERLOADED
 from ..stats import Delta
 from .attribute import Attribution, Effect
 from .gate import GateResult, RegimeVerdict
@@ -145,6 +146,10 @@ def verdict_line(v: RegimeVerdict) -> str:
     text = (f"regime {v.regime}: {'PASS' if v.passed else 'FAIL'}: {v.comparison.metric} {v.base_value:.2f}/s → "
             f"{v.comparison.candidate_runs.mean:.2f}/s ({change}; one-sided {pct}% lower bound {bound}, "
             f"tolerance -{v.tolerance:.1%})")
+    base, cand = v.comparison.base_runs, v.comparison.candidate_runs
+    if base.overloaded or cand.overloaded:
+        n = len(v.comparison.seeds)
+        text += f"; {OVERLOADED} (base {base.overloaded} of {n} seeds, cand {cand.overloaded} of {n}: try --metric capacity)"
     if not v.passed and v.attribution is not None:
         if v.attribution.blamed is None:
             text += "; no single operator change explains it (interaction)"

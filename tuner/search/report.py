@@ -15,6 +15,7 @@ from rich.table import Table
 from ..problem.assignment import Assignment, runs
 from ..problem.model import Problem
 from ..sim import bind
+from ..sim.metrics import OVERLOADED
 from ..stats import paired_delta
 from ..stats import ratio_text as ratio
 from .baselines import ONE_CONFIG, PER_BUCKET, SMALLEST
@@ -131,9 +132,6 @@ def realized(evaluation: Evaluation) -> str:
 def warmup_text(outcome: RegimeOutcome) -> str:
     warmup = outcome.problem.regimes[outcome.regime].warmup_for(outcome.horizon_s)
     return f"{outcome.horizon_s:g} s windows, the first {warmup:g} s served but not judged"
-
-
-OVERLOADED = "overloaded: goodput depends on the horizon"
 
 
 def overload_text(tuned: Evaluation, base: Evaluation) -> str:

@@ -8,6 +8,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 
+#: How every output marks a window whose backlog grew (see ``Metrics.overloaded``).
+OVERLOADED = "overloaded: goodput depends on the horizon"
+
+
 @dataclass(frozen=True)
 class Metrics:
     """Service-level results of one simulation (all times in seconds, memory in bytes).
