@@ -138,9 +138,10 @@ def test_mmc_capacity_matches_the_sojourn_time_distribution(write_problem):
     expected = solve_capacity(attainment, c * MU)
     assert mmc_sojourn_cdf(deadline, c, expected, MU) == pytest.approx(TARGET, abs=1e-9)
 
-    problem = write_problem(single_stage("10 ms", slots=c, executors=8, rate=280.0, deadline="30 ms",
+    problem = write_problem(single_stage("10 ms", slots=c, executors=8, rate=300.0, deadline="30 ms",
                                          jitter={"kind": "exponential", "cv": 1}, horizon=f"{horizon:g} s"))
     assert problem.service.slo.attainment == TARGET  # the default target
+    # (The search starts at the regime's rate; starting above λ* keeps every probe below 2λ*.)
     found = evaluate(problem, Assignment.default(problem), "steady", seeds, horizon, metric="capacity")
 
     window = horizon * 0.9  # the judged part of the window (10% warm-up)
@@ -164,14 +165,14 @@ def test_md1_waiting_time_cdf_integrates_to_the_pollaczek_khinchine_mean():
 def test_md1_capacity_matches_erlangs_waiting_time_formula(write_problem):
     """M/D/1, 10 ms service, deadline 40 ms, target 0.9: sojourn = W + D, so the attainment
     is P(W ≤ 30 ms) from Erlang's formula; λ* ≈ 69.40 req/s (ρ ≈ 0.69)."""
-    deadline, horizon, seeds = 0.040, 300.0, [1, 2, 3, 4, 5]
+    deadline, horizon, seeds = 0.040, 240.0, [1, 2, 3, 4, 5]
     attainment = lambda lam: md1_wait_cdf(deadline - SERVICE_S, lam, SERVICE_S)  # noqa: E731
     expected = solve_capacity(attainment, MU)
     # The mean wait at λ* agrees with P-K (the formula is right at this very load).
     rho = expected * SERVICE_S
     assert md1_mean_wait_by_integration(expected, SERVICE_S) == pytest.approx(rho * SERVICE_S / (2 * (1 - rho)), rel=1e-9)
 
-    problem = write_problem(single_stage("10 ms", slots=1, rate=70.0, deadline="40 ms", horizon=f"{horizon:g} s"))
+    problem = write_problem(single_stage("10 ms", slots=1, rate=75.0, deadline="40 ms", horizon=f"{horizon:g} s"))
     found = evaluate(problem, Assignment.default(problem), "steady", seeds, horizon, metric="capacity")
 
     window = horizon * 0.9
@@ -198,12 +199,15 @@ def assert_non_decreasing(rows: list[tuple[float, ...]], labels: list[str]) -> N
 def test_capacity_is_monotone_in_the_deadline_per_seed(write_problem):
     """A deadline only judges (the run is the same), so a looser one attains at least as much
     at every rate of a seed; the search path depends only on the pass/fail answers, so each
-    seed's capacity is non-decreasing (capacity.py's docstring) — exactly, not on average."""
+    seed's capacity is non-decreasing (capacity.py's docstring) — exactly, not on average.
+    Deadlines from 25 ms: below 23 ms (= −ln 0.1 · 10 ms) even an idle server misses the
+    target with exponential service, and the "capacity" is whatever tiny rate happens to
+    judge a handful of lucky requests."""
     rows = [capacities(write_problem(single_stage("10 ms", slots=4, rate=200.0, deadline=f"{d} ms",
                                                   jitter={"kind": "exponential", "cv": 1})))
-            for d in (15, 20, 30, 60)]
-    assert_non_decreasing(rows, ["15 ms", "20 ms", "30 ms", "60 ms"])
-    assert rows[-1][0] > rows[0][0]  # and the deadline matters at all
+            for d in (25, 30, 40, 60)]
+    assert_non_decreasing(rows, ["25 ms", "30 ms", "40 ms", "60 ms"])
+    assert all(b > a for a, b in zip(rows[0], rows[-1]))  # and the deadline matters at all
 
 
 def test_capacity_is_monotone_in_the_number_of_executors_per_seed(write_problem):
@@ -241,10 +245,10 @@ def assert_accounting(metrics, horizon: float) -> None:
 
 
 def seed_example_variant(**regimes) -> dict:
-    """The seed example (lean 10 ms × 8 slots vs fast 8 ms × 4 slots) with a 20 ms deadline,
+    """The seed example (lean 10 ms × 8 slots vs fast 8 ms × 4 slots) with a 15 ms deadline,
     so that the two differ below saturation too, and the given regimes."""
     document = copy.deepcopy(yaml.safe_load(SEED_EXAMPLE.read_text()))
-    document["service"]["slo"] = {"deadline": "20 ms"}
+    document["service"]["slo"] = {"deadline": "15 ms"}
     document["regimes"] = regimes
     return document
 
@@ -270,7 +274,8 @@ def test_stable_goodput_ratio_does_not_depend_on_the_horizon(write_problem):
             ratios.append(a.goodput_rps / b.goodput_rps)
         summary[horizon] = (statistics.fmean(ratios), ci_half_width(ratios))
     (m20, ci20), (m60, ci60) = summary[20.0], summary[60.0]
-    assert m20 > 1.01 and m60 > 1.01  # the deadline binds for fast: the comparison is not trivially 1
+    # the deadline binds for fast (~6% of its requests wait > 7 ms): the ratio is not trivially 1
+    assert m20 - 1 > ci20 and m60 - 1 > ci60, summary
     assert abs(m20 - m60) <= ci20 + ci60, summary
 
 
