@@ -103,3 +103,8 @@ class TrialProgress:
         if self._progress is not None and self._task is not None:
             task = self._progress.tasks[self._task]
             self._progress.update(self._task, total=task.completed)
+
+    def note(self, text: str) -> None:
+        if self._progress is not None and self._task is not None:
+            task = self._progress.tasks[self._task]
+            self._progress.update(self._task, description=f"{task.description.split(':')[0]}: {text}")

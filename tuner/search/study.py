@@ -161,6 +161,9 @@ class Progress(Protocol):
 
     def finish(self) -> None: ...
 
+    def note(self, text: str) -> None:
+        """What the regime does after its trials (baselines, capacities): seconds to minutes."""
+
 
 class _Silent:
     def start(self, regime: str, done: int, total: int) -> None:
@@ -170,6 +173,9 @@ class _Silent:
         pass
 
     def finish(self) -> None:
+        pass
+
+    def note(self, text: str) -> None:
         pass
 
 
@@ -248,6 +254,7 @@ def tune_regime(
         reason = known.get(fastest, Evaluation(())).constraints.reason or "every trial was infeasible"
         raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
                           f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
+    progress.note("baselines and capacities at the SLO (about ten simulations per seed each)")
     figures = _Figures(problem, regime, seeds, horizon, known, counter, capacities)
     tuned = figures.both(tuned, capacity=True)
     baselines = {
