@@ -169,6 +169,28 @@ def test_good_file_still_runs() -> None:
     assert json.loads(result.stdout)["assignment"] == {"stage": "fast"}
 
 
+def test_simulate_capacity_json_gives_the_capacity_at_the_slo_per_regime() -> None:
+    """`lean` serves 8 requests at once for 10 ms: at most 800 req/s of service, and a
+    100 ms deadline met by 90% of requests just below it (the seed example's comment)."""
+    result = run("simulate", SEED, "--regime", "heavy", "--horizon", "20", "--seeds", "2", "--capacity", "--json",
+                 "--assign", "stage=lean")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["attainment_target"] == 0.9 and len(found["capacity_per_seed_rps"]) == 2
+    assert 700 < found["capacity_rps"] < 800 and found["capacity_ci_rps"] is not None
+    assert found["capacity_rps"] == pytest.approx(sum(found["capacity_per_seed_rps"]) / 2)
+
+
+@pytest.mark.parametrize("extra, words", [
+    (("--policy", "isolated-fastest"), "drop --assign, --trace and --capacity"),
+    (("--trace", "t.json"), "drop --trace"),
+    (("--seeds", "0"), "--seeds"),
+])
+def test_simulate_capacity_refuses_what_it_cannot_do_in_one_line(extra, words) -> None:
+    result = run("simulate", SEED, "--regime", "heavy", "--capacity", *extra)
+    assert result.exit_code == 2 and words in result.output, result.output
+
+
 def _python_m_tuner(*args: object, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "tuner", *map(str, args)], capture_output=True, text=True,

@@ -70,8 +70,8 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     if trace_path is not None and len(chosen) != 1:
         raise TunerError("--trace needs exactly one --regime")
     if policy is not None:
-        if assign or trace_path is not None:
-            raise TunerError("--policy chooses the configs: drop --assign and --trace")
+        if assign or trace_path is not None or capacity:
+            raise TunerError("--policy chooses the configs at run time: drop --assign, --trace and --capacity")
         _simulate_policy(loaded, policy, storage, chosen, seed, horizon, as_json)
         return
     assignment = resolve_assignment(loaded, assign)
