@@ -482,3 +482,24 @@ def test_search_finds_the_hand_derived_optimum_of_a_bucketed_problem(tmp_path):
     footprint = outcome.baselines["smallest_footprint"].evaluation
     assert names(outcome.baselines["smallest_footprint"].assignment) == ("v0",) * 4
     assert outcome.tuned.evaluation.mean > 1.3 * footprint.mean  # overloaded: its queue grows past 50 ms
+
+
+def test_a_capacity_study_keeps_the_config_with_more_headroom_where_goodput_ties(tmp_path):
+    """In light traffic both seed-example variants meet every deadline: a goodput study
+    keeps `fast` (lower latency), a capacity study `lean` (8 servers of 10 ms take more
+    traffic than 4 of 8 ms). Both figures are stored whichever was maximised."""
+    document = yaml.safe_load(SEED_EXAMPLE.read_text())
+    settings = TuneSettings(trials=2, seeds=2, horizon_s=10)
+    chosen = {}
+    for objective in ("goodput", "capacity"):
+        document["objective"] = objective
+        problem = load_problem(write_yaml(tmp_path / f"{objective}.yaml", document))
+        outcome = tune_regime(problem, "light", memory_store(), settings)
+        assert outcome.objective == objective
+        assert outcome.tuned.evaluation.metric == "goodput" and outcome.tuned.capacity.metric == "capacity"
+        assert len(outcome.tuned.evaluation.rates) == 2 and not outcome.tuned.evaluation.overloaded
+        row = table_rows(outcome)[0]
+        assert row.objective == objective and row.capacity_rps == pytest.approx(outcome.tuned.capacity.mean)
+        chosen[objective] = (names(outcome.tuned.assignment), outcome.tuned.capacity.mean)
+    assert chosen["goodput"][0] == ("fast",) and chosen["capacity"][0] == ("lean",)
+    assert chosen["capacity"][1] > 1.4 * chosen["goodput"][1]
