@@ -104,15 +104,13 @@ def seed_capacity(run: Callable[[float], SimResult], target: float, start_rps: f
 
 
 def start_rate(problem: Problem, regime: str) -> float:
-    """Where a regime's capacity search starts: the declared rate of the first regime with
-    the same traffic shape, so regimes that differ only in load search the same path and
-    share their capacities (1 req/s when no rate is declared, as for a trace at its own rate)."""
+    """Where a regime's capacity search starts: the highest declared rate among the regimes
+    with the same traffic shape, so regimes that differ only in load search the same path
+    and share their capacities, and the search starts near saturation rather than at the
+    lightest load (1 req/s when no rate is declared, as for a trace at its own rate)."""
     shape = problem.regimes[regime].shape_key
-    for other in problem.regimes.values():
-        if other.shape_key == shape:
-            rate = other.arrivals.declared_rate
-            return float(rate) if rate else 1.0
-    raise KeyError(regime)
+    rates = [other.arrivals.declared_rate or 0.0 for other in problem.regimes.values() if other.shape_key == shape]
+    return float(max(rates)) if rates and max(rates) > 0 else 1.0
 
 
 def capacity_at(problem: Problem, assignment: Assignment, regime: str, seed: int,

@@ -290,18 +290,31 @@ class _Figures:
     horizon: float
     known: dict[Assignment, Evaluation]
     counter: _Counter
-    capacities: dict[tuple[str, float, tuple[int, ...], Assignment], Evaluation] | None
+    capacities: dict[tuple[str, float, tuple[int, ...]], dict[Assignment, Evaluation]] | None
 
     def objective(self, assignment: Assignment) -> Evaluation:
         return self.metric(assignment, self.problem.objective)
 
     def metric(self, assignment: Assignment, metric: str) -> Evaluation:
-        if metric == "capacity" and self.capacities is not None:
-            key = (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds, assignment)
-            if key not in self.capacities:
-                self.capacities[key] = self._complete(assignment, metric)
-            return self.capacities[key]
-        return self._complete(assignment, metric)
+        if metric != "capacity" or self.capacities is None:
+            return self._complete(assignment, metric)
+        shape = (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds)
+        known = self.capacities.setdefault(shape, {})
+        if assignment not in known:
+            twin = self._equivalent(assignment, known)
+            known[assignment] = twin if twin is not None else self._complete(assignment, metric)
+        return known[assignment]
+
+    def _equivalent(self, assignment: Assignment, known: Mapping[Assignment, Evaluation]) -> Evaluation | None:
+        """A capacity already found on this shape whose every probe this assignment would
+        repeat: the same reserved workspace and the same configs in every cell those probes
+        launched (the search's path depends only on the probes' runs, so it is the same)."""
+        reserved = check_constraints(self.problem, assignment, self.regime).reserved_bytes
+        for other, found in known.items():
+            if (found.visited and found.constraints.reserved_bytes == reserved
+                    and all(assignment.config(*cell) == other.config(*cell) for cell in found.visited)):
+                return found
+        return None
 
     def _complete(self, assignment: Assignment, metric: str) -> Evaluation:
         return _complete(self.problem, self.regime, assignment, self.seeds, self.horizon, self.known,
