@@ -6,7 +6,7 @@ leaves a half-written file.
 
 Project JSON::
 
-    {"schema_version": 2, "problem": "toy_llm", "rows": [TableRow.to_dict(), ...]}
+    {"schema_version": 3, "problem": "toy_llm", "rows": [TableRow.to_dict(), ...]}
 
 vLLM-style: one file per (regime, operator), ``{problem}_{regime}_{op}.json``, holding
 ``{"<M>": {"BLOCK_SIZE_M": …, "BLOCK_SIZE_N": …, "BLOCK_SIZE_K": …, "GROUP_SIZE_M": …,
