@@ -403,7 +403,14 @@ def test_results_db_example_loads_with_the_current_schema(tmp_path):
     assert {"seed_example", "toy_llm", "toy_embedder"} <= set(problems)
     seed = {(r.regime, r.op, r.bucket): r.config for r in rows if r.problem == "seed_example"}
     assert seed[("light", "stage", 0)] == "fast" and seed[("heavy", "stage", 0)] == "lean"
+    heavy = next(r for r in rows if (r.problem, r.regime) == ("seed_example", "heavy"))
+    # lean: 8 servers of 10 ms (800 req/s of service); fast: 4 of 8 ms (500): a paired gain
+    assert 750 < heavy.capacity_rps < 800 and 450 < heavy.baseline_capacity_rps < 500
+    assert heavy.capacity_rps - heavy.baseline_capacity_rps > heavy.capacity_delta_ci_rps
+    assert heavy.baseline_overloaded_seeds == heavy.seeds and heavy.overloaded_seeds == 0
     for r in rows:  # every shipped problem, every regime: tuned ≥ the per-bucket baseline within the paired CI
         assert r.goodput_rps - r.baseline_goodput_rps + (r.delta_ci_rps or 0.0) >= 0, r
+        assert len(r.realized_rates_rps) == r.seeds and r.capacity_rps is not None and r.objective == "goodput"
+        assert r.goodput_rps <= sum(r.realized_rates_rps) / r.seeds + 1e-9  # goodput ≤ throughput ≤ arrivals
         if r.oracle_goodput_rps is not None:
             assert r.goodput_rps >= 0.99 * r.oracle_goodput_rps, r
