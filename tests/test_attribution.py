@@ -173,6 +173,10 @@ def test_the_gate_judges_capacity_at_the_slo_on_request():
     assert 700 < base < 820 and 430 < cand < 520
     goodput = cli("gate", "stage=lean", "stage=fast", *args[:-2], "--regime", "light")
     assert goodput.exit_code == 0, goodput.output
+    attributed = cli("attribute", "stage=lean", "stage=fast", *args, "--regime", "light", "--json")
+    regime = json.loads(attributed.output)["regimes"][0]
+    assert regime["metric"] == "capacity" and regime["base_capacity_rps"] == pytest.approx(base)
+    assert regime["operators"][0]["effect"]["mean"] == pytest.approx(cand - base, abs=0.01)  # gate prints 2 decimals
 
 
 @pytest.mark.parametrize("args, words", [

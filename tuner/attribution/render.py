@@ -48,7 +48,8 @@ def attribution_to_dict(problem: Problem, a: Attribution) -> dict[str, object]:
     return {
         "regime": a.regime, "seeds": list(c.seeds), "horizon_s": c.horizon_s, "confidence": c.confidence,
         "base": _specs(problem, c.base), "candidate": _specs(problem, c.candidate),
-        "base_goodput_rps": c.base_runs.mean, "candidate_goodput_rps": c.candidate_runs.mean,
+        "metric": c.metric,
+        f"base_{c.metric}_rps": c.base_runs.mean, f"candidate_{c.metric}_rps": c.candidate_runs.mean,
         "total": a.total.to_dict(),
         "by_bucket": a.by_bucket,
         "effects": [_effect_to_dict(e) for e in a.effects],
@@ -85,9 +86,9 @@ def waterfall(attributions: Sequence[Attribution]) -> None:
     for a in attributions:
         c = a.comparison
         pct = round(c.confidence * 100)
-        table = Table(title=f"regime {a.regime}: goodput waterfall over seeds {list(c.seeds)} "
+        table = Table(title=f"regime {a.regime}: {c.metric} waterfall over seeds {list(c.seeds)} "
                             f"(req/s, mean ± {pct}% CI; all figures simulated)", title_justify="left")
-        for column in ("step", "Δ goodput", f"{pct}% CI", "running", "remove-last Δ", "", "bar"):
+        for column in ("step", f"Δ {c.metric}", f"{pct}% CI", "running", "remove-last Δ", "", "bar"):
             table.add_column(column, justify="left" if column in ("step", "bar", "") else "right")
         base = c.base_runs.mean
         scale = max([abs(e.add.mean) for e in a.effects] + [abs(a.interaction.mean), abs(a.total.mean), 1e-12])
@@ -240,11 +241,11 @@ def markdown_report(problem: Problem, result: GateResult, base_text: str, cand_t
             f"| {max(c.candidate_runs.memory_peak) / GIB:.2f} | {'pass' if v.passed else '**fail**'} |")
     lines += ["", "### Per changed kernel cell: isolated latency vs service effect", "",
               ("A cell is an operator (`op`) or one shape bucket of it (`op@LABEL`). Isolated latency: the config "
-               "alone at the bucket's representative shape. Service effect: goodput change when that substitution "
+               f"alone at the bucket's representative shape. Service effect: {metric} change when that substitution "
                "alone is made on the base, and when it is removed alone from the candidate (mean ± CI over paired "
                "seeds)."), "",
-              ("| regime | cell | base → cand | isolated (ms) | isolated Δ | goodput Δ alone (req/s) "
-              "| goodput Δ removed last (req/s) |"),
+              (f"| regime | cell | base → cand | isolated (ms) | isolated Δ | {metric} Δ alone (req/s) "
+              f"| {metric} Δ removed last (req/s) |"),
               "|---|---|---|---:|---:|---:|---:|"]
     for v in result.verdicts:
         if v.attribution is not None:

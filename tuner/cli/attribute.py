@@ -25,6 +25,10 @@ def common_options(command):
         click.option("--seeds", default=5, show_default=True, help="Paired workload seeds 0..K-1."),
         click.option("--horizon", type=float, default=None,
                      help="Measurement window in seconds (default: the regime's)."),
+        click.option("--metric", type=click.Choice(["goodput", "capacity"]), default="goodput", show_default=True,
+                     help="Compare goodput at each regime's rates, or capacity at the SLO (the highest rate meeting "
+                          "the SLO's attainment target: independent of the window's length, about ten times the "
+                          "simulations)."),
     ]):
         command = option(command)
     return command
@@ -57,7 +61,7 @@ def load_inputs(problem: Path | None, base: str, cand: str, regimes: tuple[str, 
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the waterfall.")
 @one_line_errors
 def attribute(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], seeds: int,
-              horizon: float | None, confidence: float, by_bucket: bool, as_json: bool) -> None:
+              horizon: float | None, metric: str, confidence: float, by_bucket: bool, as_json: bool) -> None:
     """Attribute CAND's goodput change against BASE to each operator's config change."""
     from ..attribution import attribute as run_attribution
     from ..attribution.render import attribution_to_dict, waterfall
@@ -66,7 +70,7 @@ def attribute(base: str, cand: str, problem: Path | None, regimes: tuple[str, ..
         raise TunerError(f"--confidence must be in [0.5, 1) but got {confidence}")
     loaded, chosen, base_a, cand_a = load_inputs(problem, base, cand, regimes, seeds, horizon)
     results = [run_attribution(loaded, base_a[r], cand_a[r], r, range(seeds), horizon, confidence,
-                               by_bucket=by_bucket)
+                               by_bucket=by_bucket, metric=metric)
                for r in chosen]
     if as_json:
         click.echo(json.dumps({"problem": loaded.name,

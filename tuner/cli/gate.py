@@ -16,9 +16,6 @@ from .attribute import ASSIGNMENT_HELP, common_options, load_inputs
 @click.argument("base")
 @click.argument("cand")
 @common_options
-@click.option("--metric", type=click.Choice(["goodput", "capacity"]), default="goodput", show_default=True,
-              help="Judge goodput at each regime's rates, or capacity at the SLO (the highest rate meeting the "
-                   "SLO's attainment target: independent of the window's length, about ten times the simulations).")
 @click.option("--tolerance", default=0.02, show_default=True,
               help="Largest accepted loss of the metric, as a fraction of the base's.")
 @click.option("--confidence", default=0.95, show_default=True,

@@ -107,10 +107,11 @@ def start_rate(problem: Problem, regime: str) -> float:
     """Where a regime's capacity search starts: the highest declared rate among the regimes
     with the same traffic shape, so regimes that differ only in load search the same path
     and share their capacities, and the search starts near saturation rather than at the
-    lightest load (1 req/s when no rate is declared, as for a trace at its own rate)."""
+    lightest load (a trace replayed at its own rate declares none: its mean rate stands in)."""
     shape = problem.regimes[regime].shape_key
-    rates = [other.arrivals.declared_rate or 0.0 for other in problem.regimes.values() if other.shape_key == shape]
-    return float(max(rates)) if rates and max(rates) > 0 else 1.0
+    rates = [other.arrivals.declared_rate or other.arrivals.build(None).mean_rate  # type: ignore[operator]
+             for other in problem.regimes.values() if other.shape_key == shape]
+    return float(max(rates))
 
 
 def capacity_at(problem: Problem, assignment: Assignment, regime: str, seed: int,

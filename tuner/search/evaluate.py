@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import IllegalConfigError
@@ -132,14 +132,12 @@ def evaluate(
     seeds: Sequence[int],
     horizon_s: float | None,
     on_seed: Callable[[int, float, int], None] | None = None,
-    known: Mapping[int, float] | None = None,
     metric: str = "goodput",
 ) -> Evaluation:
-    """Constraints, then the metric for each seed not already ``known`` (step → value).
+    """Constraints, then the metric for each seed.
 
     ``on_seed(step, value, simulations)`` runs after each seed (a trial reports and may
-    prune there, by raising). Known steps are not re-simulated; their latency is not
-    known, so ``latency_p50_s`` averages the simulated seeds only.
+    prune there, by raising).
     """
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS} but got {metric!r}")
@@ -153,9 +151,6 @@ def evaluate(
     visited: set[tuple[str, int]] = set()
     try:
         for step, seed in enumerate(seeds):
-            if known is not None and step in known:
-                values.append(known[step])
-                continue
             if metric == "goodput":
                 result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s)
                 value, simulations, metrics = result.metrics.goodput_rps, 1, result.metrics

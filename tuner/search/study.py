@@ -433,19 +433,19 @@ def _complete(problem: Problem, regime: str, assignment: Assignment, seeds: Sequ
               horizon: float, known: dict[Assignment, Evaluation], counter: _Counter,
               metric: str | None = None) -> Evaluation:
     """A full evaluation of ``assignment`` in ``metric`` (default: the study's objective):
-    the study's if complete, else the missing seeds simulated."""
+    the study's if complete, else every seed simulated. A pruned trial's prefix of seeds
+    is not reused: it lacks its seeds' realised rates and overload flags (goodput) or the
+    cells its probes launched (capacity), which the figures and the capacity memo need."""
     metric = metric or problem.objective
     have = known.get(assignment) if metric == problem.objective else None
     if have is not None and (not have.feasible or (
             len(have.values) == len(seeds) and (metric != "goodput" or len(have.rates) == len(seeds)))):
         return have
-    # a goodput prefix lacks its seeds' realised rates and overload flags: simulate them all
-    prefix = dict(enumerate(have.values)) if have is not None and metric != "goodput" else {}
 
     def count(step: int, value: float, simulations: int) -> None:
         counter.simulations += simulations
 
-    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, known=prefix, metric=metric)
+    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, metric=metric)
     if have is not None and have.latency_p50_s is not None and result.latency_p50_s is None:
         result = dataclasses.replace(result, latency_p50_s=have.latency_p50_s)
     if metric == problem.objective:
