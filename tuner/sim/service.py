@@ -366,7 +366,7 @@ class ServiceRun:
                     self._on_arrival(i, t)
                     i += 1
                 else:
-                    if self._judged >= n and i >= n and timers[0][2] != _HORIZON:
+                    if self._judged >= n and i >= n and timers[0][2] == _WAKE:
                         heapq.heappop(timers)  # nothing left to serve: drop stale wake-ups
                         continue
                     self._on_timer(t)
