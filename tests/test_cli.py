@@ -206,3 +206,13 @@ def test_subprocess_bad_file_and_bad_regime(tmp_path: Path) -> None:
     done = _python_m_tuner("simulate", SEED, "--regime", "nope", cwd=ROOT)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
     assert "'nope'" in done.stderr and str(SEED) in done.stderr
+
+
+def test_storage_takes_a_plain_sqlite_path_like_the_runtime(tmp_path: Path) -> None:
+    copy = tmp_path / "results.db"
+    copy.write_bytes((ROOT / "results.db.example").read_bytes())
+    shown = run("table", "show", "--storage", str(copy), "--json")
+    assert shown.exit_code == 0, shown.output
+    assert {row["problem"] for row in json.loads(shown.stdout)} >= {"seed_example", "llm_decode"}
+    missing = run("table", "show", "--storage", str(tmp_path / "none" / "x.db"))
+    assert missing.exit_code == 2 and len(missing.stderr.splitlines()) == 1, missing.output

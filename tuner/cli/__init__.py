@@ -45,10 +45,18 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def storage_option(help: str = "Database URL (any SQLAlchemy/Optuna URL)") -> Callable[[Any], Any]:
+def storage_option(help: str = "Database URL (any SQLAlchemy/Optuna URL) or SQLite file") -> Callable[[Any], Any]:
     """``--storage``, shared by the commands that read or write the project database."""
     return click.option("--storage", envvar="TUNER_STORAGE", default="sqlite:///results.db", show_envvar=False,
-                        help=f"{help} [default: $TUNER_STORAGE or sqlite:///results.db]")
+                        callback=database_url, help=f"{help} [default: $TUNER_STORAGE or sqlite:///results.db]")
+
+
+def database_url(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> str | None:
+    """A ``--storage`` value as a URL: a plain path is a SQLite file (``results.db`` →
+    ``sqlite:///results.db``), as the runtime reads it; a JSON export stays a path."""
+    if value is None or "://" in value or value.endswith(".json"):
+        return value
+    return f"sqlite:///{value}"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,4 +70,4 @@ from . import tune  # noqa: E402,F401  (tuner tune)
 from . import table  # noqa: E402,F401  (tuner table show|export)
 from . import dashboard  # noqa: E402,F401  (tuner dashboard, tuner report --html)
 
-__all__ = ["DEFAULT_PROBLEM", "fail", "main", "one_line_errors", "storage_option", "warn"]
+__all__ = ["DEFAULT_PROBLEM", "database_url", "fail", "main", "one_line_errors", "storage_option", "warn"]

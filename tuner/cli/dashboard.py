@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from ..errors import TunerError
-from . import main, one_line_errors
+from . import database_url, main, one_line_errors
 
 STORAGE_HELP = ("SQLAlchemy URL of the tuner database, opened read-only "
                 "(default: sqlite:///results.db if it exists, else sqlite:///results.db.example).")
@@ -33,7 +33,8 @@ def _common(command):
     command = click.option("--problems", "problems_dir", default="search_spaces", show_default=True,
                            type=click.Path(path_type=Path),
                            help="Directory of problem files <problem>.yaml, for the simulated plots.")(command)
-    return click.option("--storage", envvar="TUNER_STORAGE", default=None, help=STORAGE_HELP)(command)
+    return click.option("--storage", envvar="TUNER_STORAGE", default=None, callback=database_url,
+                        help=STORAGE_HELP)(command)
 
 
 @main.command()
