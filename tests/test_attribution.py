@@ -101,7 +101,7 @@ def test_a_neutral_change_passes_the_gate_and_its_cis_include_zero(problem):
     assert norm.add.low <= 0 <= norm.add.high and a.blamed is None
     result = cli("gate", "norm=a", "norm=b", "--problem", str(problem.path), "--seeds", "3")
     assert result.exit_code == 0, result.output
-    assert "gate: pass" in result.output and "FAIL" not in result.output
+    assert "gate: PASS" in result.output and "FAIL" not in result.output
 
 
 def test_identical_assignments_give_identical_metrics_and_zero_deltas(problem):

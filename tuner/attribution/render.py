@@ -143,7 +143,8 @@ def verdict_line(v: RegimeVerdict) -> str:
     rel = v.relative_change
     rel_low = v.relative_lower_bound
     change = "n/a" if rel is None else f"{rel:+.1%}"
-    bound = f"{v.lower_bound:+.2f}/s" if rel_low is None else f"{rel_low:+.1%}"
+    # a relative loss cannot exceed 100%: a bound below it only says how noisy the seeds are
+    bound = f"{v.lower_bound:+.2f}/s" if rel_low is None else f"{max(rel_low, -1.0):+.1%}"
     text = (f"regime {v.regime}: {'PASS' if v.passed else 'FAIL'}: {v.comparison.metric} {v.base_value:.2f}/s → "
             f"{v.comparison.candidate_runs.mean:.2f}/s ({change}; one-sided {pct}% lower bound {bound}, "
             f"tolerance -{v.tolerance:.1%})")
@@ -219,7 +220,7 @@ def markdown_report(problem: Problem, result: GateResult, base_text: str, cand_t
     metric = c0.metric
     pct = round(first.confidence * 100)
     lines = [
-        f"## tuner gate: {'✅ pass' if result.passed else '❌ fail'}",
+        f"## tuner gate: {'✅ PASS' if result.passed else '❌ FAIL'}",
         "",
         (f"Problem `{problem.name}`, base `{base_text}`, candidate `{cand_text}`; seeds {list(c0.seeds)}, "
         f"horizon {f'{c0.horizon_s:g} s' if c0.horizon_s is not None else 'per regime'}; tolerance "
@@ -238,7 +239,7 @@ def markdown_report(problem: Problem, result: GateResult, base_text: str, cand_t
             f"| {v.regime} | {c.base_runs.mean:.2f} | {c.candidate_runs.mean:.2f} "
             f"| {c.total.mean:+.2f} {_ci(c.total)} | {_fmt(p99b and p99b * 1e3, '.1f')} "
             f"| {_fmt(p99c and p99c * 1e3, '.1f')} | {max(c.base_runs.memory_peak) / GIB:.2f} "
-            f"| {max(c.candidate_runs.memory_peak) / GIB:.2f} | {'pass' if v.passed else '**fail**'} |")
+            f"| {max(c.candidate_runs.memory_peak) / GIB:.2f} | {'PASS' if v.passed else '**FAIL**'} |")
     lines += ["", "### Per changed kernel cell: isolated latency vs service effect", "",
               ("A cell is an operator (`op`) or one shape bucket of it (`op@LABEL`). Isolated latency: the config "
                f"alone at the bucket's representative shape. Service effect: {metric} change when that substitution "

@@ -36,7 +36,7 @@ def gate(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], s
         report_path.write_text(markdown_report(loaded, result, base, cand))
     for verdict in result.verdicts:
         click.echo(verdict_line(verdict))
-    click.echo(f"gate: {'pass' if result.passed else 'FAIL'}")
+    click.echo(f"gate: {'PASS' if result.passed else 'FAIL'}")
     if report_path is not None:
         click.echo(f"report written to {report_path}")
     sys.exit(0 if result.passed else 1)
