@@ -216,3 +216,29 @@ def test_storage_takes_a_plain_sqlite_path_like_the_runtime(tmp_path: Path) -> N
     assert {row["problem"] for row in json.loads(shown.stdout)} >= {"seed_example", "llm_decode"}
     missing = run("table", "show", "--storage", str(tmp_path / "none" / "x.db"))
     assert missing.exit_code == 2 and len(missing.stderr.splitlines()) == 1, missing.output
+
+
+def test_an_error_lists_a_few_config_names_and_says_how_many_more() -> None:
+    result = run("simulate", SPACES / "llm_decode.yaml", "--regime", "heavy", "--assign", "qkv=BLOCK_M=7")
+    line = one_line_error(result, "qkv=BLOCK_M=7", "no config of family")
+    assert "… and 40 more; `tuner profile PROBLEM` lists them" in line and line.count("bm") == 8
+
+
+def test_ctrl_c_in_tune_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    """An interrupt inside a trial: Optuna logs the failed trial with its traceback at
+    WARNING on its own handler; the user sees only the line saying the finished trials
+    are kept (a subprocess, so Optuna's handler writes to the stderr we read)."""
+    script = ("import sys\n"
+              "from tuner.search import study\n"
+              "def interrupted(self, trial):\n"
+              "    raise KeyboardInterrupt\n"
+              "study._Objective.__call__ = interrupted\n"
+              "from tuner.cli import main\n"
+              "main(sys.argv[1:])\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script, "tune", str(SEED), "--storage",
+                           f"sqlite:///{tmp_path / 'r.db'}", "--trials", "2", "--horizon", "1"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 130, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "interrupted; finished trials are kept" in lines[0], done.stderr

@@ -51,7 +51,9 @@ def tune(problem: Path | None, storage: str, trials: int, seeds: int, regimes: s
     chosen = [name.strip() for name in regimes.split(",") if name.strip()] if regimes else None
     settings = TuneSettings(trials=trials, seeds=seeds, base_seed=seed, horizon_s=horizon, oracle=oracle,
                             oracle_limit=oracle_limit)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Optuna logs an interrupted or failed trial at WARNING with its whole traceback; the
+    # exception itself reaches the handlers below (one line), so only errors are logged
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         with TrialProgress() as progress:
             outcomes = tune_problem(loaded, storage, settings, chosen, fresh=fresh, progress=progress)

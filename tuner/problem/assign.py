@@ -103,8 +103,17 @@ def _matches(declared: object, text: str) -> bool:
     return declared == text
 
 
+#: How many config names an error lists before saying how many more there are.
+LISTED_NAMES = 8
+
+
 def _names(configs: Iterable[Config]) -> str:
-    return ", ".join(c.name for c in configs)
+    """The configs' names for an error line, capped: a kernel family has dozens."""
+    names = [c.name for c in configs]
+    if len(names) <= LISTED_NAMES:
+        return ", ".join(names)
+    return (", ".join(names[:LISTED_NAMES]) + f", … and {len(names) - LISTED_NAMES} more; "
+            "`tuner profile PROBLEM` lists them")
 
 
 def _example(problem: Problem) -> str:
