@@ -242,3 +242,17 @@ def test_ctrl_c_in_tune_is_one_line_and_exit_130(tmp_path: Path) -> None:
     assert done.returncode == 130, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "interrupted; finished trials are kept" in lines[0], done.stderr
+
+
+def test_a_busy_port_names_the_port_and_suggests_port_0(tmp_path: Path) -> None:
+    import socket
+
+    copy = tmp_path / "results.db"
+    copy.write_bytes((ROOT / "results.db.example").read_bytes())
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run("dashboard", "--storage", str(copy), "--port", port, "--no-optuna-dashboard", "--no-warm")
+    line = one_line_error(result, f"127.0.0.1:{port}")
+    assert "--port 0" in line

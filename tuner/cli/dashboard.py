@@ -55,7 +55,11 @@ def dashboard(storage: str | None, problems_dir: Path, seeds: int, jobs: int | N
     board = Dashboard(_storage(storage), problems_dir, sweep_seeds=seeds, jobs=jobs or os.cpu_count() or 1)
     with ExitStack() as stack:
         stack.callback(board.close)
-        server = make_server(board, host, port)
+        try:
+            server = make_server(board, host, port)
+        except OSError as exc:
+            raise TunerError(f"cannot serve on {host}:{port}: {exc.strerror or exc}; choose another --port "
+                             "(--port 0 takes any free one)") from None
         stack.callback(server.server_close)
         if with_optuna:
             _serve_optuna_dashboard(board, host, server.server_address[1], stack)
