@@ -278,6 +278,18 @@ def test_a_file_that_is_not_sqlite_is_refused_and_kept(tmp_path):
 
 # --- the project JSON --------------------------------------------------------------------
 
+def test_an_export_respects_the_umask(tmp_path):
+    import os
+    import stat
+
+    previous = os.umask(0o022)
+    try:
+        path = export_json("toy", [row("heavy", "qkv")], tmp_path / "table.json")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's 0600
+
+
 def test_json_export_round_trips(tmp_path):
     rows = bucket_rows([16, 64, 8192], "light", **NO_CAPACITY) + [
         row("heavy", "qkv", oracle_goodput_rps=3.6, **CAPACITY_STUDY)]

@@ -88,8 +88,8 @@ def waterfall(attributions: Sequence[Attribution]) -> None:
         pct = round(c.confidence * 100)
         table = Table(title=f"regime {a.regime}: {c.metric} waterfall over seeds {list(c.seeds)} "
                             f"(req/s, mean ± {pct}% CI; all figures simulated)", title_justify="left")
-        for column in ("step", f"Δ {c.metric}", f"{pct}% CI", "running", "remove-last Δ", "", "bar"):
-            table.add_column(column, justify="left" if column in ("step", "bar", "") else "right")
+        for column in ("step", f"Δ {c.metric}", f"{pct}% CI", "running", "remove-last Δ", "note", "bar"):
+            table.add_column(column, justify="left" if column in ("step", "bar", "note") else "right")
         base = c.base_runs.mean
         scale = max([abs(e.add.mean) for e in a.effects] + [abs(a.interaction.mean), abs(a.total.mean), 1e-12])
         table.add_row("base", "", "", f"{base:.2f}", "", "", "")
@@ -111,8 +111,8 @@ def waterfall(attributions: Sequence[Attribution]) -> None:
         if a.by_bucket and several:
             summary = Table(title=f"regime {a.regime}: per operator, its changed buckets substituted together "
                                   f"(req/s, mean ± {pct}% CI)", title_justify="left")
-            for column in ("operator", "buckets", "Δ alone", "remove-last Δ", "effect", "Σ buckets alone", ""):
-                summary.add_column(column, justify="left" if column in ("operator", "buckets", "") else "right")
+            for column in ("operator", "buckets", "Δ alone", "remove-last Δ", "effect", "Σ buckets alone", "note"):
+                summary.add_column(column, justify="left" if column in ("operator", "buckets", "note") else "right")
             for o in several:
                 cells = sum(e.add.mean for e in a.effects if e.op == o.op)
                 summary.add_row(o.op, " ".join(o.bucket_labels), f"{o.add.mean:+.2f} {_ci(o.add)}",
