@@ -167,7 +167,8 @@ def test_bad_input_is_one_line(tuned, tmp_path):
     one_line_error(run("tune", seed, "--regimes", "medium", "--storage", f"sqlite:///{tmp_path}/x.db"),
                    "no regime 'medium'", "light, bursty, heavy")
     assert not (tmp_path / "x.db").exists()
-    one_line_error(run("tune", seed, "--storage", "not a url"), "not a database URL")
+    one_line_error(run("tune", seed, "--storage", "nosuchdb://x/y"), "cannot load a database driver")
+    one_line_error(run("tune", seed, "--storage", str(tmp_path / "no" / "dir" / "r.db")), "no directory")
     one_line_error(run("tune", seed, "--storage", "postgresql+psycopg://nobody@127.0.0.1:1/db"),
                    "cannot open the database")
     one_line_error(run("tune", seed, "--storage", f"sqlite:///{notes}"), "is not a SQLite database")
