@@ -256,10 +256,9 @@ def tune_regime(
                           f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
     progress.note("baselines and capacities at the SLO (about ten simulations per seed each)")
     figures = _Figures(problem, regime, seeds, horizon, known, counter, capacities)
-    tuned = figures.both(tuned, capacity=True)
+    tuned = figures.choice(tuned.assignment, tuned.trial, capacity=True)
     baselines = {
-        key: figures.both(Choice(assignment, figures.objective(assignment), _trial_of(space, finished, assignment)),
-                          capacity=key in CAPACITY_BASELINES)
+        key: figures.choice(assignment, _trial_of(space, finished, assignment), capacity=key in CAPACITY_BASELINES)
         for key, assignment in baseline_assignments.items()
     }
     oracle = None
@@ -292,9 +291,6 @@ class _Figures:
     counter: _Counter
     capacities: dict[tuple[str, float, tuple[int, ...]], dict[Assignment, Evaluation]] | None
 
-    def objective(self, assignment: Assignment) -> Evaluation:
-        return self.metric(assignment, self.problem.objective)
-
     def metric(self, assignment: Assignment, metric: str) -> Evaluation:
         if metric != "capacity" or self.capacities is None:
             return self._complete(assignment, metric)
@@ -320,13 +316,11 @@ class _Figures:
         return _complete(self.problem, self.regime, assignment, self.seeds, self.horizon, self.known,
                          self.counter, metric)
 
-    def both(self, choice: Choice, capacity: bool) -> Choice:
-        goodput = choice.evaluation if choice.evaluation.metric == "goodput" else self.metric(choice.assignment, "goodput")
-        if goodput.feasible and len(goodput.rates) != len(self.seeds):
-            goodput = self._complete(choice.assignment, "goodput")  # the study's lacks rates and flags
-        found = choice.evaluation if choice.evaluation.metric == "capacity" else (
-            self.metric(choice.assignment, "capacity") if capacity else None)
-        return dataclasses.replace(choice, evaluation=goodput, capacity=found)
+    def choice(self, assignment: Assignment, trial: int | None, capacity: bool) -> Choice:
+        """``assignment`` with its goodput and, when asked or maximised, its capacity: the
+        study's evaluations where they are complete (:func:`_complete` says when)."""
+        found = self.metric(assignment, "capacity") if capacity or self.problem.objective == "capacity" else None
+        return Choice(assignment, self.metric(assignment, "goodput"), trial, found)
 
 
 def study_attrs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float) -> dict[str, Any]:
