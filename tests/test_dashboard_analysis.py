@@ -224,7 +224,7 @@ def test_the_regime_table_shows_traffic_capacities_and_the_overload_mark() -> No
     from types import SimpleNamespace
 
     from tuner.dashboard.render import index_body
-    from tuner.search.report import OVERLOADED
+    from tuner.sim.metrics import OVERLOADED
 
     heavy = [_row(op=op, bucket=0, **schema_3_fields(overloaded_seeds=2, objective="capacity"))
              for op in ("qkv", "attn")]
@@ -279,7 +279,7 @@ def test_the_regime_summary_and_study_note_show_capacities_or_dashes() -> None:
     from tuner.dashboard.cells import regime_summary
     from tuner.dashboard.render import summary_table
     from tuner.dashboard.report import study_note
-    from tuner.search.report import OVERLOADED
+    from tuner.sim.metrics import OVERLOADED
 
     rows = [_row(**schema_3_fields(overloaded_seeds=1, baseline_overloaded_seeds=2))]
     summary = dict(regime_summary(rows))

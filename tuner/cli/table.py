@@ -97,8 +97,10 @@ def regime_table(rows: Sequence[TableRow], storage: str) -> Any:
             f"{row.study_name}:{row.trial_number}",
         )
     if any(r.overloaded_seeds or r.baseline_overloaded_seeds for r in rows):
-        view.caption = ("overloaded: the backlog grew through the window in some seed, so goodput depends on the "
-                        "horizon; compare capacities (the highest rate meeting the SLO's attainment target)")
+        from ..sim.metrics import OVERLOADED  # numpy: not on every command's start-up
+
+        view.caption = (f"{OVERLOADED}: the backlog grew through the window in some seed; compare capacities "
+                        "(the highest rate meeting the SLO's attainment target)")
     return view
 
 

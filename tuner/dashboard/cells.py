@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..search.baselines import ONE_CONFIG, PER_BUCKET
-from ..search.report import OVERLOADED
+from ..sim.metrics import overload_note
 from ..stats import delta_text
 from ..store.table import TableRow, span_label
 
@@ -157,11 +157,8 @@ def overload_counts(row: TableRow) -> str:
 def overload_text(row: TableRow) -> str:
     """The overload mark with its counts (what ``tuner tune`` prints:
     :func:`tuner.search.report.overload_text`), or "" when no seed was overloaded."""
-    if not is_overloaded(row):
-        return ""
-    n = len(row.realized_rates_rps or ()) or row.seeds
-    return (f"{OVERLOADED} (backlog grew through the window in {row.overloaded_seeds} of {n} seeds tuned, "
-            f"{row.baseline_overloaded_seeds} of {n} baseline; compare capacities)")
+    return overload_note(row.overloaded_seeds, row.baseline_overloaded_seeds,
+                         len(row.realized_rates_rps or ()) or row.seeds)
 
 
 def regime_summary(rows: Sequence[TableRow]) -> list[tuple[str, str]]:

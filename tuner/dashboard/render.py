@@ -12,7 +12,7 @@ from collections.abc import Callable
 from urllib.parse import quote
 
 from ..search.baselines import ONE_CONFIG
-from ..search.report import OVERLOADED
+from ..sim.metrics import OVERLOADED
 from ..store.table import TableRow
 from . import cells, figures, studies
 from .board import Dashboard, regimes_of

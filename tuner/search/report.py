@@ -15,7 +15,7 @@ from rich.table import Table
 from ..problem.assignment import Assignment, runs
 from ..problem.model import Problem
 from ..sim import bind
-from ..sim.metrics import OVERLOADED
+from ..sim.metrics import overload_note
 from ..stats import paired_delta
 from ..stats import ratio_text as ratio
 from .baselines import ONE_CONFIG, PER_BUCKET, SMALLEST
@@ -136,11 +136,7 @@ def warmup_text(outcome: RegimeOutcome) -> str:
 
 def overload_text(tuned: Evaluation, base: Evaluation) -> str:
     """The overload warning, or "" when neither assignment's backlog grew in any seed."""
-    if not (tuned.overloaded or base.overloaded):
-        return ""
-    n = len(tuned.rates) or len(base.rates)
-    return (f"{OVERLOADED} (backlog grew through the window in {tuned.overloaded} of {n} seeds tuned, "
-            f"{base.overloaded} of {n} baseline; compare capacities)")
+    return overload_note(tuned.overloaded, base.overloaded, len(tuned.rates) or len(base.rates))
 
 
 def _compared(outcome: RegimeOutcome) -> tuple[Evaluation, Evaluation]:

@@ -12,6 +12,15 @@ import numpy as np
 OVERLOADED = "overloaded: goodput depends on the horizon"
 
 
+def overload_note(tuned: int, baseline: int, seeds: int) -> str:
+    """The overload mark with the seeds whose backlog grew under the tuned assignment and
+    THE baseline (the one text of ``tuner tune`` and the dashboard), or "" when none did."""
+    if not (tuned or baseline):
+        return ""
+    return (f"{OVERLOADED} (backlog grew through the window in {tuned} of {seeds} seeds tuned, "
+            f"{baseline} of {seeds} baseline; compare capacities)")
+
+
 @dataclass(frozen=True)
 class Metrics:
     """Service-level results of one simulation (all times in seconds, memory in bytes).
