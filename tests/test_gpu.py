@@ -19,8 +19,12 @@ def finish_times(gpu: FluidGPU) -> dict[object, float]:
     return done
 
 
-def launch(gpu: FluidGPU, tag: str, phases, *, stream: int, now: float = 0.0, priority: int = 0, overhead: float = 0.0):
-    return gpu.launch(priority, stream, tag, tuple(phases), 1.0, overhead, now)
+def launch(gpu: FluidGPU, tag: str, phases, *, stream: int, now: float = 0.0, priority: int = 0, overhead: float = 0.0,
+           partition: int = 0):
+    """Phases given as ``(seconds, s, b)`` are compute-bound (``k = s``), as every kernel was
+    before the GPU layer knew memory-bound ones need fewer SMs."""
+    phases = tuple(p if len(p) == 4 else (*p, p[1]) for p in phases)
+    return gpu.launch(priority, stream, tag, phases, 1.0, overhead, now, partition)
 
 
 def test_lone_kernel_takes_its_isolated_latency():

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..expr import Expr
 from .buckets import Bucketing
-from ..phases import Phase, wave_phases
+from ..phases import WHOLE_DEVICE, Partition, Phase, sm_need, wave_phases
 from ..traffic import ArrivalProcess, Jitter, SizeDistribution, Workload, make_workload
 
 Batching = Literal["dynamic", "continuous"]
@@ -72,23 +72,32 @@ class PiecewiseLinear:
 
 @dataclass(frozen=True)
 class Device:
-    """The GPU a problem targets; ``sms`` turns CTA counts into waves."""
+    """The GPU a problem targets; ``sms`` turns CTA counts into waves.
+
+    ``saturating_share`` is the share of its SMs at which a streaming kernel saturates
+    DRAM (each SM sustains a bounded number of outstanding loads): what a memory-bound
+    kernel needs to keep its isolated speed beside others (:func:`tuner.phases.sm_need`).
+    A preset's comes from its calibrated per-SM bandwidth; 0.5 is an H100 SXM's.
+    """
 
     name: str = "generic"
     sms: int = 132
+    saturating_share: float = 0.5
 
 
 class Profile(Protocol):
     """What the simulator asks of a config's profile, whatever its source.
 
     ``launches`` lists the kernels one operator invocation launches for a batch (a
-    split-K GEMM launches two), each as ``(name, phases)``; ``workspace_bytes`` is the
-    global workspace it needs for that batch.
+    split-K GEMM launches two), each as ``(name, phases)``, on the device or on a
+    partition of it (shares in the phases are always of the whole device);
+    ``workspace_bytes`` is the global workspace it needs for that batch.
     """
 
     source: ProfileSource
 
-    def launches(self, variables: Mapping[str, float], device: Device, tag: str) -> tuple[tuple[str, tuple[Phase, ...]], ...]: ...
+    def launches(self, variables: Mapping[str, float], device: Device, tag: str,
+                 partition: Partition = ...) -> tuple[tuple[str, tuple[Phase, ...]], ...]: ...
 
     def workspace_bytes(self, variables: Mapping[str, float]) -> float: ...
 
@@ -106,7 +115,13 @@ class KernelProfile:
             and its last partial wave only holds its remainder of the slots.
         dram: fraction of peak DRAM bandwidth it draws when running alone (``b``).
         persistent: a persistent kernel holds every SM slot for its whole life.
+        compute: share of its isolated time bound by its SMs (arithmetic, issue), which
+            a co-runner taking SMs slows in proportion; None: ``1 - dram``, a kernel that
+            computes whenever it does not stream (see :func:`tuner.phases.sm_need`).
         source: where the numbers come from: measured, modeled or declared.
+
+    A declared profile describes the kernel on the whole device: on a partition it
+    holds at most the partition's share and slows by the GPU layer's rule.
     """
 
     latency: Quantity
@@ -116,15 +131,18 @@ class KernelProfile:
     ctas_per_sm: int = 1
     dram: float = 0.0
     persistent: bool = False
+    compute: float | None = None
     source: ProfileSource = "declared"
 
     def phases(self, variables: Mapping[str, float], device: Device) -> tuple[Phase, ...]:
-        """``(isolated seconds, s, b)`` per phase: the full waves, then the partial tail wave."""
+        """``(isolated seconds, s, b, k)`` per phase: the full waves, then the partial tail wave."""
         latency = self.latency.evaluate(variables)
+        compute = 1.0 - min(self.dram, 1.0) if self.compute is None else self.compute
         if self.ctas is None and not self.persistent:
-            return ((latency, self.sm, self.dram),)
+            return ((latency, self.sm, self.dram, sm_need(self.sm, self.dram, compute, device.saturating_share)),)
         ctas = 1.0 if self.ctas is None else self.ctas.evaluate(variables)
-        return wave_phases(latency, ctas, float(self.ctas_per_sm * device.sms), self.dram, self.persistent)
+        return wave_phases(latency, ctas, float(self.ctas_per_sm * device.sms), self.dram, self.persistent,
+                           compute=compute, saturating_share=device.saturating_share)
 
     @property
     def variables_read(self) -> frozenset[str]:
@@ -139,8 +157,10 @@ class KernelProfile:
                 return frozenset({"*"})
         return frozenset(names)
 
-    def launches(self, variables: Mapping[str, float], device: Device, tag: str) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
-        """The kernel launches this config makes for a batch: one, for a declared profile."""
+    def launches(self, variables: Mapping[str, float], device: Device, tag: str,
+                 partition: Partition = WHOLE_DEVICE) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
+        """The kernel launches this config makes for a batch: one, for a declared profile
+        (the same on any partition: the GPU layer caps what it holds)."""
         return ((tag, self.phases(variables, device)),)
 
     def workspace_bytes(self, variables: Mapping[str, float]) -> float:

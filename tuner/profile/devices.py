@@ -47,6 +47,13 @@ class DevicePreset:
     ctas_per_sm_max: int = 32
     warp_size: int = 32
     launch_overhead_s: float = 4e-6  # host launch to kernel start, back-to-back launches
+    sm_dram_bytes_per_s: float = 50e9  # DRAM bandwidth one SM sustains at most (Little's law)
+
+    @property
+    def saturating_share(self) -> float:
+        """The share of its SMs at which a streaming kernel saturates DRAM: peak
+        bandwidth over what the SMs sustain together (at most 1)."""
+        return min(1.0, self.dram_bytes_per_s / (self.sms * self.sm_dram_bytes_per_s))
 
     @property
     def arch(self) -> str:

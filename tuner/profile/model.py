@@ -40,10 +40,10 @@ from dataclasses import dataclass
 
 from ..errors import IllegalConfigError
 from ..kernels.family import KernelLaunch
+from ..phases import Phase, sm_need
 from .devices import DevicePreset
 from .resources import CompiledResources
 
-Phase = tuple[float, float, float]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,6 +140,11 @@ class LaunchTiming:
         tail_s: seconds of the last wave, when it is partial and not the only one.
         full_dram_fraction, tail_dram_fraction: ``b`` during the full waves and during
             that partial tail wave.
+        compute, full_compute, tail_compute: the share of the launch's (of the full
+            waves', of the tail wave's) seconds its SMs bound: arithmetic, L2 to shared
+            memory, and the latency of the loads its CTAs keep in flight. The rest is
+            DRAM streaming and fixed costs, which fewer SMs do not slow
+            (:func:`tuner.phases.sm_need`).
     """
 
     latency_s: float
@@ -151,11 +156,15 @@ class LaunchTiming:
     tail_s: float = 0.0
     full_dram_fraction: float = 0.0
     tail_dram_fraction: float = 0.0
+    compute: float = 1.0
+    full_compute: float = 1.0
+    tail_compute: float = 1.0
 
     def scaled(self, ratio: float) -> LaunchTiming:
         """The same launch ``ratio`` times slower (a measurement steering the model):
         seconds scale by ``ratio``, bandwidth fractions by ``1 / ratio`` (same bytes),
-        slot fractions stay."""
+        slot fractions and the SM-bound shares stay (what the measurement adds or
+        removes is not known to be one or the other)."""
         return dataclasses.replace(
             self, latency_s=self.latency_s * ratio, tail_s=self.tail_s * ratio,
             dram_fraction=min(1.0, self.dram_fraction / ratio),
@@ -163,16 +172,27 @@ class LaunchTiming:
             tail_dram_fraction=min(1.0, self.tail_dram_fraction / ratio),
         )
 
-    def phases(self) -> tuple[Phase, ...]:
-        """``(isolated seconds, s, b)`` per phase: the full waves at ``s = 1``, then the
+    def phases(self, saturating_share: float, share: float = 1.0) -> tuple[Phase, ...]:
+        """``(isolated seconds, s, b, k)`` per phase: the full waves at ``s = 1``, then the
         partial tail wave at its fraction; a single phase when the launch is persistent,
-        one wave, or all full waves."""
+        one wave, or all full waves.
+
+        Args:
+            saturating_share: the device's DRAM-saturating SM share.
+            share: the device's SM share the launch was timed on (a partition's); ``s``
+                and ``k`` come back as shares of the whole device, ``b`` of its DRAM.
+        """
+        saturating = saturating_share / share
+
+        def phase(seconds: float, s: float, b: float, compute: float) -> Phase:
+            return (seconds, s * share, b, sm_need(s, b, compute, saturating) * share)
+
         if self.persistent:
-            return ((self.latency_s, 1.0, self.dram_fraction),)
+            return (phase(self.latency_s, 1.0, self.dram_fraction, self.compute),)
         if self.waves == 1 or self.tail_s <= 0.0:
-            return ((self.latency_s, self.sm_fraction_full, self.dram_fraction),)
-        return ((self.latency_s - self.tail_s, 1.0, self.full_dram_fraction),
-                (self.tail_s, self.tail_fraction, self.tail_dram_fraction))
+            return (phase(self.latency_s, self.sm_fraction_full, self.dram_fraction, self.compute),)
+        return (phase(self.latency_s - self.tail_s, 1.0, self.full_dram_fraction, self.full_compute),
+                phase(self.tail_s, self.tail_fraction, self.tail_dram_fraction, self.tail_compute))
 
 
 @dataclass(frozen=True)
@@ -281,10 +301,12 @@ def launch_time(
 
 @dataclass(frozen=True)
 class _Wave:
-    """One wave's steady-state seconds (without its pipeline fill) and DRAM bytes."""
+    """One wave's steady-state seconds (without its pipeline fill), DRAM bytes, and the
+    seconds of it its SMs bound (arithmetic, L2, load latency: not DRAM, not fills)."""
 
     seconds: float
     dram_bytes: float
+    sm_seconds: float
 
 
 def _assemble(full: _Wave | None, full_waves: int, tail: _Wave | None, tail_ctas: int, slots: int,
@@ -301,16 +323,19 @@ def _assemble(full: _Wave | None, full_waves: int, tail: _Wave | None, tail_ctas
     full_bytes = full_waves * full.dram_bytes if full is not None else 0.0
     tail_s = tail.seconds if tail is not None else 0.0
     tail_bytes = tail.dram_bytes if tail is not None else 0.0
+    full_sm = full_waves * full.sm_seconds if full is not None else 0.0
+    tail_sm = tail.sm_seconds if tail is not None else 0.0
     latency = factors.fixed_s + fills * fill + full_s + tail_s
     b = min(1.0, (full_bytes + tail_bytes) / latency / bw)
+    compute = min(1.0, (full_sm + tail_sm) / latency)
     waves = full_waves + (tail is not None)
     if persistent:
-        return LaunchTiming(latency, 1, 1.0, 1.0, b, persistent=True, full_dram_fraction=b)
+        return LaunchTiming(latency, 1, 1.0, 1.0, b, persistent=True, full_dram_fraction=b, compute=compute)
     if tail is None:
-        return LaunchTiming(latency, waves, 1.0, 1.0, b, full_dram_fraction=b)
+        return LaunchTiming(latency, waves, 1.0, 1.0, b, full_dram_fraction=b, compute=compute)
     tail_fraction = tail_ctas / slots
     if waves == 1:
-        return LaunchTiming(latency, 1, tail_fraction, tail_fraction, b, full_dram_fraction=b)
+        return LaunchTiming(latency, 1, tail_fraction, tail_fraction, b, full_dram_fraction=b, compute=compute)
     tail_phase = tail_s + fill * (fills - 1.0) / (waves - 1)   # a later wave's exposed fill
     head = latency - tail_phase
     return LaunchTiming(
@@ -318,6 +343,9 @@ def _assemble(full: _Wave | None, full_waves: int, tail: _Wave | None, tail_ctas
         tail_s=tail_phase,
         full_dram_fraction=min(1.0, full_bytes / head / bw),
         tail_dram_fraction=min(1.0, tail_bytes / tail_phase / bw),
+        compute=compute,
+        full_compute=min(1.0, full_sm / head),
+        tail_compute=min(1.0, tail_sm / tail_phase),
     )
 
 
@@ -411,10 +439,11 @@ def _gemm_wave(items: int, g: GemmGeometry, launch: KernelLaunch, res: CompiledR
         t_latency = factors.mem_latency_s / depth
     else:
         t_latency = factors.mem_latency_s + t_compute / per_sm
-    t_step = max(t_compute, t_dram, t_l2, t_latency)
+    t_sm = max(t_compute, t_l2, t_latency)
+    t_step = max(t_sm, t_dram)
     store = items * m_eff * n_eff * g.out_bytes
     t_store = store / (device.dram_bytes_per_s * factors.dram)
-    return _Wave(g.k_steps * t_step + t_store, g.k_steps * step_dram + store)
+    return _Wave(g.k_steps * t_step + t_store, g.k_steps * step_dram + store, g.k_steps * t_sm)
 
 
 def _gemm_timing(launch: KernelLaunch, res: CompiledResources, device: DevicePreset,
@@ -455,7 +484,8 @@ def _generic_wave(ctas: int, flops: float, bytes_: float, launch: KernelLaunch,
     # it needs bytes / in_flight round trips of the memory latency.
     in_flight = launch.num_warps * factors.bytes_in_flight_per_warp * max(1, launch.num_stages - 1)
     t_latency = factors.mem_latency_s * bytes_ / in_flight
-    return _Wave(max(t_compute, t_dram, t_latency), ctas * bytes_)
+    t_sm = max(t_compute, t_latency)
+    return _Wave(max(t_sm, t_dram), ctas * bytes_, t_sm)
 
 
 def _dot_tile(launch: KernelLaunch) -> tuple[int, int] | None:

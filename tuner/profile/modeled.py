@@ -9,6 +9,7 @@ memoised per shape, because batches repeat shapes.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -19,7 +20,7 @@ from typing import Any, Protocol
 
 from ..errors import IllegalConfigError
 from ..kernels.family import KernelFamily, KernelLaunch, LaunchPlan
-from ..phases import Phase
+from ..phases import WHOLE_DEVICE, Partition, Phase
 from .devices import DevicePreset
 from .model import DEFAULT, Efficiency, LaunchTiming, launch_time
 from .resources import CompiledResources
@@ -137,13 +138,20 @@ class ModeledProfile:
         """The family's shape from an operator's variables (sizes rounded up to integers)."""
         return {key: max(1, math.ceil(variables[key])) for key in self.family.shape_keys}
 
-    def at(self, shape: Mapping[str, int]) -> ShapeTiming:
-        """Plan and timings at ``shape``.
+    def at(self, shape: Mapping[str, int], sms: int | None = None, sizing_sms: int | None = None) -> ShapeTiming:
+        """Plan and timings at ``shape``, on ``sms`` of the device's SMs (default: all), the
+        plan sized to ``sizing_sms`` (the ``num_sms`` its persistent grid and split counts
+        are told; default: the device's).
 
         Raises:
             IllegalConfigError: the config cannot run this shape on this device.
         """
-        key = tuple(shape[k] for k in self.family.shape_keys)
+        key: tuple = tuple(shape[k] for k in self.family.shape_keys)
+        device = self.device
+        sizing = device.sms if sizing_sms is None else sizing_sms
+        if sms is not None and sms != device.sms or sizing != device.sms:
+            key += (sms, sizing)
+            device = dataclasses.replace(device, sms=device.sms if sms is None else sms)
         cached = self._timings.get(key)
         if cached is not None:
             return cached
@@ -151,13 +159,13 @@ class ModeledProfile:
         reason = self.family.illegal(config, shape)
         if reason is not None:
             raise IllegalConfigError(f"{self.family.name} {_describe(config)} at {dict(shape)}: {reason}")
-        plan = self.family.plan(config, shape, self.device.sms)
+        plan = self.family.plan(config, shape, sizing)
         compiled = [self._compiled(launch) for launch in plan.launches]
         if any(launch.persistent for launch in plan.launches):
             # A persistent grid is SMs × occupancy, and occupancy needs the compiled kernel.
             occupancy = min(r.ctas_per_sm for r, l in zip(compiled, plan.launches) if l.persistent)
-            plan = self.family.plan(config, shape, self.device.sms * occupancy)
-        timings = tuple(launch_time(l, r, self.device, self.factors, shape=shape)
+            plan = self.family.plan(config, shape, sizing * occupancy)
+        timings = tuple(launch_time(l, r, device, self.factors, shape=shape)
                         for l, r in zip(plan.launches, compiled))
         modeled = sum(t.latency_s for t in timings)
         if self.measurements:
@@ -192,9 +200,18 @@ class ModeledProfile:
             )
         return resources
 
-    def launches(self, variables: Mapping[str, float], device: object, tag: str) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
-        timing = self.at(self.shape_of(variables))
-        return tuple((f"{tag}:{launch.name}", t.phases())
+    def launches(self, variables: Mapping[str, float], device: object, tag: str,
+                 partition: Partition = WHOLE_DEVICE) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
+        """Its launches for a batch, timed on ``partition``'s SMs and sized to them or to
+        the whole device as the partition says (shares in the phases are of the device)."""
+        preset = self.device
+        if partition.share >= 1.0:
+            timing, share = self.at(self.shape_of(variables)), 1.0
+        else:
+            sms = partition.sms(preset)
+            timing = self.at(self.shape_of(variables), sms, sms if partition.sized_to_partition else preset.sms)
+            share = sms / preset.sms
+        return tuple((f"{tag}:{launch.name}", t.phases(preset.saturating_share, share))
                      for launch, t in zip(timing.plan.launches, timing.timings))
 
     def workspace_bytes(self, variables: Mapping[str, float]) -> float:

@@ -1,29 +1,47 @@
 """The GPU layer: kernels of several streams sharing SM slots and DRAM bandwidth as fluids.
 
 Each running kernel has remaining work in *isolated seconds* (the time it would take
-alone) and, for its current phase, two demands: ``s``, the fraction of the GPU's SM
-slots it can occupy, and ``b``, the fraction of peak DRAM bandwidth it draws alone.
-Rates are handed out in launch order (stream priority first, then launch sequence),
-because the hardware dispatches the CTAs of earlier kernels first::
+alone) and, for its current phase, three demands (:mod:`tuner.phases`): ``s``, the
+fraction of the GPU's SM slots its CTAs occupy; ``b``, the fraction of peak DRAM
+bandwidth it draws alone; and ``k`` ≤ ``s``, the SM share it needs to run at full speed
+(its compute and latency-bound part; a memory-bound kernel needs fewer SMs than it
+occupies, because DRAM saturates first). Shares are handed out in launch order (stream
+priority first, then launch sequence), because the hardware dispatches the CTAs of
+earlier kernels first. A kernel's CTAs hold the slots they land on, ``h = min(s, free)``
+(within its partition's free share, see below), and it progresses at::
 
-    rate_k = min(1, S_free / s_k, B_free / b_k);  S_free -= rate_k * s_k;  B_free -= rate_k * b_k
+    rate_k = min(1, h_k / k_k, B_free / b_k);  S_free -= h_k;  B_free -= rate_k * b_k
 
 so a lone kernel runs at rate 1 (its isolated latency), kernels whose demands sum under 1
-do not slow each other, and saturating kernels share work-conservingly. A kernel's
-phases are its full waves, then its partial tail wave (which holds only part of the SMs
-and is where later kernels fit). A launch-overhead phase demands nothing.
+do not slow each other, and saturating kernels share work-conservingly: every slot is
+held by some CTA and DRAM is drawn up to its peak. A compute-bound kernel (``k = s``)
+progresses in proportion to the slots it holds; a memory-bound one keeps its isolated
+speed on ``k`` of them. A kernel's CTAs stay on their slots while they wait for DRAM,
+as resident CTAs do.
+
+**Partitions** (MPS active-thread percentage, green contexts, libsmctrl masks): each
+kernel belongs to one; a partition caps the SM share its kernels hold together. Disjoint
+partitions (green contexts) have caps summing to at most 1; MPS clients may oversubscribe
+(caps summing above 1), and then the device's slots bind as well. Partition 0 is the
+whole device unless the GPU is built with other caps.
+
+A kernel's phases are its full waves, then its partial tail wave (which holds only part
+of the SMs and is where later kernels fit). A launch-overhead phase demands nothing.
 
 Speed: because allocation is in launch order, a kernel appended at the end never
-changes the rates of those before it, and while no kernel is rate-limited a finishing
-or shrinking kernel changes nobody's rate. Those common cases cost O(log n) (a heap of
-phase end times); only the others re-run the allocation over all running kernels, and
-even then only kernels whose rate changed are re-anchored, so their end times stay exact.
+changes the rates of those before it, and while no kernel is limited (holding fewer
+slots than it occupies alone, or below rate 1) a finishing or shrinking kernel changes
+nobody's share. Those common cases cost O(log n) (a heap of phase end times); only the
+others re-run the allocation over all running kernels, and even then only kernels whose
+rate changed are re-anchored, so their end times stay exact.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+
+from ..phases import Phase
 
 #: Demands this close to the free capacity count as fitting (absorbs float drift).
 TOLERANCE = 1e-9
@@ -33,20 +51,23 @@ class Kernel:
     """One launch on the GPU; owned and mutated by :class:`FluidGPU` while it runs.
 
     ``remaining`` is the work left in the current phase as of time ``anchor``; at a later
-    time ``t`` it is ``remaining - rate * (t - anchor)``.
+    time ``t`` it is ``remaining - rate * (t - anchor)``. ``held`` is the SM share its
+    CTAs hold now; ``limited`` says it holds less than it occupies alone or runs below
+    rate 1 (so a share freed elsewhere could change it).
     """
 
     __slots__ = ("key", "stream", "tag", "phases", "scale", "index", "remaining", "anchor",
-                 "s", "b", "rate", "started", "version")
+                 "s", "b", "k", "held", "part", "limited", "rate", "started", "version")
 
     def __init__(self, key: tuple[int, int], stream: int, tag: object,
-                 phases: tuple[tuple[float, float, float], ...], scale: float,
-                 overhead_s: float, now: float) -> None:
+                 phases: tuple[Phase, ...], scale: float,
+                 overhead_s: float, now: float, part: int) -> None:
         self.key = key
         self.stream = stream
         self.tag = tag
         self.phases = phases
         self.scale = scale
+        self.part = part
         # Every kernel starts in its launch phase: no demand, rate 1, ``overhead_s`` long
         # (possibly 0). Placing a zero-demand kernel changes nobody's rate, so a launch
         # is a heap push; the demand arrives at the phase boundary, in one code path.
@@ -55,8 +76,8 @@ class Kernel:
         self.version = 0
         self.index = -1
         self.remaining = overhead_s
-        self.s = 0.0
-        self.b = 0.0
+        self.s = self.b = self.k = self.held = 0.0
+        self.limited = False
         self.started = -1.0
 
     @property
@@ -72,17 +93,37 @@ class Kernel:
         return rest + max(self.remaining - self.rate * (now - self.anchor), 0.0)
 
 
+def share(s: float, b: float, k: float, s_free: float, b_free: float) -> tuple[float, float]:
+    """``(held, rate)`` of a phase demanding ``(s, b, k)`` given the free SM share (already
+    capped by its partition) and the free DRAM share: the one allocation rule."""
+    if s > 0.0 and s_free < s - TOLERANCE:
+        held = s_free if s_free > 0.0 else 0.0
+        rate = held / k if held < k - TOLERANCE else 1.0
+        if held <= 0.0:
+            rate = 0.0
+    else:
+        held, rate = s, 1.0
+    if b > 0.0 and b_free < rate * b - TOLERANCE:
+        rate = (b_free if b_free > 0.0 else 0.0) / b
+    return held, rate
+
+
 class FluidGPU:
     """Running kernels, their rates, and R(t), the fraction of SM slots in use.
 
     Use: :meth:`launch` kernels at the current time (never before :attr:`now`); call
     :meth:`run_until` to move through phase boundaries up to a limit, which returns at the first kernel that
     finishes. The GPU integrates R(t) itself (over ``[0, window_s)``) and tracks its
-    peak, so phase changes never need the caller's attention.
+    peak, so phase changes never need the caller's attention. ``partitions`` are the
+    SM-share caps of the partitions kernels may be launched into (partition 0 first).
     """
 
-    def __init__(self, window_s: float = math.inf) -> None:
+    def __init__(self, window_s: float = math.inf, partitions: tuple[float, ...] = (1.0,)) -> None:
+        if not partitions or any(not 0.0 < cap <= 1.0 for cap in partitions):
+            raise ValueError(f"partition caps must be in (0, 1] but got {partitions!r}")
         self.running: list[Kernel] = []
+        self.caps = tuple(partitions)
+        self.p_free = list(partitions)
         self.s_free = 1.0
         self.b_free = 1.0
         self.limited = 0
@@ -107,11 +148,12 @@ class FluidGPU:
         return self._sm_seconds + (1.0 - self.s_free) * ((t if t < window else window) - self.now)
 
     def launch(self, priority: int, stream: int, tag: object,
-               phases: tuple[tuple[float, float, float], ...], scale: float,
-               overhead_s: float, now: float) -> Kernel:
-        """Start a kernel at ``now``; it joins the allocation order by (priority, launch)."""
+               phases: tuple[Phase, ...], scale: float,
+               overhead_s: float, now: float, partition: int = 0) -> Kernel:
+        """Start a kernel at ``now`` in ``partition``; it joins the allocation order by
+        (priority, launch)."""
         self._seq += 1
-        kernel = Kernel((priority, self._seq), stream, tag, phases, scale, overhead_s, now)
+        kernel = Kernel((priority, self._seq), stream, tag, phases, scale, overhead_s, now, partition)
         running = self.running
         if not running or running[-1].key < kernel.key:
             running.append(kernel)
@@ -132,6 +174,7 @@ class FluidGPU:
         heap = self._heap
         window = self._window
         trace = self.sm_trace
+        p_free = self.p_free
         finished = None
         while finished is None and self.next_time <= limit and heap:
             now, _, _, kernel = heapq.heappop(heap)
@@ -141,10 +184,13 @@ class FluidGPU:
                 self.now = now
             kernel.version += 1
             residual = kernel.remaining - kernel.rate * (now - kernel.anchor)
-            old_s, old_b, old_rate = kernel.s, kernel.b, kernel.rate
-            s_free = self.s_free + old_rate * old_s
-            b_free = self.b_free + old_rate * old_b
-            if old_rate < 1.0:
+            old_s, old_b, held = kernel.s, kernel.b, kernel.held
+            s_free = self.s_free + held
+            b_free = self.b_free + kernel.rate * old_b
+            part = kernel.part
+            part_free = p_free[part] + held
+            was_limited = kernel.limited
+            if was_limited:
                 self.limited -= 1
             kernel.index += 1
             running = self.running
@@ -155,37 +201,38 @@ class FluidGPU:
                     running.pop()
                 else:
                     running.remove(kernel)
-                self.s_free, self.b_free = s_free, b_free
+                self.s_free, self.b_free, p_free[part] = s_free, b_free, part_free
                 if not running:
                     self.s_free, self.b_free, self.limited = 1.0, 1.0, 0
+                    p_free[:] = self.caps
                 elif self.limited and not is_last:
                     self._reallocate(now)
             else:
                 if kernel.index == 0:
                     kernel.started = now
-                work, s, b = kernel.phases[kernel.index]
-                kernel.s, kernel.b = s, b
+                work, s, b, k = kernel.phases[kernel.index]
+                kernel.s, kernel.b, kernel.k = s, b, k
                 kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
                 kernel.anchor = now
-                if is_last or (self.limited == 0 and old_rate == 1.0 and s <= old_s and b <= old_b):
+                if is_last or (self.limited == 0 and not was_limited and s <= old_s and b <= old_b):
                     # Nobody before it changes (launch order), nobody after it is limited by
                     # a shrinking demand: it gets what is free, and that is all that changes.
-                    rate = 1.0
-                    if s > 0.0 and s_free < s - TOLERANCE:
-                        rate = (s_free if s_free > 0.0 else 0.0) / s
-                    if b > 0.0 and b_free < b - TOLERANCE:
-                        rate = min(rate, (b_free if b_free > 0.0 else 0.0) / b)
-                    self.s_free = s_free - rate * s
+                    held, rate = share(s, b, k, s_free if s_free < part_free else part_free, b_free)
+                    self.s_free = s_free - held
+                    p_free[part] = part_free - held
                     self.b_free = b_free - rate * b
-                    if rate < 1.0:
+                    kernel.held = held
+                    kernel.limited = rate < 1.0 or held < s - TOLERANCE
+                    if kernel.limited:
                         self.limited += 1
                     kernel.rate = rate
                     kernel.version += 1
                     if rate > 0.0:
                         heapq.heappush(heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
                 else:
-                    self.s_free, self.b_free = s_free, b_free
-                    kernel.rate = 0.0
+                    self.s_free, self.b_free, p_free[part] = s_free, b_free, part_free
+                    kernel.rate = kernel.held = 0.0
+                    kernel.limited = False
                     self._reallocate(now)
                 if 1.0 - self.s_free > self.sm_peak:
                     self.sm_peak = 1.0 - self.s_free
@@ -212,18 +259,21 @@ class FluidGPU:
     def _reallocate(self, now: float) -> None:
         """The full allocation pass, in order; re-anchors only kernels whose rate changed."""
         s_free = b_free = 1.0
+        p_free = list(self.caps)
         limited = 0
         for kernel in self.running:
-            s, b = kernel.s, kernel.b
-            rate = 1.0
-            if s > 0.0 and s_free < s - TOLERANCE:
-                rate = s_free / s
-            if b > 0.0 and b_free < b - TOLERANCE:
-                rate = min(rate, b_free / b)
-            if rate < 1.0:
+            s = kernel.s
+            part = kernel.part
+            free = p_free[part] if p_free[part] < s_free else s_free
+            held, rate = share(s, kernel.b, kernel.k, free, b_free)
+            kernel.held = held
+            kernel.limited = rate < 1.0 or held < s - TOLERANCE
+            if kernel.limited:
                 limited += 1
             if rate != kernel.rate:
                 self._rerate(kernel, rate, now)
-            s_free = max(s_free - rate * s, 0.0)
-            b_free = max(b_free - rate * b, 0.0)
+            s_free = max(s_free - held, 0.0)
+            p_free[part] = max(p_free[part] - held, 0.0)
+            b_free = max(b_free - rate * kernel.b, 0.0)
+        self.p_free[:] = p_free
         self.s_free, self.b_free, self.limited = s_free, b_free, limited

@@ -12,10 +12,11 @@ from operator import itemgetter
 from dataclasses import dataclass, field
 
 from ..errors import AssignmentError
+from ..phases import Phase
 from ..problem.assignment import Assignment
 from ..problem.model import Config, Device, Operator, Service
 
-Phases = tuple[tuple[float, float, float], ...]
+Phases = tuple[Phase, ...]
 Launch = tuple[str, Phases]
 
 
@@ -34,23 +35,24 @@ def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> La
 
     A stream alone on the GPU runs every kernel at rate 1, so the batch takes the sum of
     its kernels' times and gaps, and the SM-seconds it occupies are Σ s·t; one phase with
-    that duration and the time-weighted shares keeps both exact, at a fraction of the
-    events. The GPU adds one launch overhead itself, so the other gaps go in the phase.
+    that duration and the time-weighted shares (``s``, ``b`` and ``k`` alike) keeps both
+    exact, at a fraction of the events. The GPU adds one launch overhead itself, so the other gaps go in the phase.
     ``blocks`` are (launches, repeat) pairs, summed once per block, not per repeat.
     """
-    seconds = sm_seconds = dram_seconds = 0.0
+    seconds = sm_seconds = dram_seconds = need_seconds = 0.0
     count = 0
     for launches, repeat in blocks:
         for _, phases in launches:
-            for t, s, b in phases:
+            for t, s, b, k in phases:
                 seconds += t * repeat
                 sm_seconds += s * t * repeat
                 dram_seconds += b * t * repeat
+                need_seconds += k * t * repeat
         count += len(launches) * repeat
     total = seconds + overhead_s * (count - 1)
     if total <= 0.0:
-        return ("batch", ((0.0, 0.0, 0.0),))
-    return ("batch", ((total, sm_seconds / total, dram_seconds / total),))
+        return ("batch", ((0.0, 0.0, 0.0, 0.0),))
+    return ("batch", ((total, sm_seconds / total, dram_seconds / total, need_seconds / total),))
 
 
 _CACHE_LIMIT = 8192
@@ -161,7 +163,7 @@ class BoundService:
         launched = iter(parts)
         blocks = [(tuple(launch for _ in ops for launch in next(launched)[1]), repeat) for ops, repeat in self.blocks]
         kernels = sum(len(launches) * repeat for launches, repeat in blocks)
-        peak = max((s for launches, _ in blocks for _, phases in launches for _, s, _ in phases), default=0.0)
+        peak = max((s for launches, _ in blocks for _, phases in launches for _, s, _, _ in phases), default=0.0)
         if self.merged and kernels > 1:
             program = Program((merge(blocks, self.service.launch_overhead_s),), kernels, peak)
         else:
