@@ -84,6 +84,7 @@ DECODE_CASES: list[tuple[dict, dict, dict, str]] = [
     ({}, D_WIDE, {"BLOCK_N": 128}, "fp16"),
     ({}, D_MHA, {"BLOCK_N": 64}, "fp16"),
     ({}, D_GQA, {"NUM_SPLITS": 16, "BLOCK_N": 32}, "fp16"),  # 3 tiles: 2 of the 16 splits run
+    ({}, D_MQA, {"NUM_SPLITS": "auto", "BLOCK_N": 32}, "fp16"),  # 4 interpreter SMs: FA-2 picks 5, runs 4
     ({}, D_MHA, {}, "fp16"),
     ({}, D_GQA, {"VARIANT": "materialize", "BLOCK_N": 32}, "fp16"),
     ({}, D_MHA, {"VARIANT": "materialize"}, "fp16"),

@@ -116,18 +116,20 @@ def test_phases_waves_and_tail() -> None:
     ctas = compile_expr("ctas", {"ctas"})
     profile = _profile(ctas=ctas, ctas_per_sm=1, dram=0.6)
     three = profile.phases({"L": 3.0, "ctas": 330}, H100)
-    assert close(three, ((2.0, 1.0, 0.6), (1.0, 66 / 132, 0.3)))  # (2/3 L, 1, b), (1/3 L, 66/132, b/2)
-    assert close(profile.phases({"L": 3.0, "ctas": 66}, H100), ((3.0, 0.5, 0.3),))
-    assert close(profile.phases({"L": 3.0, "ctas": 264}, H100), ((3.0, 1.0, 0.6),))  # whole waves only
+    # (2/3 L, 1, b, k), (1/3 L, 66/132, b/2, k/2); undeclared compute is 1 - dram = 0.4, so
+    # k = max(s * 0.4, b * 0.62 saturating share) = s * 0.4
+    assert close(three, ((2.0, 1.0, 0.6, 0.4), (1.0, 66 / 132, 0.3, 0.2)))
+    assert close(profile.phases({"L": 3.0, "ctas": 66}, H100), ((3.0, 0.5, 0.3, 0.2),))
+    assert close(profile.phases({"L": 3.0, "ctas": 264}, H100), ((3.0, 1.0, 0.6, 0.4),))  # whole waves only
     two_per_sm = _profile(ctas=ctas, ctas_per_sm=2, dram=0.6)
-    assert close(two_per_sm.phases({"L": 1.0, "ctas": 132}, H100), ((1.0, 0.5, 0.3),))
-    assert close(two_per_sm.phases({"L": 1.0, "ctas": 0}, H100), ((1.0, 1 / 264, 0.6 / 264),))
+    assert close(two_per_sm.phases({"L": 1.0, "ctas": 132}, H100), ((1.0, 0.5, 0.3, 0.2),))
+    assert close(two_per_sm.phases({"L": 1.0, "ctas": 0}, H100), ((1.0, 1 / 264, 0.6 / 264, 0.4 / 264),))
 
 
 def test_phases_without_grid_and_persistent() -> None:
-    assert _profile(sm=0.25, dram=0.1).phases({"L": 2.0}, H100) == ((2.0, 0.25, 0.1),)
+    assert close(_profile(sm=0.25, dram=0.1).phases({"L": 2.0}, H100), ((2.0, 0.25, 0.1, 0.225),))
     persistent = _profile(sm=0.25, dram=0.1, persistent=True, ctas=compile_expr(66, set()))
-    assert persistent.phases({"L": 2.0}, H100) == ((2.0, 1.0, 0.1),)
+    assert close(persistent.phases({"L": 2.0}, H100), ((2.0, 1.0, 0.1, 0.9),))
 
 
 # -- assignments --------------------------------------------------------------------------

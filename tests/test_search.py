@@ -13,6 +13,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from tuner.phases import WHOLE_DEVICE
 from tuner.errors import IllegalConfigError
 from tuner.problem import Problem, load_problem
 from tuner.search import (
@@ -139,10 +140,10 @@ class ShapeLimited:
     workspace_too: bool = False
     source: str = "modeled"
 
-    def launches(self, variables: Mapping[str, float], device, tag: str):
+    def launches(self, variables: Mapping[str, float], device, tag: str, partition=WHOLE_DEVICE):
         if variables["batch"] > self.limit:
             raise IllegalConfigError(f"batch {variables['batch']} > {self.limit}")
-        return self.inner.launches(variables, device, tag)
+        return self.inner.launches(variables, device, tag, partition)
 
     def workspace_bytes(self, variables: Mapping[str, float]) -> float:
         if self.workspace_too:

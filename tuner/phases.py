@@ -36,11 +36,15 @@ class Partition:
             persistent grids and split counts size themselves to it; otherwise they
             size themselves to the whole device, as a kernel tuned alone does, and run
             on fewer SMs than they planned for.
+        priority: added to the stream priority of kernels launched on it (lower goes
+            first, as CUDA stream priorities do): a memory-bound lane given priority
+            takes the SMs it needs and a compute-bound one the rest.
     """
 
     name: str
     share: float = 1.0
     sized_to_partition: bool = True
+    priority: int = 0
 
     def sms(self, device: HasSms) -> int:
         """Its SMs on ``device`` (at least one)."""

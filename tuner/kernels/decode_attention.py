@@ -20,7 +20,14 @@ Variants:
   cut into whole BLOCK_N tiles spread evenly over the splits. A context shorter than
   NUM_SPLITS tiles runs with fewer splits (the largest power of two not above its tile
   count, as flash-decoding's split heuristics clamp), so a config stays legal as
-  contexts grow and shrink during decoding.
+  contexts grow and shrink during decoding. ``NUM_SPLITS = "auto"`` picks the count the
+  way FlashAttention-2 does (``num_splits_heuristic`` in ``csrc/flash_attn/flash_api.cpp``,
+  Dao-AILab/flash-attention): one split when the CTAs without splits nearly fill
+  ``2 × num_sms`` slots, else the fewest splits whose last wave is at least 85 % as full
+  as the best count's, up to 128 — sized to the SMs the kernel is *told* (the plan's
+  ``persistent_ctas``: the device's, or a partition's when told ``num_sms``), then
+  rounded down to a power of two for the reduce kernel. That sizing is what goes wrong
+  on an SM partition when the kernel is told the whole device.
 * ``materialize`` — ``decode_scores`` writes the whole scaled score matrix
   S = QK^T / sqrt(D) (B·H·L fp32, a workspace growing linearly with L) with a CTA per
   (sequence, KV head, BLOCK_N tile of the context); ``decode_softmax_pv`` then runs a CTA
@@ -53,6 +60,7 @@ from ._common import (
     next_pow2,
     run_steps,
     shape_problem,
+    sm_count,
     torch_dtype,
     workspace_bytes,
 )
@@ -61,12 +69,37 @@ from .family import ConfigParams, LaunchPlan, Shape
 SPACE: dict[str, tuple[Any, ...]] = {
     "VARIANT": ("split", "materialize"),
     "BLOCK_N": (16, 32, 64, 128),
-    "NUM_SPLITS": (1, 2, 4, 8, 16),
+    "NUM_SPLITS": (1, 2, 4, 8, 16, "auto"),
     "num_warps": (4, 2, 8),
     "num_stages": (2, 1, 3),
 }
 
+#: The most splits ``NUM_SPLITS="auto"`` picks (FlashAttention-2's cap).
+MAX_AUTO_SPLITS = 128
+
 LOG2E = 1.4426950408889634
+
+
+def flash_splits(ctas: int, num_sms: int, tiles: int, most: int = MAX_AUTO_SPLITS) -> int:
+    """FlashAttention-2's split-KV count for ``ctas`` CTAs without splits, ``tiles``
+    context tiles and ``num_sms`` SMs (two CTA slots each, as FlashAttention-2 counts).
+
+    One split when the CTAs already fill 80 % of the slots; otherwise the wave
+    efficiency of n splits is ``w / ceil(w)`` with ``w = ctas · n / slots``, counts that
+    leave the tiles per split unchanged are skipped, and the fewest splits within 85 %
+    of the best efficiency win.
+    """
+    slots = 2 * num_sms
+    if ctas >= 0.8 * slots:
+        return 1
+    most = min(most, slots, tiles)
+    efficiency = {}
+    for n in range(1, most + 1):
+        if n == 1 or cdiv(tiles, n) != cdiv(tiles, n - 1):
+            waves = ctas * n / slots
+            efficiency[n] = waves / math.ceil(waves)
+    best = max(efficiency.values())
+    return next(n for n, e in efficiency.items() if e >= 0.85 * best)
 REDUCE_WARPS, REDUCE_STAGES = 4, 1
 #: Nominal softmax operations per score (scale, max, exp, sum).
 SOFTMAX_FLOPS = 4
@@ -228,36 +261,42 @@ class DecodeAttentionFamily:
         splits = config["NUM_SPLITS"]
         if config["VARIANT"] == "materialize" and splits != 1:
             return f"NUM_SPLITS={splits}: the materialize variant has no splits (NUM_SPLITS must be 1)"
-        largest = max(B * KV * L * D, B * H * L, B * H * splits * (D + 2))
+        most = MAX_AUTO_SPLITS if splits == "auto" else splits
+        largest = max(B * KV * L * D, B * H * L, B * H * most * (D + 2))
         if largest > INT32_MAX:
             return f"a tensor of {largest} elements needs 64-bit indexing; the kernels index in int32"
         return None
 
     def plan(self, config: ConfigParams, shape: Shape, persistent_ctas: int) -> LaunchPlan:
-        steps = self._steps(config, shape, self.dtype)
-        workspace = workspace_bytes(self._buffers(config, shape, self.dtype))
+        """The launches; ``persistent_ctas`` is the SM count ``NUM_SPLITS="auto"`` sizes to."""
+        steps = self._steps(config, shape, self.dtype, persistent_ctas)
+        workspace = workspace_bytes(self._buffers(config, shape, self.dtype, persistent_ctas))
         return LaunchPlan(tuple(s.launch for s in steps), float(workspace))
 
     @staticmethod
-    def _splits(config: ConfigParams, shape: Shape) -> int:
+    def _splits(config: ConfigParams, shape: Shape, num_sms: int) -> int:
         """Splits that run: at most one per context tile, kept a power of two (the reduce
-        kernel's arange over splits needs one)."""
+        kernel's arange over splits needs one); ``auto`` sized to ``num_sms``."""
         tiles = cdiv(shape["L"], config["BLOCK_N"])
-        return min(config["NUM_SPLITS"], 1 << (tiles.bit_length() - 1))
+        asked = config["NUM_SPLITS"]
+        if asked == "auto":
+            chosen = flash_splits(shape["B"] * shape["KV"], num_sms, tiles)
+            asked = 1 << (chosen.bit_length() - 1)
+        return min(asked, 1 << (tiles.bit_length() - 1))
 
-    def _buffers(self, config: ConfigParams, shape: Shape, dtype: str) -> dict[str, Buffer]:
+    def _buffers(self, config: ConfigParams, shape: Shape, dtype: str, num_sms: int) -> dict[str, Buffer]:
         B, H, D, L = shape["B"], shape["H"], shape["D"], shape["L"]
         buffers = {"out": Buffer(B * H * D, dtype, workspace=False)}
         if config["VARIANT"] == "materialize":
             buffers["scores"] = Buffer(B * H * L, "fp32")
-        elif self._splits(config, shape) > 1:
-            buffers["partials"] = Buffer(B * H * self._splits(config, shape) * (D + 2), "fp32")
+        elif self._splits(config, shape, num_sms) > 1:
+            buffers["partials"] = Buffer(B * H * self._splits(config, shape, num_sms) * (D + 2), "fp32")
         return buffers
 
-    def _steps(self, config: ConfigParams, shape: Shape, dtype: str) -> list[Step]:
+    def _steps(self, config: ConfigParams, shape: Shape, dtype: str, num_sms: int) -> list[Step]:
         B, H, KV, D, L = (shape[k] for k in self.shape_keys)
         e = DTYPES[dtype]
-        block_n, splits = config["BLOCK_N"], self._splits(config, shape)
+        block_n, splits = config["BLOCK_N"], self._splits(config, shape, num_sms)
         block_h = max(16, next_pow2(H // KV))
         warps, stages = config["num_warps"], config["num_stages"]
         q_bytes = out_bytes = e * B * H * D
@@ -342,7 +381,8 @@ class DecodeAttentionFamily:
         """Launch the config's kernels on ``inputs``; returns the output [B, H, D]."""
         q = inputs["q"]
         dtype = dtype_name(q.dtype)
-        tensors = {**allocate(self._buffers(config, shape, dtype), q.device),
+        num_sms = sm_count(q.device)
+        tensors = {**allocate(self._buffers(config, shape, dtype, num_sms), q.device),
                    **{k: v.contiguous() for k, v in inputs.items()}}
-        run_steps(self._steps(config, shape, dtype), tensors)
+        run_steps(self._steps(config, shape, dtype, num_sms), tensors)
         return tensors["out"].view(shape["B"], shape["H"], shape["D"])

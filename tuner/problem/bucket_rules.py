@@ -14,6 +14,8 @@ is a warning (its config is still chosen and reserved for), not an error.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from collections.abc import Mapping, Sequence
 
@@ -40,7 +42,7 @@ def bucketed(spec: s.ProblemSpec, operators: Sequence[Operator], families: Mappi
                 if not bucketing.reachable(bucket):
                     warnings.append(f"{key}: bucket {bucket.label} of operator {op.name!r} holds no shape the "
                                     f"service reaches ({_describe_reach(bucketing)}); its config is chosen anyway")
-        out.append(Operator(op.name, op.family, op.shape, op.repeat, bucketing))
+        out.append(dataclasses.replace(op, bucketing=bucketing))
     return tuple(out), tuple(warnings)
 
 

@@ -26,8 +26,8 @@ from . import schema as s
 from .document import read_document
 from .explain import Invalid, checked, explain
 from .model import (
-    CONTINUOUS_VARIABLES, Config, Device, Family, KernelProfile, Memory, Neighbor, Operator,
-    PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables, same_value, service_variables,
+    CONTINUOUS_VARIABLES, WHOLE_DEVICE, Config, Device, Family, KernelProfile, Memory, Neighbor, Operator,
+    Partition, PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables, same_value, service_variables,
 )
 
 
@@ -70,14 +70,15 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     size_fields = regimes.size_fields(spec.regimes, base, batching)
     batch_vars = CONTINUOUS_VARIABLES if batching == "continuous" else dynamic_variables(size_fields)
     constants = _constants(spec.constants, batch_vars)
-    device = Device(spec.device.name, spec.device.sms)
-    operators = _operators(spec, batch_vars, constants)
+    device = Device(spec.device.name, spec.device.sms, spec.device.saturating_share or Device.saturating_share)
+    partitions = _partitions(spec)
+    operators = _operators(spec, batch_vars, constants, partitions)
     families = _families(spec, operators, batch_vars, constants)
     if any(fam.kernel is not None for fam in spec.families.values()):
         preset = kernels.device_preset(device_override or spec.device.name)
-        device = Device(preset.name, preset.sms)
+        device = Device(preset.name, preset.sms, spec.device.saturating_share or preset.saturating_share)
         families.update(kernels.kernel_families(spec, operators, preset, resources))
-    service = _service(spec, operators, size_fields, constants, device)
+    service = _service(spec, operators, size_fields, constants, device, partitions)
     built = {name: regimes.regime(name, r, base, service) for name, r in spec.regimes.items()}
     points = probe.probe_points(service, size_fields)
     probe.check_operators(operators, families, points)
@@ -127,7 +128,33 @@ def _check_name(name: str, key: str, what: str, taken: frozenset[str]) -> None:
         raise Invalid(key, f"{what} name {name!r} hides the function {name}(); rename it")
 
 
-def _operators(spec: s.ProblemSpec, batch_vars: frozenset[str], constants: dict[str, float]) -> tuple[Operator, ...]:
+def _partitions(spec: s.ProblemSpec) -> dict[str, Partition]:
+    """The file's SM partitions by name; regimes may only change their shares."""
+    partitions = {name: Partition(name, p.share, p.sized_to == "partition", p.priority)
+                  for name, p in spec.service.partitions.items()}
+    if "device" in partitions:
+        raise Invalid("service.partitions.device", "'device' names the whole GPU; call the partition something else")
+    for name, r in spec.regimes.items():
+        for part in (r.partitions or {}):
+            if part not in partitions:
+                raise Invalid(f"regimes.{name}.partitions.{part}",
+                              f"no such partition (service.partitions: {', '.join(partitions) or 'none'})")
+    return partitions
+
+
+def _placed(name: str | None, key: str, partitions: Mapping[str, Partition]) -> Partition | None:
+    """The partition ``name`` refers to (None: not placed)."""
+    if name is None:
+        return None
+    if name == "device":
+        return WHOLE_DEVICE
+    if name not in partitions:
+        raise Invalid(key, f"no such partition {name!r} (service.partitions: {', '.join(partitions) or 'none'})")
+    return partitions[name]
+
+
+def _operators(spec: s.ProblemSpec, batch_vars: frozenset[str], constants: dict[str, float],
+               partitions: Mapping[str, Partition]) -> tuple[Operator, ...]:
     seen: set[str] = set()
     operators = []
     for i, op in enumerate(spec.service.operators):
@@ -143,7 +170,8 @@ def _operators(spec: s.ProblemSpec, batch_vars: frozenset[str], constants: dict[
         for dim, value in op.shape.items():
             _check_name(dim, f"{key}.shape.{dim}", "shape dimension", batch_vars | frozenset(constants))
             shape.append((dim, _expr(value, f"{key}.shape.{dim}", batch_vars, constants)))
-        operators.append(Operator(op.name, op.family, tuple(shape), op.repeat))
+        operators.append(Operator(op.name, op.family, tuple(shape), op.repeat,
+                                  partition=_placed(op.partition, f"{key}.partition", partitions)))
     return tuple(operators)
 
 
@@ -216,6 +244,7 @@ def _profile(p: s.ProfileSpec, key: str, allowed: frozenset[str], constants: dic
         ctas_per_sm=p.ctas_per_sm,
         dram=p.dram,
         persistent=p.persistent,
+        compute=p.compute,
     )
 
 
@@ -247,7 +276,7 @@ def _latency(value: object, key: str, allowed: frozenset[str], constants: dict[s
 
 def _service(
     spec: s.ProblemSpec, operators: tuple[Operator, ...], size_fields: frozenset[str],
-    constants: dict[str, float], device: Device,
+    constants: dict[str, float], device: Device, partitions: Mapping[str, Partition],
 ) -> Service:
     sv = spec.service
     if sv.memory.fixed > sv.memory.budget:
@@ -281,7 +310,8 @@ def _service(
             raise Invalid(f"service.neighbors[{i}].name", f"neighbour {name!r} is listed twice")
     neighbors = tuple(
         Neighbor(n.name, _profile(n.profile, f"service.neighbors[{i}].profile", frozenset(), constants),
-                 n.gap, n.priority)
+                 n.gap, n.priority,
+                 _placed(n.partition, f"service.neighbors[{i}].partition", partitions) or WHOLE_DEVICE)
         for i, n in enumerate(sv.neighbors)
     )
     try:
@@ -304,4 +334,5 @@ def _service(
         max_batch=sv.max_batch, max_wait_s=sv.max_wait, max_tokens=sv.max_tokens,
         max_context=sv.max_context, executors=sv.executors, priority=sv.priority,
         launch_overhead_s=sv.launch_overhead, neighbors=neighbors, jitter=jitter, device=device,
+        partition=_placed(sv.partition, "service.partition", partitions) or WHOLE_DEVICE,
     )

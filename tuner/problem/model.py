@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -77,12 +77,13 @@ class Device:
     ``saturating_share`` is the share of its SMs at which a streaming kernel saturates
     DRAM (each SM sustains a bounded number of outstanding loads): what a memory-bound
     kernel needs to keep its isolated speed beside others (:func:`tuner.phases.sm_need`).
-    A preset's comes from its calibrated per-SM bandwidth; 0.5 is an H100 SXM's.
+    A preset's comes from its calibrated per-SM bandwidth; the default is an H100 SXM's
+    (3.35 TB/s over 132 SMs × 40.9 GB/s).
     """
 
     name: str = "generic"
     sms: int = 132
-    saturating_share: float = 0.5
+    saturating_share: float = 0.62
 
 
 class Profile(Protocol):
@@ -221,6 +222,7 @@ class Operator:
     shape: tuple[tuple[str, Expr], ...]
     repeat: int = 1
     bucketing: Bucketing = Bucketing()
+    partition: Partition | None = None
 
     def variables(self, batch_variables: Mapping[str, float]) -> dict[str, float]:
         """The batch variables plus this operator's shape dimensions."""
@@ -242,12 +244,14 @@ class Operator:
 
 @dataclass(frozen=True)
 class Neighbor:
-    """A stream outside the service that keeps launching one kernel (closed loop)."""
+    """A stream outside the service that keeps launching one kernel (closed loop), on
+    the whole device or its own partition (a co-located tenant under MPS)."""
 
     name: str
     profile: KernelProfile
     gap_s: float = 0.0
     priority: int = 0
+    partition: Partition = WHOLE_DEVICE
 
 
 @dataclass(frozen=True)
@@ -310,6 +314,41 @@ class Service:
     jitter: Jitter = Jitter()
     device: Device = Device()
     baseline_batch: tuple[tuple[str, float], ...] = ()
+    partition: Partition = WHOLE_DEVICE
+
+    def lanes(self) -> tuple[Partition, ...]:
+        """The partitions one batch runs on, the service's first: an operator placed on
+        another partition runs on a second stream of the same executor, beside the
+        first, as NanoFlow overlaps attention with GEMMs and Bullet prefill with decode."""
+        lanes = [self.partition]
+        for op in self.operators:
+            if op.partition is not None and op.partition not in lanes:
+                lanes.append(op.partition)
+        return tuple(lanes)
+
+    def partitions(self) -> tuple[Partition, ...]:
+        """Every partition a kernel of this service or its neighbours runs on, once."""
+        found = list(self.lanes())
+        for neighbor in self.neighbors:
+            if neighbor.partition not in found:
+                found.append(neighbor.partition)
+        return tuple(found)
+
+    def with_shares(self, shares: Mapping[str, float]) -> Service:
+        """The same service with the named partitions' shares replaced (a regime's)."""
+        if not shares:
+            return self
+
+        def moved(partition: Partition) -> Partition:
+            share = shares.get(partition.name)
+            return partition if share is None else replace(partition, share=share)
+
+        return replace(
+            self, partition=moved(self.partition),
+            operators=tuple(op if op.partition is None else replace(op, partition=moved(op.partition))
+                            for op in self.operators),
+            neighbors=tuple(replace(n, partition=moved(n.partition)) for n in self.neighbors),
+        )
 
     def baseline_batch_variables(self, size_fields: frozenset[str]) -> dict[str, float]:
         """The batch an autotuner keyed on shape would judge configs at: the file's
@@ -373,6 +412,7 @@ class Regime:
     memory_budget: float | None = None
     warmup_s: float | None = None
     shape_key: str = ""
+    partition_shares: tuple[tuple[str, float], ...] = ()
 
     def warmup_for(self, horizon_s: float) -> float:
         """The warm-up of a window of ``horizon_s`` (an explicit one is capped at half the window)."""
@@ -409,6 +449,10 @@ class Problem:
     size_fields: frozenset[str]
     warnings: tuple[str, ...] = ()
     objective: str = "goodput"
+
+    def service_for(self, regime: str) -> Service:
+        """The service as it runs in ``regime`` (its partition shares, if it sets any)."""
+        return self.service.with_shares(dict(self.regimes[regime].partition_shares))
 
     def family_of(self, op: str) -> Family:
         return self.families[self.operator(op).family]

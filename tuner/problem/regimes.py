@@ -120,16 +120,17 @@ def regime(name: str, r: s.RegimeSpec, base: Path, service: Service) -> Regime:
     if r.warmup is not None and r.warmup >= r.horizon:
         raise Invalid(f"{key}.warmup", f"a warm-up of {r.warmup:g} s leaves nothing of the {r.horizon:g} s window to judge")
     return Regime(name, r.description.strip(), arrivals, sizes, r.horizon, r.memory_budget, r.warmup,
-                  shape_key(r))
+                  shape_key(r), tuple((r.partitions or {}).items()))
 
 
 def shape_key(r: s.RegimeSpec) -> str:
-    """What a regime's traffic is apart from its rate: two regimes with the same key differ
-    only in load, so an assignment's capacity (the rate is its free variable) is the same
+    """What a regime's traffic (and GPU share) is apart from its rate: two regimes with the
+    same key differ only in load, so an assignment's capacity (the rate is its free variable) is the same
     in both."""
     arrivals = r.arrivals.model_dump(exclude={"rate"})
     sizes = None if r.sizes is None else {k: v.model_dump() for k, v in r.sizes.items()}
-    return json.dumps([arrivals, sizes, r.horizon, r.warmup, r.memory_budget], sort_keys=True, default=str)
+    return json.dumps([arrivals, sizes, r.horizon, r.warmup, r.memory_budget, r.partitions],
+                      sort_keys=True, default=str)
 
 
 def _arrivals(a: s.ArrivalSpecs, base: Path, key: str) -> ArrivalSpec:

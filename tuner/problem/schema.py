@@ -114,8 +114,23 @@ Latency = Annotated[object, PlainValidator(_latency)]
 
 
 class DeviceSpec(Strict):
+    """``saturating_share``: the share of SMs at which a streaming kernel saturates DRAM
+    (a preset's is derived from its per-SM bandwidth; 0.5 otherwise)."""
+
     name: str = "generic"
     sms: int = Field(132, gt=0)
+    saturating_share: float | None = Field(None, gt=0, le=1)
+
+
+class PartitionSpec(Strict):
+    """An SM partition: ``share`` of the SMs (MPS active-thread percentage / 100, a
+    green context's SM count over the device's); ``sized_to``: what its kernels size
+    persistent grids and split counts to (``partition`` when told its SM count);
+    ``priority``: added to its kernels' stream priority (lower first)."""
+
+    share: float = Field(gt=0, le=1)
+    sized_to: Literal["partition", "device"] = "partition"
+    priority: int = 0
 
 
 class ProfileSpec(Strict):
@@ -132,6 +147,7 @@ class ProfileSpec(Strict):
     ctas_per_sm: int = Field(1, gt=0)
     dram: float = Field(0.0, ge=0, le=1)
     persistent: bool = False
+    compute: float | None = Field(None, ge=0, le=1)
 
     @model_validator(mode="after")
     def _sm_or_ctas(self) -> ProfileSpec:
@@ -176,6 +192,7 @@ class OperatorSpec(Strict):
     shape: dict[str, ExprText] = {}
     repeat: int = Field(1, ge=1)
     buckets: dict[str, list[float]] | None = None
+    partition: str | None = None
 
 
 class NeighborSpec(Strict):
@@ -183,6 +200,7 @@ class NeighborSpec(Strict):
     profile: ProfileSpec
     gap: Seconds = 0.0
     priority: int = 0
+    partition: str | None = None
 
 
 class SloSpec(Strict):
@@ -218,6 +236,8 @@ class ServiceSpec(Strict):
     neighbors: list[NeighborSpec] = []
     jitter: JitterSpec = JitterSpec()
     baseline_batch: dict[str, float] | None = None
+    partitions: dict[str, PartitionSpec] = {}
+    partition: str | None = None
 
 
 class PoissonSpec(Strict):
@@ -318,6 +338,7 @@ class RegimeSpec(Strict):
     horizon: PositiveSeconds = 60.0
     warmup: Seconds | None = None
     memory_budget: PositiveBytes | None = None
+    partitions: dict[str, Annotated[float, Field(gt=0, le=1)]] | None = None
 
 
 class ProblemSpec(Strict):

@@ -15,6 +15,11 @@ Sources:
     memory per block; 1 KB of shared memory reserved per block by the system.
   * CUDA Occupancy Calculator: registers are allocated per warp in units of 256,
     shared memory in units of 128 bytes.
+  * ``sm_dram_bytes_per_s`` (what one SM's outstanding loads sustain): fitted by
+    ``benchmarks/bench_sharing.py`` on published bandwidth-versus-SM-count measurements
+    (NanoFlow's A100 GEMV trace: 32.9 GB/s per SM; an H100 SXM copy benchmark: 40.9 GB/s
+    per SM, used for H200 too — same SMs), validated on held-out ones
+    (``benchmarks/data/SOURCES-sm_sharing.md``).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ class DevicePreset:
     ctas_per_sm_max: int = 32
     warp_size: int = 32
     launch_overhead_s: float = 4e-6  # host launch to kernel start, back-to-back launches
-    sm_dram_bytes_per_s: float = 50e9  # DRAM bandwidth one SM sustains at most (Little's law)
+    sm_dram_bytes_per_s: float = 40.9e9  # DRAM bandwidth one SM sustains at most (Little's law)
 
     @property
     def saturating_share(self) -> float:
@@ -63,7 +68,7 @@ class DevicePreset:
 A100 = DevicePreset(
     name="a100", compute_capability=80, sms=108, dram_bytes_per_s=2.039e12,
     bf16_flops_per_s=312e12, fp32_flops_per_s=19.5e12, memory_bytes=80e9, l2_bytes=40e6,
-    smem_per_sm=164 * KIB, smem_per_cta_max=163 * KIB,
+    smem_per_sm=164 * KIB, smem_per_cta_max=163 * KIB, sm_dram_bytes_per_s=32.9e9,
 )
 H100 = DevicePreset(
     name="h100", compute_capability=90, sms=132, dram_bytes_per_s=3.35e12,

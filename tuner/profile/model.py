@@ -439,7 +439,10 @@ def _gemm_wave(items: int, g: GemmGeometry, launch: KernelLaunch, res: CompiledR
         t_latency = factors.mem_latency_s / depth
     else:
         t_latency = factors.mem_latency_s + t_compute / per_sm
-    t_sm = max(t_compute, t_l2, t_latency)
+    # Each SM sustains a bounded number of outstanding loads (Little's law): the wave's
+    # DRAM traffic cannot stream faster than its active SMs together sustain.
+    t_sm_dram = step_dram / (active * device.sm_dram_bytes_per_s)
+    t_sm = max(t_compute, t_l2, t_latency, t_sm_dram)
     t_step = max(t_sm, t_dram)
     store = items * m_eff * n_eff * g.out_bytes
     t_store = store / (device.dram_bytes_per_s * factors.dram)
@@ -484,7 +487,8 @@ def _generic_wave(ctas: int, flops: float, bytes_: float, launch: KernelLaunch,
     # it needs bytes / in_flight round trips of the memory latency.
     in_flight = launch.num_warps * factors.bytes_in_flight_per_warp * max(1, launch.num_stages - 1)
     t_latency = factors.mem_latency_s * bytes_ / in_flight
-    t_sm = max(t_compute, t_latency)
+    t_sm_dram = per_sm * bytes_ / device.sm_dram_bytes_per_s   # the SM's outstanding-load bound
+    t_sm = max(t_compute, t_latency, t_sm_dram)
     return _Wave(max(t_sm, t_dram), ctas * bytes_, t_sm)
 
 

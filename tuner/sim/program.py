@@ -12,7 +12,7 @@ from operator import itemgetter
 from dataclasses import dataclass, field
 
 from ..errors import AssignmentError
-from ..phases import Phase
+from ..phases import WHOLE_DEVICE, Partition, Phase
 from ..problem.assignment import Assignment
 from ..problem.model import Config, Device, Operator, Service
 
@@ -22,12 +22,23 @@ Launch = tuple[str, Phases]
 
 @dataclass(frozen=True)
 class Program:
-    """The launches of one batch, the real kernel count, and the largest SM share any of
-    its kernels takes (kept exact when launches are merged)."""
+    """The launches of one batch, per lane (one stream each, the service's partition
+    first; see :meth:`Service.lanes`), the real kernel count, and the largest SM share
+    any of its kernels takes (kept exact when launches are merged). A lane may be empty
+    (its operators had nothing to do); lane 0 never is."""
 
-    launches: tuple[Launch, ...]
+    lanes: tuple[tuple[Launch, ...], ...]
     kernels: int
     peak_sm: float
+
+    @property
+    def launches(self) -> tuple[Launch, ...]:
+        """The first lane's launches (all of them, for a service on one lane)."""
+        return self.lanes[0]
+
+
+#: What a batch whose every operator has nothing to do launches: nothing but its overhead.
+_EMPTY: Launch = ("empty", ((0.0, 0.0, 0.0, 0.0),))
 
 
 def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> Launch:
@@ -76,6 +87,8 @@ class BoundOperator:
     configs: tuple[Config, ...]
     reads: tuple[str, ...] | None = None
     direct: tuple[str, ...] | None = None
+    partition: Partition = WHOLE_DEVICE
+    lane: int = 0
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
     _by_vars: dict = field(default_factory=dict, repr=False, compare=False)
     _tokens: list = field(default_factory=lambda: [0], repr=False, compare=False)
@@ -95,7 +108,8 @@ class BoundOperator:
         return self.configs[bucket]
 
     def keyed(self, variables: Mapping[str, float], device: Device) -> tuple[int, tuple[Launch, ...]]:
-        """``(token, launches)`` for a batch with these variables."""
+        """``(token, launches)`` for a batch with these variables; no launch when a shape
+        dimension is zero (a prefill GEMM in a decode-only iteration is not launched)."""
         outer = self._outer(variables)
         found = self._by_vars.get(outer)
         if found is not None:
@@ -109,7 +123,11 @@ class BoundOperator:
         if found is None:
             values = dict(variables)
             values.update(zip((dim for dim, _ in shape), dims))
-            launches = self.config_for(values).profile.launches(values, device, self.operator.name)
+            if dims and min(dims) <= 0.0:
+                launches = ()
+            else:
+                launches = self.config_for(values).profile.launches(values, device, self.operator.name,
+                                                                    self.partition)
             self._tokens[0] += 1
             found = (self._tokens[0], launches)
             if len(memo) >= _CACHE_LIMIT:
@@ -142,6 +160,7 @@ class BoundService:
     blocks: tuple[tuple[tuple[BoundOperator, ...], int], ...]
     reserved_workspace: float
     merged: bool = False
+    lane_count: int = 1
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def visited(self) -> frozenset[tuple[str, int]]:
@@ -160,15 +179,24 @@ class BoundService:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        launched = iter(parts)
-        blocks = [(tuple(launch for _ in ops for launch in next(launched)[1]), repeat) for ops, repeat in self.blocks]
-        kernels = sum(len(launches) * repeat for launches, repeat in blocks)
-        peak = max((s for launches, _ in blocks for _, phases in launches for _, s, _, _ in phases), default=0.0)
-        if self.merged and kernels > 1:
-            program = Program((merge(blocks, self.service.launch_overhead_s),), kernels, peak)
-        else:
-            program = Program(tuple(launch for launches, repeat in blocks for launch in launches * repeat),
-                              kernels, peak)
+        lanes: list[tuple[Launch, ...]] = []
+        kernels = 0
+        peak = 0.0
+        for lane in range(self.lane_count):
+            launched = iter(parts)
+            blocks = [(tuple(launch for op in ops for launch in next(launched)[1] if op.lane == lane), repeat)
+                      for ops, repeat in self.blocks]
+            count = sum(len(launches) * repeat for launches, repeat in blocks)
+            kernels += count
+            peak = max(peak, max((s for launches, _ in blocks for _, phases in launches for _, s, _, _ in phases),
+                                 default=0.0))
+            if self.merged and count > 1:
+                lanes.append((merge(blocks, self.service.launch_overhead_s),))
+            else:
+                lanes.append(tuple(launch for launches, repeat in blocks for launch in launches * repeat))
+        if not lanes[0]:
+            lanes[0] = (_EMPTY,)
+        program = Program(tuple(lanes), kernels, peak)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = program
@@ -203,6 +231,7 @@ def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
         AssignmentError: an operator has no config, or a config of another family.
     """
     bound = []
+    lanes = service.lanes()
     for op in service.operators:
         try:
             configs = assignment.configs(op.name)
@@ -217,7 +246,8 @@ def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
                                       f"{config.name!r} is of {config.family!r}")
         direct = _reads(configs, op)
         reads = None if direct is None else tuple(sorted(set(direct).union(*(e.names for _, e in op.shape))))
-        bound.append(BoundOperator(op, configs, reads, direct))
+        partition = op.partition or service.partition
+        bound.append(BoundOperator(op, configs, reads, direct, partition, lanes.index(partition)))
     blocks: list[tuple[tuple[BoundOperator, ...], int]] = []
     for item in bound:
         if blocks and blocks[-1][1] == item.operator.repeat:
@@ -226,6 +256,6 @@ def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
             blocks.append(((item,), item.operator.repeat))
     largest = service.largest_batch_variables(size_fields)
     peak = max(op.reserved_workspace(largest) for op in bound)
-    merged = (allow_merge and service.executors == 1 and not service.neighbors
-              and service.jitter.kind == "deterministic")
-    return BoundService(service, tuple(blocks), peak * service.executors, merged)
+    merged = (allow_merge and service.executors == 1 and not service.neighbors and len(lanes) == 1
+              and service.partition.share >= 1.0 and service.jitter.kind == "deterministic")
+    return BoundService(service, tuple(blocks), peak * service.executors, merged, len(lanes))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..phases import Phase
 from ..problem.assignment import Assignment
 from ..problem.model import Problem, Slo
 from ..traffic import Workload
@@ -76,7 +77,7 @@ def simulate(
     metrics then cover the run so far; only "below the target" is meaningful).
     """
     workload, budget = _workload_and_budget(problem, regime, seed, horizon_s, rate_rps)
-    bound = bind(problem.service, assignment, problem.size_fields, allow_merge=not record)
+    bound = bind(problem.service_for(regime), assignment, problem.size_fields, allow_merge=not record)
     return ServiceRun(bound, workload, budget, problem.size_fields, record, stop_below=stop_below).run()
 
 
@@ -104,7 +105,8 @@ def simulate_policy(
     until that memory is free, and admission pauses meanwhile.
     """
     workload, budget = _workload_and_budget(problem, regime, seed, horizon_s)
-    bound = {key: bind(problem.service, a, problem.size_fields) for key, a in assignments.items()}
+    service = problem.service_for(regime)
+    bound = {key: bind(service, a, problem.size_fields) for key, a in assignments.items()}
     start = policy.choose(0.0)
     return ServiceRun(bound[start], workload, budget, problem.size_fields,
                       alternatives=bound, policy=policy, key=start).run()
@@ -146,15 +148,23 @@ class ServiceRun:
         self.first_t = [math.nan] * n
         self.finish_t = [math.nan] * n
         self.idle = list(range(self.executors - 1, -1, -1))
-        self.gpu = FluidGPU(workload.horizon_s)
+        # Streams: lane l of executor e is stream l·E + e; the neighbours come after them.
+        # Each stream's kernels run on its partition (an index into the GPU's caps).
+        partitions = service.partitions()
+        lanes = service.lanes()
+        self.streams = self.executors * len(lanes)
+        self._stream_part = [partitions.index(lane) for lane in lanes for _ in range(self.executors)]
+        self._stream_priority = [service.priority + lane.priority for lane in lanes for _ in range(self.executors)]
+        self._neighbor_part = [partitions.index(n.partition) for n in service.neighbors]
+        self._lanes_left = [0] * self.executors
+        self.gpu = FluidGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions))
         self.recording = Recording() if record else None
         self.policy = (ContinuousBatching if service.batching == "continuous" else DynamicBatching)(self)
-        self._priority = service.priority
         self._overhead = service.launch_overhead_s
-        self._programs: list[tuple[Launch, ...]] = [() for _ in range(self.executors)]
+        self._programs: list[tuple[Launch, ...]] = [() for _ in range(self.streams)]
         self._program_peak = 0.0
-        self._pc = [0] * self.executors
-        self._scale = [1.0] * self.executors
+        self._pc = [0] * self.streams
+        self._scale = [1.0] * self.streams
         self._timers: list[tuple[float, int, int, int]] = []
         self._timer_seq = 0
         self._queue: deque[int] = deque()
@@ -182,14 +192,23 @@ class ServiceRun:
         self._timer(t, _WAKE, 0)
 
     def start_program(self, executor: int, program: Program, scale: float, now: float) -> None:
-        self._programs[executor] = program.launches
-        self._pc[executor] = 0
-        self._scale[executor] = scale
+        """Start a batch on ``executor``: the first launch of each of its lanes, at once."""
         self.kernels += program.kernels
         if program.peak_sm > self._program_peak:
             self._program_peak = program.peak_sm
-        tag, phases = program.launches[0]
-        self.gpu.launch(self._priority, executor, tag, phases, scale, self._overhead, now)
+        started = 0
+        for lane, launches in enumerate(program.lanes):
+            if not launches:
+                continue
+            stream = lane * self.executors + executor
+            self._programs[stream] = launches
+            self._pc[stream] = 0
+            self._scale[stream] = scale
+            tag, phases = launches[0]
+            self.gpu.launch(self._stream_priority[stream], stream, tag, phases, scale, self._overhead, now,
+                            self._stream_part[stream])
+            started += 1
+        self._lanes_left[executor] = started
 
     def finish(self, request: int, now: float) -> None:
         self.finish_t[request] = now
@@ -219,8 +238,8 @@ class ServiceRun:
     def _launch_neighbor(self, index: int, now: float) -> None:
         neighbor = self.bound.service.neighbors[index]
         phases = neighbor.profile.phases({}, self.bound.service.device)
-        self.gpu.launch(neighbor.priority, self.executors + index, neighbor.name, phases, 1.0,
-                        self.bound.service.launch_overhead_s, now)
+        self.gpu.launch(neighbor.priority + neighbor.partition.priority, self.streams + index, neighbor.name, phases, 1.0,
+                        self.bound.service.launch_overhead_s, now, self._neighbor_part[index])
 
     def _admit(self, now: float) -> None:
         queue, state, capacity = self._queue, self.state, self.capacity
@@ -241,7 +260,7 @@ class ServiceRun:
 
     def _on_neighbor_kernel_done(self, kernel: Kernel, now: float) -> None:
         self.kernels += 1
-        index = kernel.stream - self.executors
+        index = kernel.stream - self.streams
         self._neighbor_done[index] += kernel.work_s
         if now < self.horizon:
             gap = self.bound.service.neighbors[index].gap_s
@@ -300,7 +319,7 @@ class ServiceRun:
         _, _, kind, payload = heapq.heappop(self._timers)
         if kind == _HORIZON:
             self._neighbor_at_horizon = sum(self._neighbor_done) + sum(
-                k.work_s - k.work_left_s(now) for k in self.gpu.running if k.stream >= self.executors
+                k.work_s - k.work_left_s(now) for k in self.gpu.running if k.stream >= self.streams
             )
         elif kind == _NEIGHBOR:
             self._launch_neighbor(payload, now)
@@ -324,8 +343,9 @@ class ServiceRun:
         recording, horizon, queue = self.recording, self.horizon, self._queue
         waiting = self.policy.queue
         run_until, launch = gpu.run_until, gpu.launch
-        programs, scales, executors = self._programs, self._scale, self.executors
-        priority, overhead = self._priority, self._overhead
+        programs, scales, executors, streams = self._programs, self._scale, self.executors, self.streams
+        stream_part, stream_priority, lanes_left = self._stream_part, self._stream_priority, self._lanes_left
+        overhead = self._overhead
         i = 0
         last_t = 0.0
         memory_integral = idle_waiting = 0.0
@@ -351,7 +371,7 @@ class ServiceRun:
                     stream = kernel.stream
                     if recording is not None:
                         recording.kernel(stream, kernel.tag, kernel.started, t)
-                    if stream >= executors:
+                    if stream >= streams:
                         self._on_neighbor_kernel_done(kernel, t)
                     else:
                         pc = self._pc[stream] + 1
@@ -359,9 +379,13 @@ class ServiceRun:
                         if pc < len(program):
                             self._pc[stream] = pc
                             tag, phases = program[pc]
-                            launch(priority, stream, tag, phases, scales[stream], overhead, t)
+                            launch(stream_priority[stream], stream, tag, phases, scales[stream], overhead, t,
+                                   stream_part[stream])
                         else:
-                            self._on_program_done(stream, t)
+                            executor = stream % executors
+                            lanes_left[executor] -= 1
+                            if not lanes_left[executor]:
+                                self._on_program_done(executor, t)
                 elif t == t_arrival:
                     self._on_arrival(i, t)
                     i += 1
@@ -475,7 +499,7 @@ def _tpot(finish: Any, first: Any, output: Any) -> Any:
     return np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), 0.0)
 
 
-def _alone_progress(phases: tuple[tuple[float, float, float], ...], gap: float, overhead: float, horizon: float) -> float:
+def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, horizon: float) -> float:
     """Kernel work a closed-loop neighbour completes by ``horizon`` with the GPU to itself."""
     work = sum(p[0] for p in phases)
     cycle = overhead + work + gap
