@@ -8,8 +8,10 @@ so these tests run in milliseconds.
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tuner.errors import ProblemError
+from tuner.phases import Partition
 from tuner.problem import load_problem, resolve_assignment
 from tuner.profile.resources import CompiledResources
 from tuner.sim import simulate
@@ -113,3 +115,54 @@ def test_measurements_win_over_the_model(write_problem):
     # Elsewhere the model is scaled by the ratio at the nearest measured shape.
     other = {"M": 256, "N": 4096, "K": 4096}
     assert steered.at(other).latency_s == pytest.approx(2 * profile.at(other).latency_s)
+
+
+ATTENTION_PROBLEM = {
+    "name": "attention_service",
+    "device": {"name": "h100"},
+    "service": {
+        "batching": "dynamic", "max_batch": 8, "max_context": 4096,
+        "memory": {"budget": "2 GiB", "fixed": "1 GiB", "per_request": "64 MiB"},
+        "operators": [{"name": "attn", "family": "attention",
+                       "shape": {"B": "batch", "H": 32, "KV": 8, "D": 128, "L": 4096}}],
+        "slo": {"deadline": "100 ms"},
+    },
+    "families": {"attention": {"kernel": "decode_attention", "space": {
+        "VARIANT": ["split"], "BLOCK_N": [64], "NUM_SPLITS": [1, 16, "auto"], "num_warps": [4], "num_stages": [2]}}},
+    "regimes": {"steady": {"arrivals": {"process": "poisson", "rate": 50}, "horizon": "5 s"}},
+}
+#: Two sequences × 8 KV heads = 16 CTAs without splits, 64 context tiles of 64.
+ATTENTION_SHAPE = {"B": 2, "H": 32, "KV": 8, "D": 128, "L": 4096}
+
+
+@pytest.fixture
+def attention_configs(tmp_path):
+    path = tmp_path / "attention.yaml"
+    path.write_text(yaml.safe_dump(ATTENTION_PROBLEM))
+    problem = load_problem(path, resources=FakeResources())
+    return {c.param_dict["NUM_SPLITS"]: c.profile for c in problem.families["attention"].configs}
+
+
+def test_split_counts_degrade_differently_on_a_quarter_of_the_sms(attention_configs) -> None:
+    """Without splits, 16 CTAs fit in 33 SMs as in 132: the same time. With 16 splits,
+    256 CTAs need ~4 waves of the 66 slots of 33 SMs instead of one of 264: far slower."""
+    one, sixteen = attention_configs[1], attention_configs[16]
+    assert one.at(ATTENTION_SHAPE, 33).modeled_latency_s == pytest.approx(one.at(ATTENTION_SHAPE).modeled_latency_s)
+    assert sixteen.at(ATTENTION_SHAPE, 33).modeled_latency_s > 2 * sixteen.at(ATTENTION_SHAPE).modeled_latency_s
+
+
+def test_auto_splits_size_themselves_to_the_sms_they_are_told(attention_configs) -> None:
+    """FlashAttention-2's rule, by hand: on 132 SMs (264 slots) 16 CTAs × n splits fill a
+    wave best at n = 16 (256/264); on 33 SMs (66 slots) n = 4 (64/66) is the fewest within
+    85 % of the best. Told the device while running on 33 SMs, the kernel launches the
+    device's 16 splits, and is slower there than the 4 it would pick if told."""
+    auto = attention_configs["auto"]
+    told_device = auto.at(ATTENTION_SHAPE, 33, 132)
+    told_partition = auto.at(ATTENTION_SHAPE, 33, 33)
+    assert told_device.plan.launches[0].grid == 16 * 16
+    assert told_partition.plan.launches[0].grid == 16 * 4
+    assert told_partition.modeled_latency_s < told_device.modeled_latency_s
+    # the partition, as the simulator asks for it: shares of the whole device
+    partition = Partition("quarter", 0.25, sized_to_partition=False)
+    ((_, phases), _) = auto.launches(ATTENTION_SHAPE, None, "attn", partition)
+    assert all(s <= 33 / 132 + 1e-12 and k <= s for _, s, _, k in phases)

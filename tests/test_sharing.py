@@ -180,3 +180,22 @@ def test_an_operator_on_its_own_partition_runs_beside_the_rest_of_the_batch(
     problem = load_problem(path)
     result = simulate(problem, resolve_assignment(problem, []), "one")
     assert result.metrics.latency_p50_s == pytest.approx(latency_ms * MS, rel=1e-9)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda t: t.replace(", partition: attention_sms", ", partition: nope"),
+     "service.operators[1].partition: no such partition 'nope' (service.partitions: attention_sms)"),
+    (lambda t: t.replace("    warmup: 0\n", "    warmup: 0\n    partitions: {tenant: 0.3}\n"),
+     "regimes.one.partitions.tenant: no such partition (service.partitions: attention_sms)"),
+    (lambda t: t.replace("{share: 0.5, priority: -1}", "{share: 1.5}"),
+     "service.partitions.attention_sms.share"),
+])
+def test_a_bad_partition_is_one_line_naming_the_key(tmp_path: Path, edit, message: str) -> None:
+    from tuner.errors import ProblemError
+
+    (tmp_path / "one.csv").write_text("TIMESTAMP\n0.0\n0.5\n")
+    path = tmp_path / "lanes.yaml"
+    path.write_text(edit(LANES.format(placement=", partition: attention_sms")))
+    with pytest.raises(ProblemError) as raised:
+        load_problem(path)
+    assert message in str(raised.value) and "\n" not in str(raised.value)

@@ -217,14 +217,19 @@ class FluidGPU:
                 if is_last or (self.limited == 0 and not was_limited and s <= old_s and b <= old_b):
                     # Nobody before it changes (launch order), nobody after it is limited by
                     # a shrinking demand: it gets what is free, and that is all that changes.
-                    held, rate = share(s, b, k, s_free if s_free < part_free else part_free, b_free)
+                    free = s_free if s_free < part_free else part_free
+                    if s <= free + TOLERANCE and b <= b_free + TOLERANCE:  # it fits: the common case
+                        held = s
+                        rate = 1.0
+                        kernel.limited = False
+                    else:
+                        held, rate = share(s, b, k, free, b_free)
+                        kernel.limited = True
+                        self.limited += 1
                     self.s_free = s_free - held
                     p_free[part] = part_free - held
                     self.b_free = b_free - rate * b
                     kernel.held = held
-                    kernel.limited = rate < 1.0 or held < s - TOLERANCE
-                    if kernel.limited:
-                        self.limited += 1
                     kernel.rate = rate
                     kernel.version += 1
                     if rate > 0.0:

@@ -196,8 +196,18 @@ class ServiceRun:
         self.kernels += program.kernels
         if program.peak_sm > self._program_peak:
             self._program_peak = program.peak_sm
+        lanes = program.lanes
+        if len(lanes) == 1:  # one stream per executor: the common case, kept short
+            launches = self._programs[executor] = lanes[0]
+            self._pc[executor] = 0
+            self._scale[executor] = scale
+            self._lanes_left[executor] = 1
+            tag, phases = launches[0]
+            self.gpu.launch(self._stream_priority[executor], executor, tag, phases, scale, self._overhead, now,
+                            self._stream_part[executor])
+            return
         started = 0
-        for lane, launches in enumerate(program.lanes):
+        for lane, launches in enumerate(lanes):
             if not launches:
                 continue
             stream = lane * self.executors + executor
