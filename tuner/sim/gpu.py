@@ -51,13 +51,14 @@ class Kernel:
     """One launch on the GPU; owned and mutated by :class:`FluidGPU` while it runs.
 
     ``remaining`` is the work left in the current phase as of time ``anchor``; at a later
-    time ``t`` it is ``remaining - rate * (t - anchor)``. ``held`` is the SM share its
+    time ``t`` it is ``remaining - rate * (t - anchor)``. ``s`` and ``b`` are its current
+    phase's demands (its need ``k`` is read from the phase), ``held`` the SM share its
     CTAs hold now; ``limited`` says it holds less than it occupies alone or runs below
     rate 1 (so a share freed elsewhere could change it).
     """
 
     __slots__ = ("key", "stream", "tag", "phases", "scale", "index", "remaining", "anchor",
-                 "s", "b", "k", "held", "part", "limited", "rate", "started", "version")
+                 "s", "b", "held", "part", "limited", "rate", "started", "version")
 
     def __init__(self, key: tuple[int, int], stream: int, tag: object,
                  phases: tuple[Phase, ...], scale: float,
@@ -76,7 +77,7 @@ class Kernel:
         self.version = 0
         self.index = -1
         self.remaining = overhead_s
-        self.s = self.b = self.k = self.held = 0.0
+        self.s = self.b = self.held = 0.0
         self.limited = False
         self.started = -1.0
 
@@ -124,6 +125,8 @@ class FluidGPU:
         self.running: list[Kernel] = []
         self.caps = tuple(partitions)
         self.p_free = list(partitions)
+        # without partitions the device's free share is the only one: skip their bookkeeping
+        self._partitioned = self.caps != (1.0,)
         self.s_free = 1.0
         self.b_free = 1.0
         self.limited = 0
@@ -175,6 +178,7 @@ class FluidGPU:
         window = self._window
         trace = self.sm_trace
         p_free = self.p_free
+        partitioned = self._partitioned
         finished = None
         while finished is None and self.next_time <= limit and heap:
             now, _, _, kernel = heapq.heappop(heap)
@@ -187,8 +191,9 @@ class FluidGPU:
             old_s, old_b, held = kernel.s, kernel.b, kernel.held
             s_free = self.s_free + held
             b_free = self.b_free + kernel.rate * old_b
-            part = kernel.part
-            part_free = p_free[part] + held
+            if partitioned:
+                part = kernel.part
+                part_free = p_free[part] + held
             was_limited = kernel.limited
             if was_limited:
                 self.limited -= 1
@@ -201,7 +206,9 @@ class FluidGPU:
                     running.pop()
                 else:
                     running.remove(kernel)
-                self.s_free, self.b_free, p_free[part] = s_free, b_free, part_free
+                self.s_free, self.b_free = s_free, b_free
+                if partitioned:
+                    p_free[part] = part_free
                 if not running:
                     self.s_free, self.b_free, self.limited = 1.0, 1.0, 0
                     p_free[:] = self.caps
@@ -211,13 +218,13 @@ class FluidGPU:
                 if kernel.index == 0:
                     kernel.started = now
                 work, s, b, k = kernel.phases[kernel.index]
-                kernel.s, kernel.b, kernel.k = s, b, k
+                kernel.s, kernel.b = s, b
                 kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
                 kernel.anchor = now
                 if is_last or (self.limited == 0 and not was_limited and s <= old_s and b <= old_b):
                     # Nobody before it changes (launch order), nobody after it is limited by
                     # a shrinking demand: it gets what is free, and that is all that changes.
-                    free = s_free if s_free < part_free else part_free
+                    free = part_free if partitioned and part_free < s_free else s_free
                     if s <= free + TOLERANCE and b <= b_free + TOLERANCE:  # it fits: the common case
                         held = s
                         rate = 1.0
@@ -227,7 +234,8 @@ class FluidGPU:
                         kernel.limited = True
                         self.limited += 1
                     self.s_free = s_free - held
-                    p_free[part] = part_free - held
+                    if partitioned:
+                        p_free[part] = part_free - held
                     self.b_free = b_free - rate * b
                     kernel.held = held
                     kernel.rate = rate
@@ -235,7 +243,9 @@ class FluidGPU:
                     if rate > 0.0:
                         heapq.heappush(heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
                 else:
-                    self.s_free, self.b_free, p_free[part] = s_free, b_free, part_free
+                    self.s_free, self.b_free = s_free, b_free
+                    if partitioned:
+                        p_free[part] = part_free
                     kernel.rate = kernel.held = 0.0
                     kernel.limited = False
                     self._reallocate(now)
@@ -270,7 +280,9 @@ class FluidGPU:
             s = kernel.s
             part = kernel.part
             free = p_free[part] if p_free[part] < s_free else s_free
-            held, rate = share(s, kernel.b, kernel.k, free, b_free)
+            # the need of the phase it is in (a kernel still in its launch phase needs nothing)
+            held, rate = share(s, kernel.b, kernel.phases[kernel.index][3] if kernel.index >= 0 else 0.0,
+                               free, b_free)
             kernel.held = held
             kernel.limited = rate < 1.0 or held < s - TOLERANCE
             if kernel.limited:
