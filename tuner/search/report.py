@@ -39,8 +39,9 @@ def difference(tuned: Evaluation, base: Evaluation) -> str:
 def mechanism(space: JointSpace, tuned: Assignment, base: Assignment) -> str:
     """What can make ``tuned`` differ from ``base`` in this service: the cells that
     differ, the workspace each reserves (memory: more or less KV cache), and, where
-    kernels share the GPU, changed SM or DRAM shares (SM sharing); otherwise only time
-    per launch (shape)."""
+    kernels share the GPU, changed SM or DRAM shares (SM sharing) and configs that run on
+    an SM partition (timed on its SMs, where split counts and tiles degrade differently);
+    otherwise only time per launch (shape)."""
     problem = space.problem
     changed = tuned.changed(base)
     if not changed:
@@ -53,9 +54,14 @@ def mechanism(space: JointSpace, tuned: Assignment, base: Assignment) -> str:
     index = {cell: i for i, cell in enumerate(space.cells)}
     shares = [(space.cost(index[c], tuned.config(*c).name), space.cost(index[c], base.config(*c).name))
               for c in changed]
-    if (problem.service.executors > 1 or problem.service.neighbors) and any(
+    service = problem.service
+    if (service.executors > 1 or service.neighbors or len(service.lanes()) > 1) and any(
             (a.sm, a.dram) != (b.sm, b.dram) for a, b in shares):
         parts.append("SM sharing: changed SM/DRAM shares of co-running kernels")
+    placed = sorted({(op.partition or service.partition).name for op in service.operators if op.name in ops}
+                    - {"device"})
+    if placed:
+        parts.append(f"SM partition: changed configs run on {', '.join(placed)}, timed on its SMs")
     if len(parts) == 1:
         parts.append("shape: time per launch only (no memory or sharing difference)")
     return "; ".join(parts)
