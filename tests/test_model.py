@@ -349,3 +349,17 @@ def test_a_steered_timing_keeps_its_bytes() -> None:
     assert slow.dram_fraction == pytest.approx(t.dram_fraction / 2)
     assert [p[1] for p in slow.phases(A100.saturating_share)] == [p[1] for p in t.phases(A100.saturating_share)]
     assert sum(p[0] for p in slow.phases(A100.saturating_share)) == pytest.approx(slow.latency_s)
+
+
+def test_a_persistent_grid_sized_to_the_device_runs_its_extra_ctas_in_a_second_round() -> None:
+    """On 46 of an H100's 132 SMs (a 35 % partition), one CTA per SM: a persistent GEMM told
+    the partition launches 46 CTAs that share the 1024 tiles (23 rounds, the last of 12);
+    told the device, it launches 132 CTAs of 8 tiles each (⌈1024/132⌉), of which 46 run at
+    a time: 3 CTA waves (46, 46, 40) of 8 rounds = 24 rounds. Same work, one round more,
+    and a pipeline fill per CTA wave: slower, never faster."""
+    partition = dataclasses.replace(H100, sms=46)
+    told_partition = timed(gemm(4096, 4096, 4096, persistent=True, grid=46), 1, device=partition)
+    told_device = timed(gemm(4096, 4096, 4096, persistent=True, grid=132), 1, device=partition)
+    assert told_device.latency_s > told_partition.latency_s
+    assert told_device.latency_s / told_partition.latency_s == pytest.approx(24 / 23, rel=0.03)
+    assert told_device.persistent and told_device.phases(0.62)[0][1] == 1.0

@@ -349,6 +349,11 @@ def _assemble(full: _Wave | None, full_waves: int, tail: _Wave | None, tail_ctas
     )
 
 
+def _repeated(wave: _Wave, times: int) -> _Wave:
+    """``times`` rounds of the same wave, back to back."""
+    return _Wave(wave.seconds * times, wave.dram_bytes * times, wave.sm_seconds * times)
+
+
 def _exposed_fills(waves: int, res: CompiledResources) -> float:
     """Pipeline fills a non-persistent launch exposes: the first wave's in full; after
     that an SM waits for a new CTA's first loads only while its other resident CTAs
@@ -452,10 +457,20 @@ def _gemm_wave(items: int, g: GemmGeometry, launch: KernelLaunch, res: CompiledR
 def _gemm_timing(launch: KernelLaunch, res: CompiledResources, device: DevicePreset,
                  factors: Efficiency, g: GemmGeometry) -> LaunchTiming:
     slots = res.ctas_per_sm * device.sms
+    if launch.persistent and launch.grid > slots:
+        # Sized to more SMs than it runs on (told the device, run on a partition): each CTA
+        # still strides over its ceil(items / grid) items, and the CTAs beyond the slots
+        # wait for a slot — CTA waves of that many rounds each, the last wave partial.
+        per_cta = -(-g.tiles // launch.grid)
+        waves, rest = divmod(launch.grid, slots)
+        full = _gemm_wave(slots, g, launch, res, device, factors)
+        tail = _repeated(_gemm_wave(rest, g, launch, res, device, factors), per_cta) if rest else None
+        return _assemble(full, waves * per_cta, tail, rest, slots, waves + (rest > 0), device, factors,
+                         persistent=True)
     if launch.persistent:
         # The grid loops over the work items in rounds of its size; one pipeline fill,
         # because a round's first loads are issued while the previous tile finishes.
-        ctas = max(1, min(launch.grid, slots))
+        ctas = max(1, launch.grid)
         rounds, rest = divmod(g.tiles, ctas)
         full = _gemm_wave(ctas, g, launch, res, device, factors) if rounds else None
         tail = _gemm_wave(rest, g, launch, res, device, factors) if rest else None
