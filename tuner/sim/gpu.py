@@ -158,7 +158,7 @@ class FluidGPU:
         self._seq += 1
         kernel = Kernel((priority, self._seq), stream, tag, phases, scale, overhead_s, now, partition)
         running = self.running
-        if not running or running[-1].key < kernel.key:
+        if not running or running[-1].key[0] <= priority:  # (priority, launch) order: last
             running.append(kernel)
         else:
             running.insert(next(i for i, k in enumerate(running) if kernel.key < k.key), kernel)
@@ -175,32 +175,34 @@ class FluidGPU:
         next boundary lies beyond ``limit``.
         """
         heap = self._heap
+        heappop, heappush = heapq.heappop, heapq.heappush
         window = self._window
         trace = self.sm_trace
         p_free = self.p_free
         partitioned = self._partitioned
+        running = self.running
         finished = None
         while finished is None and self.next_time <= limit and heap:
-            now, _, _, kernel = heapq.heappop(heap)
+            now, _, _, kernel = heappop(heap)
             if now > self.now:  # integrate R up to now, before it changes
                 if self.now < window:
                     self._sm_seconds += (1.0 - self.s_free) * ((now if now < window else window) - self.now)
                 self.now = now
             kernel.version += 1
-            residual = kernel.remaining - kernel.rate * (now - kernel.anchor)
+            rate = kernel.rate
+            residual = kernel.remaining - rate * (now - kernel.anchor)
             old_s, old_b, held = kernel.s, kernel.b, kernel.held
             s_free = self.s_free + held
-            b_free = self.b_free + kernel.rate * old_b
+            b_free = self.b_free + rate * old_b
             if partitioned:
                 part = kernel.part
                 part_free = p_free[part] + held
             was_limited = kernel.limited
             if was_limited:
                 self.limited -= 1
-            kernel.index += 1
-            running = self.running
+            index = kernel.index = kernel.index + 1
             is_last = running[-1] is kernel
-            if kernel.index == len(kernel.phases):
+            if index == len(kernel.phases):
                 finished = kernel
                 if is_last:
                     running.pop()
@@ -215,9 +217,9 @@ class FluidGPU:
                 elif self.limited and not is_last:
                     self._reallocate(now)
             else:
-                if kernel.index == 0:
+                if index == 0:
                     kernel.started = now
-                work, s, b, k = kernel.phases[kernel.index]
+                work, s, b, k = kernel.phases[index]
                 kernel.s, kernel.b = s, b
                 kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
                 kernel.anchor = now
@@ -241,7 +243,7 @@ class FluidGPU:
                     kernel.rate = rate
                     kernel.version += 1
                     if rate > 0.0:
-                        heapq.heappush(heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
+                        heappush(heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
                 else:
                     self.s_free, self.b_free = s_free, b_free
                     if partitioned:
@@ -259,7 +261,7 @@ class FluidGPU:
                 top = heap[0]
                 if top[2] == top[3].version:
                     break
-                heapq.heappop(heap)
+                heappop(heap)
             self.next_time = heap[0][0] if heap else math.inf
         return finished
 

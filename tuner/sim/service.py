@@ -355,6 +355,7 @@ class ServiceRun:
         run_until, launch = gpu.run_until, gpu.launch
         programs, scales, executors, streams = self._programs, self._scale, self.executors, self.streams
         stream_part, stream_priority, lanes_left = self._stream_part, self._stream_priority, self._lanes_left
+        counters = self._pc
         overhead = self._overhead
         i = 0
         last_t = 0.0
@@ -384,10 +385,10 @@ class ServiceRun:
                     if stream >= streams:
                         self._on_neighbor_kernel_done(kernel, t)
                     else:
-                        pc = self._pc[stream] + 1
+                        pc = counters[stream] + 1
                         program = programs[stream]
                         if pc < len(program):
-                            self._pc[stream] = pc
+                            counters[stream] = pc
                             tag, phases = program[pc]
                             launch(stream_priority[stream], stream, tag, phases, scales[stream], overhead, t,
                                    stream_part[stream])

@@ -1,0 +1,142 @@
+"""The two deployment problems built from published numbers (search_spaces/llm_overlap.yaml,
+search_spaces/llm_colocated.yaml): they load, a short simulation of each completes
+requests, and one behaviour of each that follows from an argument independent of the
+simulator's code:
+
+* overlap: a stream alone on the GPU runs every kernel at its isolated speed, so an
+  iteration with decode attention moved off its partition (one stream) takes exactly
+  the sum of its kernels' isolated times and launch overheads (back to back); with the
+  partition, no lane can finish before its own kernels' isolated times add up.
+* co-location: MPS caps of 0.4 (LLM) and 0.6 (tenant) sum to 1, so the LLM's kernels
+  never take SMs the tenant's cap allows it; at an LLM cap of 1.0 the LLM's earlier
+  launches can take all of them. The tenant's progress ratio must drop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tuner.problem import load_problem, resolve_assignment
+from tuner.sim import simulate
+from tuner.sim.gpu import FluidGPU
+from tuner.sim.program import bind
+
+ROOT = Path(__file__).resolve().parent.parent
+OVERLAP = ROOT / "search_spaces" / "llm_overlap.yaml"
+COLOCATED = ROOT / "search_spaces" / "llm_colocated.yaml"
+
+
+@pytest.fixture(scope="module")
+def overlap():
+    return load_problem(OVERLAP)
+
+
+@pytest.fixture(scope="module")
+def colocated():
+    return load_problem(COLOCATED)
+
+
+def test_both_files_load_with_their_partitions(overlap, colocated) -> None:
+    lanes = overlap.service.lanes()
+    assert [p.name for p in lanes] == ["device", "attention_sms"]
+    assert lanes[1].share == pytest.approx(0.35) and not lanes[1].sized_to_partition
+    assert dict(overlap.regimes["heavy_wide"].partition_shares) == {"attention_sms": 0.79}
+    assert colocated.service.partition.name == "llm_sms" and colocated.service.partition.sized_to_partition
+    assert [n.name for n in colocated.service.neighbors] == ["embedder"]
+    assert dict(colocated.regimes["heavy_k8s"].partition_shares) == {"llm_sms": 0.5, "tenant_sms": 0.5}
+
+
+@pytest.mark.parametrize("which,regime", [("overlap", "heavy"), ("colocated", "heavy")])
+def test_a_short_simulation_completes_requests(which, regime, overlap, colocated) -> None:
+    problem = {"overlap": overlap, "colocated": colocated}[which]
+    result = simulate(problem, resolve_assignment(problem, []), regime, horizon_s=2.0)
+    metrics = result.metrics
+    assert metrics.arrivals > 10
+    assert metrics.completed == metrics.arrivals   # the window's requests are followed to their end
+    assert metrics.kernels > 0
+
+
+# -- overlap: one iteration through the GPU layer, lane by lane ----------------------------
+
+def _iteration_seconds(problem, service, variables) -> tuple[float, list[float]]:
+    """Run one iteration's program: each lane a stream launching its kernels one after
+    another (launch overhead before each), all lanes starting at 0. Returns the time the
+    last lane ends, and each lane's back-to-back time (its kernels' isolated seconds plus
+    overheads)."""
+    bound = bind(service, resolve_assignment(problem, []), problem.size_fields, allow_merge=False)
+    program = bound.program(variables)
+    partitions = service.partitions()
+    gpu = FluidGPU(partitions=tuple(p.exact_share(service.device) for p in partitions))
+    lanes = service.lanes()
+    overhead = service.launch_overhead_s
+    position = [0] * len(program.lanes)
+
+    def launch(lane: int, now: float) -> None:
+        tag, phases = program.lanes[lane][position[lane]]
+        gpu.launch(service.priority + lanes[lane].priority, lane, lane, phases, 1.0, overhead, now,
+                   partitions.index(lanes[lane]))
+
+    for lane, launches in enumerate(program.lanes):
+        if launches:
+            launch(lane, 0.0)
+    end = 0.0
+    while (kernel := gpu.run_until(float("inf"))) is not None:
+        lane = kernel.tag
+        position[lane] += 1
+        end = gpu.now
+        if position[lane] < len(program.lanes[lane]):
+            launch(lane, gpu.now)
+    alone = [sum(overhead + sum(p[0] for p in phases) for _, phases in launches) for launches in program.lanes]
+    return end, alone
+
+
+# A decode-only iteration of 64 sequences at ~1.3k tokens of context, and a mixed one
+# (960 prefill tokens beside 64 decodes), as the heavy regime runs them.
+ITERATIONS = {
+    "decode": {"batch": 64, "tokens": 64, "prefill_tokens": 0, "decode_seqs": 64,
+               "context": 64 * 1300, "max_context": 2048},
+    "mixed": {"batch": 65, "tokens": 1024, "prefill_tokens": 960, "decode_seqs": 64,
+              "context": 64 * 1300 + 960, "max_context": 2048},
+}
+
+
+@pytest.mark.parametrize("iteration", sorted(ITERATIONS))
+def test_decode_attention_off_its_partition_runs_back_to_back(overlap, iteration) -> None:
+    service = overlap.service_for("heavy")
+    variables = ITERATIONS[iteration]
+    # Decode attention moved off its partition: one stream, kernels strictly in turn.
+    off = dataclasses.replace(service, operators=tuple(dataclasses.replace(op, partition=None)
+                                                       for op in service.operators))
+    assert len(off.lanes()) == 1
+    seconds_off, (back_to_back,) = _iteration_seconds(overlap, off, variables)
+    assert seconds_off == pytest.approx(back_to_back, rel=1e-9)
+    # On its partition the attention lane runs beside the rest: neither lane can end
+    # before its own kernels' isolated times (plus overheads) add up.
+    seconds_on, lanes_alone = _iteration_seconds(overlap, service, variables)
+    assert len(lanes_alone) == 2 and all(t > 0 for t in lanes_alone)
+    assert seconds_on >= max(lanes_alone) * (1 - 1e-9)
+    # The attention lane, timed on its 35% partition (sized to the device), is no faster
+    # than the same kernels timed on the whole device.
+    attention_alone_whole = back_to_back - lanes_alone[0]
+    assert lanes_alone[1] >= attention_alone_whole * (1 - 1e-9)
+
+
+# -- co-location: the tenant's progress against the LLM's MPS cap ----------------------------
+
+def _with_llm_share(problem, share: float):
+    heavy = problem.regimes["heavy"]
+    regime = dataclasses.replace(heavy, name="probe", partition_shares=(("llm_sms", share),))
+    return dataclasses.replace(problem, regimes={**problem.regimes, "probe": regime})
+
+
+def test_the_tenant_progresses_less_when_the_llm_cap_grows(colocated) -> None:
+    ratios = {}
+    for share in (0.4, 1.0):
+        problem = _with_llm_share(colocated, share)
+        assert problem.service_for("probe").partition.share == share
+        result = simulate(problem, resolve_assignment(problem, []), "probe", horizon_s=2.0)
+        ratios[share] = result.metrics.neighbor_progress_ratio
+    assert 0.0 < ratios[1.0] < ratios[0.4] <= 1.0
