@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import SEED_EXAMPLE, schema_3_fields
+from tuner.errors import AssignmentError
 from tuner.attribution import assignments_per_regime, attribute, compare, decide, gate
 from tuner.attribution.render import verdict_line
 from tuner.cli import main
@@ -397,3 +398,13 @@ def test_a_bucket_is_named_only_when_it_alone_is_responsible():
     assert attribution(hurts, noise, also_hurts).blamed_cell is None  # two buckets share the loss
     assert attribution(cell(0, -10.0), cell(1, 2.0)).blamed_cell is None  # one seed: no interval to trust
     assert attribution(hurts, noise).blamed == "mm"
+
+
+def test_a_spec_longer_than_a_file_name_is_read_as_a_spec(problem) -> None:
+    """A bucketed problem's full OP@BUCKET=CONFIG list easily runs past the OS's 255-byte
+    file-name limit; asking whether it is a file raised OSError ('File name too long')
+    instead of reading it as the spec it is (here: one naming unknown operators)."""
+    text = "mem=lean " + " ".join(f"norm{i}=a" for i in range(30))
+    assert len(text) > 255
+    with pytest.raises(AssignmentError, match="norm0"):
+        per_regime(problem, text)

@@ -139,4 +139,4 @@ def test_the_tenant_progresses_less_when_the_llm_cap_grows(colocated) -> None:
         assert problem.service_for("probe").partition.share == share
         result = simulate(problem, resolve_assignment(problem, []), "probe", horizon_s=2.0)
         ratios[share] = result.metrics.neighbor_progress_ratio
-    assert 0.0 < ratios[1.0] < ratios[0.4] <= 1.0
+    assert 0.0 < ratios[1.0] < ratios[0.4] <= 1.0 + 1e-9  # alone on its partition: 1

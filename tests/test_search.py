@@ -145,10 +145,10 @@ class ShapeLimited:
             raise IllegalConfigError(f"batch {variables['batch']} > {self.limit}")
         return self.inner.launches(variables, device, tag, partition)
 
-    def workspace_bytes(self, variables: Mapping[str, float]) -> float:
+    def workspace_bytes(self, variables: Mapping[str, float], partition=WHOLE_DEVICE) -> float:
         if self.workspace_too:
             raise IllegalConfigError("no workspace at this shape")
-        return self.inner.workspace_bytes(variables)
+        return self.inner.workspace_bytes(variables, partition)
 
 
 def with_profile(problem: Problem, family: str, config: str, wrap) -> Problem:

@@ -199,3 +199,17 @@ def test_a_bad_partition_is_one_line_naming_the_key(tmp_path: Path, edit, messag
     with pytest.raises(ProblemError) as raised:
         load_problem(path)
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_partitioned_neighbour_alone_is_judged_on_its_partition() -> None:
+    """Its progress ratio is against running alone on its own SMs: a compute-bound
+    neighbour capped at 0.6 alone progresses at 0.6 of the device's speed, so a 1 s
+    window alone holds 0.6 s of its (10 ms, gapless) kernels' work, not 1 s."""
+    from tuner.sim.service import _alone_progress
+
+    phases = declared(10, 1.0, 0.0, compute=1.0).phases({}, H100)
+    assert _alone_progress(phases, 0.0, 0.0, 1.0, cap=0.6) == pytest.approx(0.6)
+    assert _alone_progress(phases, 0.0, 0.0, 1.0) == pytest.approx(1.0)
+    # memory-bound (k = 0.62 × 0.8 = 0.496): a 0.6 cap costs it nothing
+    streaming = declared(10, 1.0, 0.8, compute=0.1).phases({}, H100)
+    assert _alone_progress(streaming, 0.0, 0.0, 1.0, cap=0.6) == pytest.approx(1.0)

@@ -34,7 +34,16 @@ def _is_table(text: str) -> bool:
         return True
     if text.strip() == "default":
         return False
-    return "=" not in text or Path(text).is_file()
+    return "=" not in text or _is_file(text)
+
+
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names a file: a long ``OP=CONFIG,…`` list is no file name, and
+    asking the OS about it raises (``File name too long``)."""
+    try:
+        return Path(text).is_file()
+    except OSError:
+        return False
 
 
 def assignments_per_regime(problem: Problem, text: str, regimes: Iterable[str],

@@ -100,7 +100,7 @@ class Profile(Protocol):
     def launches(self, variables: Mapping[str, float], device: Device, tag: str,
                  partition: Partition = ...) -> tuple[tuple[str, tuple[Phase, ...]], ...]: ...
 
-    def workspace_bytes(self, variables: Mapping[str, float]) -> float: ...
+    def workspace_bytes(self, variables: Mapping[str, float], partition: Partition = ...) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ class KernelProfile:
         (the same on any partition: the GPU layer caps what it holds)."""
         return ((tag, self.phases(variables, device)),)
 
-    def workspace_bytes(self, variables: Mapping[str, float]) -> float:
+    def workspace_bytes(self, variables: Mapping[str, float], partition: Partition = WHOLE_DEVICE) -> float:
         return self.workspace.evaluate(variables)
 
 

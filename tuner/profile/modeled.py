@@ -204,18 +204,21 @@ class ModeledProfile:
                  partition: Partition = WHOLE_DEVICE) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
         """Its launches for a batch, timed on ``partition``'s SMs and sized to them or to
         the whole device as the partition says (shares in the phases are of the device)."""
-        preset = self.device
-        if partition.share >= 1.0:
-            timing, share = self.at(self.shape_of(variables)), 1.0
-        else:
-            sms = partition.sms(preset)
-            timing = self.at(self.shape_of(variables), sms, sms if partition.sized_to_partition else preset.sms)
-            share = sms / preset.sms
-        return tuple((f"{tag}:{launch.name}", t.phases(preset.saturating_share, share))
+        timing, share = self._on(self.shape_of(variables), partition)
+        return tuple((f"{tag}:{launch.name}", t.phases(self.device.saturating_share, share))
                      for launch, t in zip(timing.plan.launches, timing.timings))
 
-    def workspace_bytes(self, variables: Mapping[str, float]) -> float:
-        return self.at(self.shape_of(variables)).plan.workspace_bytes
+    def workspace_bytes(self, variables: Mapping[str, float], partition: Partition = WHOLE_DEVICE) -> float:
+        """The workspace of its plan on ``partition`` (split counts sized as it is told)."""
+        return self._on(self.shape_of(variables), partition)[0].plan.workspace_bytes
+
+    def _on(self, shape: Mapping[str, int], partition: Partition) -> tuple[ShapeTiming, float]:
+        """Its plan and timings on ``partition``, and the device's share that partition is."""
+        if partition.share >= 1.0:
+            return self.at(shape), 1.0
+        preset = self.device
+        sms = partition.sms(preset)
+        return self.at(shape, sms, sms if partition.sized_to_partition else preset.sms), sms / preset.sms
 
 
 def _distance(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> float:

@@ -143,12 +143,12 @@ class BoundOperator:
         each at its bucket's largest shape (an engine sizes it before its KV cache)."""
         bucketing = self.operator.bucketing
         if not bucketing.key:
-            return self.configs[0].profile.workspace_bytes(self.operator.variables(largest))
+            return self.configs[0].profile.workspace_bytes(self.operator.variables(largest), self.partition)
         peak = 0.0
         for bucket, config in zip(bucketing.buckets, self.configs):
             if bucketing.reachable(bucket):
                 values = self.operator.bucket_variables(largest, bucket.index)
-                peak = max(peak, config.profile.workspace_bytes(values))
+                peak = max(peak, config.profile.workspace_bytes(values, self.partition))
         return peak
 
 

@@ -434,8 +434,9 @@ class ServiceRun:
         started = ~np.isnan(start)
         neighbor_ratio = None
         if service.neighbors:
-            alone = sum(_alone_progress(nb.profile.phases({}, service.device), nb.gap_s,
-                                        service.launch_overhead_s, horizon) for nb in service.neighbors)
+            alone = sum(_alone_progress(nb.profile.phases({}, service.device), nb.gap_s, service.launch_overhead_s,
+                                        horizon, nb.partition.exact_share(service.device))
+                        for nb in service.neighbors)
             neighbor_ratio = (self._neighbor_at_horizon or 0.0) / alone if alone > 0 else None
         growth = _backlog_growth(arrival, np.where(admitted, finish, arrival), warmup, horizon)
         return Metrics(
@@ -510,12 +511,25 @@ def _tpot(finish: Any, first: Any, output: Any) -> Any:
     return np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), 0.0)
 
 
-def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, horizon: float) -> float:
-    """Kernel work a closed-loop neighbour completes by ``horizon`` with the GPU to itself."""
-    work = sum(p[0] for p in phases)
-    cycle = overhead + work + gap
+def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, horizon: float,
+                    cap: float = 1.0) -> float:
+    """Kernel work a closed-loop neighbour completes by ``horizon`` with its partition
+    (SM share ``cap``) to itself: each phase at ``min(1, min(s, cap) / k)``."""
+    spans = []
+    for work, s, _, k in phases:
+        held = s if s < cap else cap
+        rate = 1.0 if held >= k else held / k
+        spans.append((work, work / rate if rate > 0.0 else math.inf))
+    work = sum(w for w, _ in spans)
+    cycle = overhead + sum(d for _, d in spans) + gap
     if cycle <= 0:
         return 0.0
     full = math.floor(horizon / cycle)
-    partial = min(max(horizon - full * cycle - overhead, 0.0), work)
-    return full * work + partial
+    left = horizon - full * cycle - overhead
+    done = full * work
+    for w, duration in spans:
+        if left <= 0.0:
+            break
+        done += w * min(left / duration, 1.0)
+        left -= duration
+    return done
