@@ -53,12 +53,13 @@ class Kernel:
     ``remaining`` is the work left in the current phase as of time ``anchor``; at a later
     time ``t`` it is ``remaining - rate * (t - anchor)``. ``s`` and ``b`` are its current
     phase's demands (its need ``k`` is read from the phase), ``held`` the SM share its
-    CTAs hold now; ``limited`` says it holds less than it occupies alone or runs below
-    rate 1 (so a share freed elsewhere could change it).
+    CTAs hold now. It is *limited* — a share freed elsewhere could change it — when it
+    holds less than it occupies alone or runs below rate 1; a kernel that fits is handed
+    exactly ``held = s`` and ``rate = 1``, so ``held != s or rate < 1`` tells.
     """
 
     __slots__ = ("key", "stream", "tag", "phases", "scale", "index", "remaining", "anchor",
-                 "s", "b", "held", "part", "limited", "rate", "started", "version")
+                 "s", "b", "held", "part", "rate", "started", "version")
 
     def __init__(self, key: tuple[int, int], stream: int, tag: object,
                  phases: tuple[Phase, ...], scale: float,
@@ -78,7 +79,6 @@ class Kernel:
         self.index = -1
         self.remaining = overhead_s
         self.s = self.b = self.held = 0.0
-        self.limited = False
         self.started = -1.0
 
     @property
@@ -197,7 +197,7 @@ class FluidGPU:
             if partitioned:
                 part = kernel.part
                 part_free = p_free[part] + held
-            was_limited = kernel.limited
+            was_limited = rate < 1.0 or held != old_s
             if was_limited:
                 self.limited -= 1
             index = kernel.index = kernel.index + 1
@@ -230,10 +230,8 @@ class FluidGPU:
                     if s <= free + TOLERANCE and b <= b_free + TOLERANCE:  # it fits: the common case
                         held = s
                         rate = 1.0
-                        kernel.limited = False
-                    else:
+                    else:  # it does not: share() hands it less, so it is limited
                         held, rate = share(s, b, k, free, b_free)
-                        kernel.limited = True
                         self.limited += 1
                     self.s_free = s_free - held
                     if partitioned:
@@ -249,7 +247,6 @@ class FluidGPU:
                     if partitioned:
                         p_free[part] = part_free
                     kernel.rate = kernel.held = 0.0
-                    kernel.limited = False
                     self._reallocate(now)
                 if 1.0 - self.s_free > self.sm_peak:
                     self.sm_peak = 1.0 - self.s_free
@@ -286,8 +283,7 @@ class FluidGPU:
             held, rate = share(s, kernel.b, kernel.phases[kernel.index][3] if kernel.index >= 0 else 0.0,
                                free, b_free)
             kernel.held = held
-            kernel.limited = rate < 1.0 or held < s - TOLERANCE
-            if kernel.limited:
+            if rate < 1.0 or held != s:
                 limited += 1
             if rate != kernel.rate:
                 self._rerate(kernel, rate, now)
