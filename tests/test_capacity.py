@@ -27,7 +27,7 @@ from tests.conftest import SEED_EXAMPLE, single_stage
 from tests.test_queueing import mmc_sojourn_cdf
 from tuner.problem import resolve_assignment
 from tuner.problem.assignment import Assignment
-from tuner.search.capacity import MAX_EXPAND, REL_TOL, capacity_at, seed_capacity
+from tuner.search.capacity import MAX_EXPAND, REL_TOL, seed_capacity
 from tuner.search.evaluate import ci_half_width, evaluate
 from tuner.sim import simulate
 

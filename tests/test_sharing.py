@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tuner.expr import compile_expr
-from tuner.phases import Partition, sm_need
+from tuner.phases import sm_need
 from tuner.problem import load_problem, resolve_assignment
 from tuner.problem.model import Device, KernelProfile
 from tuner.sim import simulate
