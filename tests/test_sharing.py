@@ -213,3 +213,12 @@ def test_a_partitioned_neighbour_alone_is_judged_on_its_partition() -> None:
     # memory-bound (k = 0.62 × 0.8 = 0.496): a 0.6 cap costs it nothing
     streaming = declared(10, 1.0, 0.8, compute=0.1).phases({}, H100)
     assert _alone_progress(streaming, 0.0, 0.0, 1.0, cap=0.6) == pytest.approx(1.0)
+
+
+def test_a_trace_names_each_lane_by_its_partition(tmp_path: Path) -> None:
+    from tuner.report import stream_names
+
+    (tmp_path / "one.csv").write_text("TIMESTAMP\n0.0\n0.5\n")
+    path = tmp_path / "lanes.yaml"
+    path.write_text(LANES.format(placement=", partition: attention_sms"))
+    assert stream_names(load_problem(path).service) == ["executor 0", "executor 0 on attention_sms"]

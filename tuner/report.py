@@ -13,8 +13,13 @@ from .sim.metrics import OVERLOADED, Metrics
 
 
 def stream_names(service: Service) -> list[str]:
-    """Track names for a trace: executors first, then neighbour streams."""
-    return [f"executor {i}" for i in range(service.executors)] + [f"neighbour {n.name}" for n in service.neighbors]
+    """Track names for a trace, in the simulator's stream order: each lane's executors
+    (the first lane's plain, the others named by their partition), then neighbours."""
+    names = []
+    for lane, partition in enumerate(service.lanes()):
+        suffix = f" on {partition.name}" if lane else ""
+        names += [f"executor {i}{suffix}" for i in range(service.executors)]
+    return names + [f"neighbour {n.name}" for n in service.neighbors]
 
 
 def _ms(value: float | None) -> str:
