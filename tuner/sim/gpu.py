@@ -38,8 +38,8 @@ rate changed are re-anchored, so their end times stay exact.
 
 from __future__ import annotations
 
-import heapq
 import math
+from heapq import heappop, heappush
 
 from ..phases import Phase
 
@@ -163,7 +163,7 @@ class FluidGPU:
         else:
             running.insert(next(i for i, k in enumerate(running) if kernel.key < k.key), kernel)
         end = now + overhead_s
-        heapq.heappush(self._heap, (end, self._seq, 0, kernel))
+        heappush(self._heap, (end, self._seq, 0, kernel))
         if end < self.next_time:
             self.next_time = end
         return kernel
@@ -175,7 +175,6 @@ class FluidGPU:
         next boundary lies beyond ``limit``.
         """
         heap = self._heap
-        heappop, heappush = heapq.heappop, heapq.heappush
         window = self._window
         trace = self.sm_trace
         p_free = self.p_free
@@ -197,8 +196,7 @@ class FluidGPU:
             if partitioned:
                 part = kernel.part
                 part_free = p_free[part] + held
-            was_limited = rate < 1.0 or held != old_s
-            if was_limited:
+            if rate < 1.0 or held != old_s:  # it was limited
                 self.limited -= 1
             index = kernel.index = kernel.index + 1
             is_last = running[-1] is kernel
@@ -223,14 +221,16 @@ class FluidGPU:
                 kernel.s, kernel.b = s, b
                 kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
                 kernel.anchor = now
-                if is_last or (self.limited == 0 and not was_limited and s <= old_s and b <= old_b):
-                    # Nobody before it changes (launch order), nobody after it is limited by
-                    # a shrinking demand: it gets what is free, and that is all that changes.
-                    free = part_free if partitioned and part_free < s_free else s_free
-                    if s <= free + TOLERANCE and b <= b_free + TOLERANCE:  # it fits: the common case
+                free = part_free if partitioned and part_free < s_free else s_free
+                fits = s <= free + TOLERANCE and b <= b_free + TOLERANCE
+                if is_last or (fits and self.limited == 0):
+                    # Nobody before it changes (launch order); and either nobody comes after
+                    # it, or its demand fits in what everyone left while nobody wants more:
+                    # it gets what is free, and that is all that changes.
+                    if fits:  # the common case
                         held = s
                         rate = 1.0
-                    else:  # it does not: share() hands it less, so it is limited
+                    else:  # the last kernel does not fit: share() hands it less, so it is limited
                         held, rate = share(s, b, k, free, b_free)
                         self.limited += 1
                     self.s_free = s_free - held
@@ -268,27 +268,35 @@ class FluidGPU:
         kernel.rate = rate
         kernel.version += 1
         if rate > 0.0:
-            heapq.heappush(self._heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
+            heappush(self._heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
 
     def _reallocate(self, now: float) -> None:
         """The full allocation pass, in order; re-anchors only kernels whose rate changed."""
         s_free = b_free = 1.0
+        partitioned = self._partitioned
         p_free = list(self.caps)
         limited = 0
         for kernel in self.running:
-            s = kernel.s
-            part = kernel.part
-            free = p_free[part] if p_free[part] < s_free else s_free
-            # the need of the phase it is in (a kernel still in its launch phase needs nothing)
-            held, rate = share(s, kernel.b, kernel.phases[kernel.index][3] if kernel.index >= 0 else 0.0,
-                               free, b_free)
-            kernel.held = held
-            if rate < 1.0 or held != s:
+            s, b = kernel.s, kernel.b
+            if partitioned:
+                part = kernel.part
+                free = p_free[part] if p_free[part] < s_free else s_free
+            else:
+                free = s_free
+            if s <= free + TOLERANCE and b <= b_free + TOLERANCE:
+                held, rate = s, 1.0
+            elif free <= 0.0 < s:  # nothing left for its CTAs: share()'s answer, without the call
+                held, rate = 0.0, 0.0
                 limited += 1
+            else:  # the need of the phase it is in (one still launching needs nothing)
+                held, rate = share(s, b, kernel.phases[kernel.index][3] if kernel.index >= 0 else 0.0, free, b_free)
+                limited += 1
+            kernel.held = held
             if rate != kernel.rate:
                 self._rerate(kernel, rate, now)
-            s_free = max(s_free - held, 0.0)
-            p_free[part] = max(p_free[part] - held, 0.0)
-            b_free = max(b_free - rate * kernel.b, 0.0)
+            s_free = s_free - held if s_free > held else 0.0
+            if partitioned:
+                p_free[part] = max(p_free[part] - held, 0.0)
+            b_free = max(b_free - rate * b, 0.0)
         self.p_free[:] = p_free
         self.s_free, self.b_free, self.limited = s_free, b_free, limited
