@@ -208,3 +208,22 @@ def test_simulate_with_the_tuned_table_as_policy(tuned):
     assert goodput["light"] == goodput["fastest"]  # light's row is fast, the isolated-fastest choice
     missing = run(*common, "--policy", "static:nope", "--storage", db(tuned))
     one_line_error(missing, "no regime 'nope'")
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_progress_lines_on_a_non_terminal_and_none_with_quiet(monkeypatch, tmp_path, quiet) -> None:
+    """In a log or CI stderr is no terminal: a long tune prints a line every few seconds
+    (here every trial) with done/total and the best goodput, and nothing with -q."""
+    from tuner.cli.tune import TrialProgress
+
+    monkeypatch.setattr(TrialProgress, "INTERVAL_S", 0.0)
+    args = ["tune", SPACES / "seed_example.yaml", "--storage", f"sqlite:///{tmp_path / 'r.db'}", "--trials", 2,
+            "--seeds", 1, "--horizon", 2, "--regimes", "light"] + (["-q"] if quiet else [])
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("tuner tune: regime light: ")]
+    if quiet:
+        assert not lines
+    else:
+        assert any("2/2 trials, best " in line for line in lines), result.stderr
+        assert any("baselines and capacities" in line for line in lines), result.stderr
