@@ -84,22 +84,20 @@ def sm_need(s: float, b: float, compute: float, saturating_share: float) -> floa
 
 
 def wave_phases(latency_s: float, ctas: float, slots: float, dram: float, persistent: bool = False, *,
-                compute: float = 1.0, saturating_share: float = 0.0, share: float = 1.0) -> tuple[Phase, ...]:
+                compute: float = 1.0, saturating_share: float = 0.0) -> tuple[Phase, ...]:
     """Phases of a kernel of ``ctas`` CTAs on a GPU with ``slots`` CTA slots (SMs × CTAs/SM).
 
     Args:
         latency_s: isolated time of the whole kernel.
         ctas: grid size.
-        slots: CTAs the SMs it runs on hold at once for this kernel.
+        slots: CTAs the whole GPU holds at once for this kernel.
         dram: fraction of peak DRAM bandwidth the kernel draws while all its waves are full.
         persistent: the kernel holds every slot (s = 1) for its whole life.
         compute: share of its time bound by its SMs (see :func:`sm_need`).
         saturating_share: the device's DRAM-saturating SM share (see :func:`sm_need`).
-        share: the device's SM share those slots are (1 unless it runs on a partition);
-            ``s`` and ``k`` are returned as shares of the whole device.
     """
     def phase(seconds: float, s: float, b: float) -> Phase:
-        return (seconds, s * share, b, sm_need(s, b, compute, saturating_share * (1.0 / share)) * share)
+        return (seconds, s, b, sm_need(s, b, compute, saturating_share))
 
     if persistent:
         return (phase(latency_s, 1.0, dram),)

@@ -218,7 +218,8 @@ class ModeledProfile:
             return self.at(shape), 1.0
         preset = self.device
         sms = partition.sms(preset)
-        return self.at(shape, sms, sms if partition.sized_to_partition else preset.sms), sms / preset.sms
+        sizing = sms if partition.sized_to_partition else preset.sms
+        return self.at(shape, sms, sizing), partition.exact_share(preset)
 
 
 def _distance(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> float:

@@ -25,7 +25,7 @@ class Program:
     """The launches of one batch, per lane (one stream each, the service's partition
     first; see :meth:`Service.lanes`), the real kernel count, and the largest SM share
     any of its kernels takes (kept exact when launches are merged). A lane may be empty
-    (its operators had nothing to do); lane 0 never is."""
+    (its operators had nothing to do); not all of them are."""
 
     lanes: tuple[tuple[Launch, ...], ...]
     kernels: int
@@ -194,7 +194,7 @@ class BoundService:
                 lanes.append((merge(blocks, self.service.launch_overhead_s),))
             else:
                 lanes.append(tuple(launch for launches, repeat in blocks for launch in launches * repeat))
-        if not lanes[0]:
+        if not any(lanes):
             lanes[0] = (_EMPTY,)
         program = Program(tuple(lanes), kernels, peak)
         if len(self._cache) >= _CACHE_LIMIT:

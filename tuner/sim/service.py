@@ -28,7 +28,7 @@ from ..problem.assignment import Assignment
 from ..problem.model import Problem, Slo
 from ..traffic import Workload
 from .batching import ContinuousBatching, DynamicBatching
-from .gpu import FluidGPU, Kernel
+from .gpu import FluidGPU, Kernel, share
 from .policy import SwitchPolicy
 from .metrics import Metrics, percentile
 from .program import BoundService, Launch, Program, bind
@@ -157,6 +157,7 @@ class ServiceRun:
         self._stream_priority = [service.priority + lane.priority for lane in lanes for _ in range(self.executors)]
         self._neighbor_part = [partitions.index(n.partition) for n in service.neighbors]
         self._lanes_left = [0] * self.executors
+        self._lane_streams = [tuple(range(e, self.streams, self.executors)) for e in range(self.executors)]
         self.gpu = FluidGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions))
         self.recording = Recording() if record else None
         self.policy = (ContinuousBatching if service.batching == "continuous" else DynamicBatching)(self)
@@ -196,21 +197,10 @@ class ServiceRun:
         self.kernels += program.kernels
         if program.peak_sm > self._program_peak:
             self._program_peak = program.peak_sm
-        lanes = program.lanes
-        if len(lanes) == 1:  # one stream per executor: the common case, kept short
-            launches = self._programs[executor] = lanes[0]
-            self._pc[executor] = 0
-            self._scale[executor] = scale
-            self._lanes_left[executor] = 1
-            tag, phases = launches[0]
-            self.gpu.launch(self._stream_priority[executor], executor, tag, phases, scale, self._overhead, now,
-                            self._stream_part[executor])
-            return
         started = 0
-        for lane, launches in enumerate(lanes):
+        for stream, launches in zip(self._lane_streams[executor], program.lanes):
             if not launches:
                 continue
-            stream = lane * self.executors + executor
             self._programs[stream] = launches
             self._pc[stream] = 0
             self._scale[stream] = scale
@@ -514,11 +504,10 @@ def _tpot(finish: Any, first: Any, output: Any) -> Any:
 def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, horizon: float,
                     cap: float = 1.0) -> float:
     """Kernel work a closed-loop neighbour completes by ``horizon`` with its partition
-    (SM share ``cap``) to itself: each phase at ``min(1, min(s, cap) / k)``."""
+    (SM share ``cap``) and the DRAM to itself: each phase at the GPU layer's rate."""
     spans = []
-    for work, s, _, k in phases:
-        held = s if s < cap else cap
-        rate = 1.0 if held >= k else held / k
+    for work, s, b, k in phases:
+        _, rate = share(s, b, k, cap, 1.0)
         spans.append((work, work / rate if rate > 0.0 else math.inf))
     work = sum(w for w, _ in spans)
     cycle = overhead + sum(d for _, d in spans) + gap
