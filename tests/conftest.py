@@ -86,32 +86,42 @@ def seed_example() -> Problem:
 
 
 POSTGRES = os.environ.get("TUNER_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+#: Set by .ci/run (which starts the server): an unreachable server then fails the tests.
+REQUIRE_POSTGRES = os.environ.get("TUNER_REQUIRE_POSTGRES") == "1"
 
 
 @pytest.fixture(scope="session")
 def postgres_admin():
-    """An AUTOCOMMIT engine on the local PostgreSQL server; skips when it is unreachable."""
+    """An AUTOCOMMIT engine on the local PostgreSQL server; skips when it is unreachable
+    (fails instead under ``TUNER_REQUIRE_POSTGRES=1``)."""
     engine = create_engine(POSTGRES, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 2})
     try:
         with engine.connect():
             pass
     except Exception as e:  # noqa: BLE001 - any failure to reach the server skips
         engine.dispose()
-        pytest.skip(f"PostgreSQL at {POSTGRES} unreachable: {str(e).splitlines()[0]}")
+        reason = f"PostgreSQL at {POSTGRES} unreachable: {str(e).splitlines()[0]}"
+        if REQUIRE_POSTGRES:
+            pytest.fail(reason)
+        pytest.skip(reason)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def postgres_url(postgres_admin):
+    """A fresh PostgreSQL database, dropped after the test."""
+    name = f"tuner_test_{uuid.uuid4().hex[:12]}"
+    with postgres_admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    yield postgres_admin.url.set(database=name).render_as_string(hide_password=False)
+    with postgres_admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def storage_url(request, tmp_path):
     """A fresh, empty database: a SQLite file, or a throw-away PostgreSQL database."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tuner.db'}"
-        return
-    admin = request.getfixturevalue("postgres_admin")
-    name = f"tuner_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    yield admin.url.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        return f"sqlite:///{tmp_path / 'tuner.db'}"
+    return request.getfixturevalue("postgres_url")

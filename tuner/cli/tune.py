@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,40 +20,76 @@ def default_problem() -> Path:
     return llm if llm.exists() else DEFAULT_PROBLEM
 
 
+def tune_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options ``tuner tune`` and ``tuner worker`` share (a worker joins a tune)."""
+    options = [
+        click.argument("problem", required=False, type=click.Path(path_type=Path)),
+        storage_option(),
+        click.option("--trials", default=30, show_default=True, type=int,
+                     help="Finished trials per regime's study (a rerun continues to this number)."),
+        click.option("--seeds", default=3, show_default=True, type=int, help="Traffic samples per assignment (K)."),
+        click.option("--regimes", default=None, metavar="A,B", help="Regimes to tune, comma-separated (default: all)."),
+        click.option("--oracle", is_flag=True, help="Also evaluate every joint assignment (when the space is small)."),
+        click.option("--oracle-limit", default=512, show_default=True, type=int,
+                     help="Largest joint space --oracle evaluates exhaustively."),
+        click.option("--horizon", type=float, default=None,
+                     help="Seconds of traffic per simulation (default: the regime's)."),
+        click.option("--seed", default=0, show_default=True, type=int,
+                     help="First workload seed; also seeds the sampler."),
+        click.option("--jobs", "-j", default=1, show_default=True, type=int,
+                     help="Worker processes on this machine (each runs trials; see the README on fleets)."),
+        click.option("--heartbeat", default=5, show_default=True, type=int, metavar="SECONDS",
+                     help="Seconds between a running trial's heartbeats; a trial silent for 4x this is "
+                          "marked failed and retried."),
+        click.option("-q", "--quiet", is_flag=True,
+                     help="No progress (a bar on a terminal, else a line every few seconds on stderr)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @main.command()
-@click.argument("problem", required=False, type=click.Path(path_type=Path))
-@storage_option()
-@click.option("--trials", default=30, show_default=True, type=int,
-              help="Finished trials per regime's study (a rerun continues to this number).")
-@click.option("--seeds", default=3, show_default=True, type=int, help="Traffic samples per assignment (K).")
-@click.option("--regimes", default=None, metavar="A,B", help="Regimes to tune, comma-separated (default: all).")
-@click.option("--oracle", is_flag=True, help="Also evaluate every joint assignment (when the space is small).")
-@click.option("--oracle-limit", default=512, show_default=True, type=int,
-              help="Largest joint space --oracle evaluates exhaustively.")
-@click.option("--horizon", type=float, default=None, help="Seconds of traffic per simulation (default: the regime's).")
-@click.option("--seed", default=0, show_default=True, type=int, help="First workload seed; also seeds the sampler.")
+@tune_options
 @click.option("--fresh", is_flag=True, help="Delete the chosen regimes' studies first and start over.")
-@click.option("-q", "--quiet", is_flag=True,
-              help="No progress (a bar on a terminal, else a line every few seconds on stderr).")
 @one_line_errors
-def tune(problem: Path | None, storage: str, trials: int, seeds: int, regimes: str | None, oracle: bool,
-         oracle_limit: int, horizon: float | None, seed: int, fresh: bool, quiet: bool) -> None:
+def tune(problem: Path | None, storage: str, fresh: bool, **options: Any) -> None:
     """Tune each regime's joint assignment by goodput and write the config table.
 
     One Optuna study per regime (named tuner:PROBLEM:REGIME) in the storage; a rerun
     resumes it. The table's rows for a regime are replaced when the regime is done.
+    Several processes (--jobs) or machines (`tuner worker`) may share the storage.
     """
+    _tune(problem, storage, fresh=fresh, salt="", **options)
+
+
+@main.command()
+@tune_options
+@one_line_errors
+def worker(problem: Path | None, storage: str, **options: Any) -> None:
+    """Join the problem's studies in the storage and run trials until each holds its budget.
+
+    Start one per machine (or several, or with --jobs) against the same database URL,
+    with the same options; whichever worker completes a regime writes its rows, once.
+    Watch with `tuner table show` or `tuner dashboard`.
+    """
+    _tune(problem, storage, fresh=False, salt=f":{os.getpid()}", **options)
+
+
+def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials: int, seeds: int,
+          regimes: str | None, oracle: bool, oracle_limit: int, horizon: float | None, seed: int, jobs: int,
+          heartbeat: int, quiet: bool) -> None:
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
-    from ..problem import load_problem
-    from ..profile.modeled import LazyCompileCache
     from ..search import TuneSettings, tune_problem
+    from ..search.fleet import Worker, load_for_tuning
     from ..search.report import print_outcomes
-    from ..store.store import resolve_url
+    from ..store.store import parse_url, shown
 
-    loaded = load_problem(problem or default_problem(), resources=LazyCompileCache(resolve_url(storage)))
+    loaded = load_for_tuning(problem or default_problem(), storage)
     warn(loaded.warnings)
+    where = shown(parse_url(storage))  # the password hidden
     chosen = [name.strip() for name in regimes.split(",") if name.strip()] if regimes else None
     settings = TuneSettings(trials=trials, seeds=seeds, base_seed=seed, horizon_s=horizon, oracle=oracle,
                             oracle_limit=oracle_limit)
@@ -59,17 +98,24 @@ def tune(problem: Path | None, storage: str, trials: int, seeds: int, regimes: s
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         with TrialProgress(quiet) as progress:
-            outcomes = tune_problem(loaded, storage, settings, chosen, fresh=fresh, progress=progress)
+            outcomes = tune_problem(loaded, storage, settings, chosen, fresh=fresh, progress=progress, jobs=jobs,
+                                    worker=Worker.here(salt, heartbeat_s=heartbeat),
+                                    warn=lambda message: warn([message]))
     except KeyboardInterrupt:
-        click.echo(f"tuner: interrupted; finished trials are kept in {storage}; rerun the same command to resume",
+        click.echo(f"tuner: interrupted; finished trials are kept in {where}; rerun the same command to resume",
                    err=True)
         sys.exit(130)
     except TunerError:
         raise
     except (SQLAlchemyError, optuna.exceptions.OptunaError) as exc:
         text = str(exc).strip().splitlines()
-        fail(f"{storage}: {text[0] if text else type(exc).__name__}")
-    print_outcomes(loaded, outcomes, storage)
+        fail(f"{where}: {text[0] if text else type(exc).__name__}")
+    print_outcomes(loaded, outcomes, where)
+    written = {outcome.regime for outcome in outcomes}
+    for name in chosen or loaded.regimes:
+        if name not in written:
+            click.echo(f"regime {name}: rows already written from its study with these settings (by another "
+                       f"worker or an earlier run); `tuner table show --storage {where}` lists them")
 
 
 class TrialProgress:

@@ -42,6 +42,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from tuner.errors import StorageError
 from tuner.readonly_sqlite import read_only_connect
+from tuner.store.store import serialise_sqlite_writes, writer_engine_kwargs
 from tuner.kernels.family import KernelLaunch
 from tuner.profile import compiled as _compiled
 from tuner.profile.devices import DevicePreset
@@ -168,7 +169,8 @@ class CompileCache:
         self._writable = True
         self._memo: dict[CompileKey, _compiled.ArchUsage] = {}
         try:
-            self._engine = create_engine(url)
+            self._engine = create_engine(url, **writer_engine_kwargs(make_url(url)))
+            serialise_sqlite_writes(self._engine)  # several workers (tuner tune --jobs) may write it
             try:
                 _Base.metadata.create_all(self._engine, tables=[CompiledRecord.__table__])
             except SQLAlchemyError:  # another process created the table between check and create

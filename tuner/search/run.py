@@ -5,38 +5,64 @@ before Optuna touches the database (a database of another schema version is refu
 with nothing written); each trial is committed by Optuna as it finishes; a regime's
 table rows are replaced in one transaction only after its study, baselines and oracle
 are done. Regimes run in the problem file's order, so later regimes warm-start from
-the earlier ones' best assignments.
+the earlier ones' best assignments. Any number of workers may run this at once on one
+storage (:mod:`tuner.search.fleet` says how they stay exact).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import time
+import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import optuna
 from optuna.trial import FrozenTrial
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, ProgrammingError, SQLAlchemyError
 
 from ..problem.model import Problem
 from ..errors import StorageError
 from ..store import Store, TableRow
-from ..store.store import parse_url, resolve_url, shown
+from ..store.store import parse_url, resolve_url, serialise_sqlite_writes, shown, writer_engine_kwargs
 from ..errors import SearchError
 from ..stats import paired_delta
 from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
-from .study import Progress, RegimeOutcome, TuneSettings, study_name, tune_regime
+from .fleet import MAX_RETRY, ROWS_LEASE_S, Helpers, LeaseGate, Worker, held
+from .study import Progress, RegimeOutcome, TuneSettings, regime_outcome, run_study, study_name
 
 
-def open_storage(url: str) -> optuna.storages.RDBStorage:
-    """Optuna's storage on ``url``, its failures as one-line :class:`StorageError`."""
-    try:
-        return optuna.storages.RDBStorage(resolve_url(url))
-    except (SQLAlchemyError, optuna.exceptions.OptunaError, RuntimeError, ValueError, ImportError) as exc:
-        text = str(exc).strip().splitlines()
-        raise StorageError(f"{shown(parse_url(url))}: Optuna cannot use this storage: "
-                         f"{text[0] if text else type(exc).__name__}") from None
+def open_storage(url: str, worker: Worker | None = None) -> optuna.storages.RDBStorage:
+    """Optuna's storage on ``url``, its failures as one-line :class:`StorageError`.
+
+    With a ``worker``, its trials record heartbeats and a trial whose worker died is
+    retried; on SQLite its transactions are serialised (:func:`serialise_sqlite_writes`).
+    Workers that create a fresh database's tables at the same moment may collide: the
+    loser tries again.
+    """
+    parsed = parse_url(resolve_url(url))
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                kwargs: dict = {} if worker is None else dict(
+                    engine_kwargs=writer_engine_kwargs(parsed), heartbeat_interval=worker.heartbeat_s,
+                    grace_period=worker.grace_s,
+                    heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(MAX_RETRY))
+                storage = optuna.storages.RDBStorage(resolve_url(url), **kwargs)
+            serialise_sqlite_writes(storage.engine)
+            return storage
+        except (IntegrityError, ProgrammingError):  # another worker created the tables meanwhile
+            if attempt == 2:
+                raise
+            time.sleep(0.5)
+        except (SQLAlchemyError, optuna.exceptions.OptunaError, RuntimeError, ValueError, ImportError) as exc:
+            text = str(exc).strip().splitlines()
+            raise StorageError(f"{shown(parsed)}: Optuna cannot use this storage: "
+                               f"{text[0] if text else type(exc).__name__}") from None
+    raise AssertionError("unreachable")
 
 
 def tune_problem(
@@ -49,6 +75,10 @@ def tune_problem(
     progress: Progress | None = None,
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
     on_regime: Callable[[RegimeOutcome], None] | None = None,
+    jobs: int = 1,
+    worker: Worker | None = None,
+    orphaned: Callable[[], bool] = lambda: False,
+    warn: Callable[[str], None] = lambda message: None,
 ) -> list[RegimeOutcome]:
     """Tune ``regimes`` (default: all, in file order) and write their table rows to ``url``.
 
@@ -56,36 +86,104 @@ def tune_problem(
         fresh: delete the chosen regimes' studies first (their table rows stay until
             replaced).
         on_regime: called with each regime's outcome once its rows are written.
+        jobs: worker processes on this machine, this one included (``jobs - 1`` helpers
+            run trials; this one also writes the rows).
+        worker: who this process is among the workers (default: the first of its run).
+        orphaned: tells a helper its parent died (it then stops).
+        warn: told of a helper that stopped early (its trial is retried by the others).
+
+    Returns:
+        The outcomes of the regimes whose rows this process wrote; a regime whose rows
+        were already written from the same study and settings (by another worker, or
+        an earlier run) is skipped and absent.
 
     Raises:
         SearchError: an unknown regime, or a study run with other settings.
         StorageError: the URL cannot be used; SchemaMismatchError: another schema version.
     """
     settings = settings or TuneSettings()
-    chosen = list(regimes) if regimes else list(problem.regimes)
+    worker = worker or Worker.here()
+    chosen = list(dict.fromkeys(regimes)) if regimes else list(problem.regimes)
     for name in chosen:
         if name not in problem.regimes:
             raise SearchError(f"{problem.path}: no regime {name!r} (regimes: {', '.join(problem.regimes)})")
+    if jobs < 1:
+        raise SearchError(f"--jobs must be at least 1 but got {jobs}")
     store = Store(url, create=True)
+    helpers = None
     try:
-        storage = open_storage(url)
+        storage = open_storage(url, worker)
         if fresh:
             existing = {s.study_name for s in storage.get_all_studies()}
-            for name in chosen:
-                if study_name(problem.name, name) in existing:
-                    optuna.delete_study(study_name=study_name(problem.name, name), storage=storage)
-        outcomes = []
-        capacities: dict = {}
+            names = [study_name(problem.name, name) for name in chosen]
+            for name in names:
+                if name in existing:
+                    optuna.delete_study(study_name=name, storage=storage)
+            store.forget_written(names)
+        if jobs > 1:
+            helpers = Helpers.start(jobs - 1, problem.path, url, settings, chosen, worker.heartbeat_s)
+        rows = _Rows(store, problem, settings, worker, progress, on_regime)
+        held_elsewhere = []
         for name in chosen:
-            outcome = tune_regime(problem, name, storage, settings, callbacks=callbacks, progress=progress,
-                                  capacities=capacities)
-            store.replace_regime(problem.name, name, table_rows(outcome))
-            outcomes.append(outcome)
-            if on_regime is not None:
-                on_regime(outcome)
-        return outcomes
+            gate = LeaseGate(store, study_name(problem.name, name), worker.id, orphaned)
+            study = run_study(problem, name, storage, settings, callbacks=callbacks, progress=progress, gate=gate,
+                              salt=worker.salt)
+            if worker.writes_rows and rows.write(name, study, wait=False) is None:
+                held_elsewhere.append((name, study))
+        for name, study in held_elsewhere:  # another worker was writing them: wait, write if it died first
+            rows.write(name, study, wait=True)
+        if helpers is not None:
+            for failure in helpers.join():
+                warn(failure)
+            helpers = None
+        return rows.outcomes
     finally:
+        if helpers is not None:
+            helpers.stop()
         store.close()
+
+
+def rows_key(settings: TuneSettings) -> str:
+    """What a regime's rows depend on beyond the study's own attributes (seeds, horizon,
+    problem file): rows written with another key are computed again."""
+    oracle = settings.oracle_limit if settings.oracle else 0
+    return f"trials={settings.trials};oracle={oracle}"
+
+
+@dataclass
+class _Rows:
+    """Writes complete studies' regime rows, once each across every worker."""
+
+    store: Store
+    problem: Problem
+    settings: TuneSettings
+    worker: Worker
+    progress: Progress | None
+    on_regime: Callable[[RegimeOutcome], None] | None
+    outcomes: list[RegimeOutcome] = field(default_factory=list)
+    capacities: dict = field(default_factory=dict)
+
+    def write(self, regime: str, study: optuna.Study, wait: bool) -> bool | None:
+        """Compute and write the regime's rows unless they are written from this study
+        with these settings: True when this call wrote them, False when they already
+        were, None when another worker holds the regime's lease (only without ``wait``)."""
+        key, store = rows_key(self.settings), self.store
+        if store.written_key(study.study_name) == key:
+            return False
+        with held(store, f"rows:{study.study_name}", self.worker.id, wait=wait, seconds=ROWS_LEASE_S,
+                  renew=True) as taken:
+            if not taken:
+                return None
+            if store.written_key(study.study_name) == key:
+                return False
+            outcome = regime_outcome(self.problem, regime, study, self.settings, progress=self.progress,
+                                     capacities=self.capacities)
+            store.replace_regime(self.problem.name, regime, table_rows(outcome),
+                                 written=(study.study_name, key, self.worker.id))
+        self.outcomes.append(outcome)
+        if self.on_regime is not None:
+            self.on_regime(outcome)
+        return True
 
 
 def triton_version() -> str | None:

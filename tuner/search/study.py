@@ -33,7 +33,8 @@ import dataclasses
 import math
 import warnings
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -207,45 +208,146 @@ def tune_regime(
         SearchError: the regime is unknown, the stored study was made with other seeds,
             horizon or problem file, or no assignment is feasible.
     """
+    settings = settings or TuneSettings()
+    study = run_study(problem, regime, storage, settings, callbacks=callbacks, progress=progress)
+    return regime_outcome(problem, regime, study, settings, progress=progress, capacities=capacities)
+
+
+class TrialGate(Protocol):
+    """How a study's trials are started when other workers may share it (:mod:`tuner.search.fleet`).
+
+    The count-then-start of a trial, and the warm starts' enqueueing, run inside
+    :meth:`exclusive`, so that workers together never start more trials than the budget
+    nor enqueue a warm start twice."""
+
+    #: Whether trials other workers are running count against the budget (a fleet:
+    #: yes, so the study ends with exactly its budget; one process: no). Only trials that
+    #: record a ``worker`` count: a RUNNING trial left by a version without heartbeats
+    #: would never end.
+    counts_running: bool
+    #: Recorded on each trial as the user attribute ``worker`` (None: not recorded).
+    worker: str | None
+
+    def exclusive(self) -> AbstractContextManager[Callable[[], None]]:
+        """Hold the study's start lock; the value releases it early (idempotent)."""
+
+    def wait(self) -> None:
+        """Pause while other workers' trials fill the budget."""
+
+
+class _Alone:
+    """The gate of one process alone on its storage: no lock, running trials not counted."""
+
+    counts_running = False
+    worker = None
+
+    @contextmanager
+    def exclusive(self) -> Iterator[Callable[[], None]]:
+        yield lambda: None
+
+    def wait(self) -> None:  # pragma: no cover - nothing else runs trials
+        raise AssertionError("a lone process never waits for other workers")
+
+
+def run_study(
+    problem: Problem,
+    regime: str,
+    storage: optuna.storages.BaseStorage | str,
+    settings: TuneSettings,
+    *,
+    callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
+    progress: Progress | None = None,
+    gate: TrialGate | None = None,
+    salt: str = "",
+) -> optuna.Study:
+    """Open (or create) the regime's study and run trials until it holds ``settings.trials``
+    finished ones, or every point of the space has been tried.
+
+    Args:
+        gate: how trials start when other workers share the study (default: alone).
+        salt: mixed into the sampler's seed, so workers that start together propose
+            different points ("" for the first or only worker: same seed, same table).
+
+    Raises:
+        SearchError: the regime is unknown, or the stored study was made with other seeds,
+            horizon or problem file.
+    """
     if regime not in problem.regimes:
         raise SearchError(f"{problem.path}: no regime {regime!r} (regimes: {', '.join(problem.regimes)})")
     progress = progress or _Silent()
-    settings = settings or TuneSettings()
+    gate = gate or _Alone()
     space = JointSpace.of(problem)
     horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
     seeds = settings.seed_list
-    name = study_name(problem.name, regime)
-    counter = _Counter()
+    for baseline in BASELINES:  # a space without a legal baseline is refused before any write
+        baseline.assignment(space)
     if isinstance(storage, str):
         storage = optuna.storages.RDBStorage(storage)
-    baseline_assignments = {b.name: b.assignment(space) for b in BASELINES}  # before any write
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         pruner = optuna.pruners.WilcoxonPruner(p_threshold=settings.p_threshold, n_startup_steps=2)
-    study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
-                                pruner=pruner, load_if_exists=True)
-    attrs = study_attrs(problem, regime, seeds, horizon)
-    _check_attrs(study, attrs)
+    study = optuna.create_study(study_name=study_name(problem.name, regime), storage=storage,
+                                direction="maximize", pruner=pruner, load_if_exists=True)
+    _check_attrs(study, study_attrs(problem, regime, seeds, horizon))
     finished = _finished(study)
     # Seeded by the run's seed, the regime and the trials already there: the same command
     # on the same storage suggests the same points, and a resumed run does not replay the
     # suggestions its first part already evaluated.
     study.sampler = LocalSearchSampler(
         space, lambda s: _incumbent(space, s, len(seeds)),
-        seed=zlib.crc32(f"{settings.base_seed}:{regime}:{len(finished)}".encode()) & 0x7FFFFFFF,
+        seed=zlib.crc32(f"{settings.base_seed}:{regime}:{len(finished)}{salt}".encode()) & 0x7FFFFFFF,
     )
-    remaining = settings.trials - len(finished)
     progress.start(regime, len(finished), settings.trials)
-    if remaining > 0 and len(names_of(finished, space)) < space.size:
-        for assignment in warm_starts(problem, regime, space, storage):
-            if space.contains(assignment):  # a baseline with a dominated config is evaluated apart
-                study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
-        objective = _Objective(problem, regime, space, seeds, horizon, counter, settings.p_threshold)
-        stop = _Stop(space, settings.trials, progress)
-        study.optimize(objective, n_trials=remaining, callbacks=[stop, *callbacks], gc_after_trial=False)
+    if len(finished) < settings.trials and len(names_of(finished, space)) < space.size:
+        objective = _Objective(problem, regime, space, seeds, horizon, _Counter(), settings.p_threshold)
+        with gate.exclusive():
+            for assignment in warm_starts(problem, regime, space, storage):
+                if space.contains(assignment):  # a baseline with a dominated config is evaluated apart
+                    study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
+        shown = _Shown(progress)
+        while True:
+            with gate.exclusive() as release:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    optuna.storages.fail_stale_trials(study)
+                trials = study.get_trials(deepcopy=False)
+                finished = [t for t in trials if t.state in FINISHED]
+                if len(finished) >= settings.trials or len(names_of(finished, space)) >= space.size:
+                    break
+                running = sum(t.state == TrialState.RUNNING and "worker" in t.user_attrs
+                              for t in trials) if gate.counts_running else 0
+                room = len(finished) + running < settings.trials
+                if room:
+                    study.optimize(_Started(objective, release, gate.worker), n_trials=1,
+                                   callbacks=[shown, *callbacks], gc_after_trial=False)
+            if not room:
+                gate.wait()
     progress.finish()
+    return study
 
+
+def regime_outcome(
+    problem: Problem,
+    regime: str,
+    study: optuna.Study,
+    settings: TuneSettings,
+    *,
+    progress: Progress | None = None,
+    capacities: dict | None = None,
+) -> RegimeOutcome:
+    """The regime's tuned assignment from its study's finished trials, with both figures,
+    the baselines' and, if asked, the oracle's (these simulate: seconds to minutes).
+
+    Raises:
+        SearchError: no assignment is feasible.
+    """
+    progress = progress or _Silent()
+    space = JointSpace.of(problem)
+    horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
+    seeds = settings.seed_list
+    counter = _Counter()
+    baseline_assignments = {b.name: b.assignment(space) for b in BASELINES}
     finished = _finished(study)
     known = _known(space, finished, len(seeds))
     tuned = select_best(space, finished, len(seeds))
@@ -265,8 +367,8 @@ def tune_regime(
     if settings.oracle:
         oracle = exhaustive(problem, regime, space, seeds, horizon, settings.oracle_limit, known, counter)
     return RegimeOutcome(
-        problem=problem, regime=regime, study_name=name, space=space, settings=settings, horizon_s=horizon,
-        tuned=tuned, baselines=baselines, oracle=oracle,
+        problem=problem, regime=regime, study_name=study.study_name, space=space, settings=settings,
+        horizon_s=horizon, tuned=tuned, baselines=baselines, oracle=oracle,
         trials=len(finished), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in finished),
         run_simulations=counter.simulations, objective=problem.objective,
     )
@@ -613,19 +715,31 @@ def _record(trial: optuna.Trial, constraints: Constraints, simulations: int, lat
 
 
 @dataclass
-class _Stop:
-    """Stop at the target number of finished trials, or once every point has been tried."""
+class _Started:
+    """The objective as a gated worker runs it: the trial exists, the worker is recorded
+    (so the trial counts against the budget), the start lock is released, then the real
+    objective."""
 
-    space: JointSpace
-    target: int
+    objective: Callable[[optuna.Trial], float]
+    release: Callable[[], None]
+    worker: str | None
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        if self.worker is not None:  # before the release: every trial counted as running has it
+            trial.set_user_attr("worker", self.worker)
+        self.release()
+        return self.objective(trial)
+
+
+@dataclass
+class _Shown:
+    """Tells the progress display the finished count and best value after each trial."""
+
     progress: Progress
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        finished = _finished(study)
         try:
             best: float | None = study.best_value
         except ValueError:
             best = None
-        self.progress.update(len(finished), best)
-        if len(finished) >= self.target or len(names_of(finished, self.space)) >= self.space.size:
-            study.stop()
+        self.progress.update(len(_finished(study)), best)

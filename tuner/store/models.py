@@ -5,7 +5,8 @@ share a database with Optuna's tables (which we never touch; Optuna owns
 ``alembic_version``) and with each other. ``tuner_schema`` holds one row, the integer
 version of this schema; a database at another version is refused, never migrated in
 place. A new tuner table (a compile cache, say) registers on :class:`Base` and bumps
-:data:`SCHEMA_VERSION` when it changes an existing table.
+:data:`SCHEMA_VERSION` when it changes an existing table; :class:`Lease` and
+:class:`RegimeWritten` were added that way (a writer creates them where missing).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .version import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "Base", "ConfigEntry", "SchemaVersion"]
+__all__ = ["SCHEMA_VERSION", "Base", "ConfigEntry", "Lease", "RegimeWritten", "SchemaVersion"]
 
 
 class Base(DeclarativeBase):
@@ -84,3 +85,28 @@ class ConfigEntry(Base):
     capacity_delta_ci_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
     one_config_capacity_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class Lease(Base):
+    """A named mutual exclusion between workers that share the database, held until
+    ``expires_at`` (seconds since the epoch on the holder's clock) unless renewed, so a
+    worker that dies holding it blocks the others for at most one lease."""
+
+    __tablename__ = "tuner_leases"
+
+    name: Mapped[str] = mapped_column(String(500), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200), nullable=False)
+    expires_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class RegimeWritten(Base):
+    """That a regime's rows were written from its study: which study, how many finished
+    trials, with which settings (``key``). Written in the same transaction as the rows,
+    so a worker that finds it knows the rows are whole and skips the regime."""
+
+    __tablename__ = "tuner_regimes_written"
+
+    study_name: Mapped[str] = mapped_column(String(500), primary_key=True)
+    key: Mapped[str] = mapped_column(String(500), nullable=False)
+    holder: Mapped[str] = mapped_column(String(200), nullable=False)
+    written_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)

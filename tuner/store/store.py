@@ -9,26 +9,40 @@ Every failure is a :class:`StorageError` whose one line names the URL (password 
 Writes are whole regimes in one transaction (:meth:`Store.replace_regime`), so a
 reader sees a regime's old rows or its new ones, never a mix. The class keeps no
 per-call state; sessions are opened per call.
+
+Several workers may write one database (``tuner tune --jobs``, a fleet of ``tuner
+worker``). They coordinate through two tables: leases (:meth:`Store.try_lease`), a
+mutual exclusion that expires when its holder dies, and the mark that a regime's rows
+were written (:meth:`Store.written_key`), committed with the rows. On SQLite a writer
+begins every transaction with ``BEGIN IMMEDIATE`` (:func:`serialise_sqlite_writes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, delete, inspect, select
+from sqlalchemy import create_engine, delete, event, inspect, or_, select, update
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..errors import SchemaMismatchError, StorageError
-from .models import SCHEMA_VERSION, Base, ConfigEntry, SchemaVersion
+from .models import SCHEMA_VERSION, Base, ConfigEntry, Lease, RegimeWritten, SchemaVersion
 from .table import ROW_FIELDS, TableRow
 from .version import check_version
 
 DEFAULT_URL = "sqlite:///results.db"
+
+#: Seconds a SQLite writer waits for another process's transaction before it fails.
+SQLITE_BUSY_TIMEOUT_S = 300.0
+#: Seconds a writer waits for a PostgreSQL server to answer (a dropped route otherwise
+#: hangs for the operating system's TCP timeout, minutes).
+CONNECT_TIMEOUT_S = 10
 
 
 def parse_url(url: str) -> URL:
@@ -59,6 +73,29 @@ def shown(url: URL) -> str:
     return url.render_as_string(hide_password=True)
 
 
+def writer_engine_kwargs(url: URL) -> dict[str, Any]:
+    """Engine options for a process that writes while others may: on SQLite, wait up to
+    :data:`SQLITE_BUSY_TIMEOUT_S` for a lock and let :func:`serialise_sqlite_writes`
+    issue the BEGIN (pysqlite's own begins late, at the first write); on PostgreSQL, give
+    up on a server that does not answer within :data:`CONNECT_TIMEOUT_S`."""
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S, "isolation_level": None}}
+    if backend == "postgresql":
+        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
+    return {}
+
+
+def serialise_sqlite_writes(engine: Engine) -> None:
+    """Begin every transaction of a SQLite ``engine`` (made with :func:`writer_engine_kwargs`)
+    with ``BEGIN IMMEDIATE``: it takes the write lock before its first read, so two
+    processes never both read, then both try to write — the deadlock SQLite answers with
+    "database is locked" — and a read-then-write (Optuna claiming a WAITING trial) is
+    atomic. Writers queue on the lock instead; other backends are left as they are."""
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN IMMEDIATE"))
+
+
 class Store:
     """The tuner tables of one database.
 
@@ -80,10 +117,13 @@ class Store:
         self.url = shown(parsed)
         if parsed.get_backend_name() == "sqlite":
             _check_sqlite_path(parsed, self.url, create)
+        kwargs = {**writer_engine_kwargs(parsed), **(engine_kwargs or {})} if create else dict(engine_kwargs or {})
         try:
-            self.engine: Engine = create_engine(parsed, **(engine_kwargs or {}))
+            self.engine: Engine = create_engine(parsed, **kwargs)
         except (NoSuchModuleError, ImportError, ArgumentError) as exc:
             raise StorageError(f"{self.url}: cannot load a database driver for this URL ({_first_line(exc)})") from None
+        if create:
+            serialise_sqlite_writes(self.engine)
         self._check_schema(create)
 
     @contextmanager
@@ -120,10 +160,15 @@ class Store:
             self._create_tables()
 
     def _create_tables(self) -> None:
-        try:
-            Base.metadata.create_all(self.engine)
-        except SQLAlchemyError as exc:
-            raise StorageError(f"{self.url}: cannot create the tuner tables: {_first_line(exc)}") from exc
+        for attempt in range(2):
+            try:
+                Base.metadata.create_all(self.engine)
+                return
+            except SQLAlchemyError as exc:
+                # another worker created one meanwhile: look again, once
+                if attempt == 0 and isinstance(exc, (IntegrityError, ProgrammingError)):
+                    continue
+                raise StorageError(f"{self.url}: cannot create the tuner tables: {_first_line(exc)}") from exc
 
     def _create(self) -> None:
         self._create_tables()
@@ -137,14 +182,60 @@ class Store:
             raise StorageError(f"{self.url}: cannot write the schema version: {_first_line(exc)}") from exc
         self._check_schema(create=False)
 
-    def replace_regime(self, problem: str, regime: str, rows: Sequence[TableRow]) -> None:
-        """Replace every row of (problem, regime) with ``rows``, in one transaction."""
+    def replace_regime(self, problem: str, regime: str, rows: Sequence[TableRow],
+                       written: tuple[str, str, str] | None = None) -> None:
+        """Replace every row of (problem, regime) with ``rows``, in one transaction.
+
+        Args:
+            written: ``(study_name, key, holder)`` to mark in the same transaction (see
+                :meth:`written_key`).
+        """
         for row in rows:
             if (row.problem, row.regime) != (problem, regime):
                 raise ValueError(f"row {row.problem}/{row.regime}/{row.op}/{row.bucket} is not of {problem}/{regime}")
         with self._session(f"write the rows of {problem}/{regime}") as session:
             session.execute(delete(ConfigEntry).where(ConfigEntry.problem == problem, ConfigEntry.regime == regime))
             session.add_all(ConfigEntry(**{name: getattr(row, name) for name in ROW_FIELDS}) for row in rows)
+            if written is not None:
+                study, key, holder = written
+                session.merge(RegimeWritten(study_name=study, key=key, holder=holder,
+                                            written_at=datetime.now(timezone.utc)))
+
+    def written_key(self, study_name: str) -> str | None:
+        """The settings key the rows of ``study_name``'s regime were last written with, if any."""
+        with self._session("read which regimes are written") as session:
+            return session.scalar(select(RegimeWritten.key).where(RegimeWritten.study_name == study_name))
+
+    def forget_written(self, study_names: Iterable[str]) -> None:
+        """Drop the written-marks of these studies (they are being started over)."""
+        names = list(study_names)
+        with self._session("reset which regimes are written") as session:
+            session.execute(delete(RegimeWritten).where(RegimeWritten.study_name.in_(names)))
+
+    def try_lease(self, name: str, holder: str, seconds: float) -> bool:
+        """Take (or renew) the lease ``name`` for ``seconds`` unless another holder's is
+        still running; atomic on every backend (a conditional update, else an insert
+        that only one writer can make)."""
+        now = time.time()
+        with self._session(f"take the lease {name}") as session:
+            taken = session.execute(
+                update(Lease).where(Lease.name == name, or_(Lease.expires_at < now, Lease.holder == holder))
+                .values(holder=holder, expires_at=now + seconds)
+            ).rowcount
+        if taken:
+            return True
+        try:
+            with Session(self.engine) as session, session.begin():
+                session.add(Lease(name=name, holder=holder, expires_at=now + seconds))
+        except IntegrityError:
+            return False
+        except SQLAlchemyError as exc:
+            raise StorageError(f"{self.url}: cannot take the lease {name}: {_first_line(exc)}") from exc
+        return True
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self._session(f"release the lease {name}") as session:
+            session.execute(delete(Lease).where(Lease.name == name, Lease.holder == holder))
 
     def rows(self, problem: str | None = None) -> list[TableRow]:
         """Rows, ordered by problem, then the problem file's order of regimes and operators."""

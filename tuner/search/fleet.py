@@ -1,0 +1,239 @@
+"""Many workers on one problem's studies: heartbeats, leases, and ``--jobs`` on one machine.
+
+A worker is any process that runs :func:`tuner.search.tune_problem` against a storage:
+``tuner tune`` itself, each process of ``tuner tune --jobs J``, each ``tuner worker`` on
+any machine. They share nothing but the database, and three rules keep the studies and
+the table exact however many there are and whichever of them dies:
+
+* **Heartbeats** (Optuna's): a running trial's worker records a heartbeat every
+  :attr:`Worker.heartbeat_s`; a trial silent for :attr:`Worker.grace_s` is marked FAIL by
+  the next worker to look, and Optuna's retry callback enqueues it again (the same point,
+  up to :data:`MAX_RETRY` times).
+* **A start lease per study** (:class:`LeaseGate`): a worker counts the study's finished
+  and running trials and starts one only while they are below the budget, holding the
+  study's lease (a row in ``tuner_leases``) from the count until the trial exists — so
+  together the workers finish exactly the budget, never more. Warm starts are enqueued
+  under it too, and Optuna hands each WAITING trial to one worker only.
+* **A rows lease per regime** (:func:`held`): whichever worker finds a study complete
+  takes its regime's lease, computes baselines, capacities and the oracle, and writes the
+  rows and the mark that they are written (``tuner_regimes_written``) in one transaction.
+  A worker that finds the mark skips the regime; one that finds the lease taken comes
+  back to it after its other regimes, and writes it only if the holder died first.
+
+A lease expires :data:`START_LEASE_S` (or, renewed while held, :data:`ROWS_LEASE_S`)
+after its holder's last word, measured on the workers' clocks: keep a fleet's clocks
+within seconds of each other (NTP).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TunerError
+from ..problem.model import Problem
+from ..store import Store
+
+#: Times a trial whose worker died is enqueued again.
+MAX_RETRY = 3
+#: Seconds a study's start lease lasts (it is held for milliseconds: count, then create a trial).
+START_LEASE_S = 30.0
+#: Seconds a regime's rows lease lasts without renewal (renewed every quarter of it).
+ROWS_LEASE_S = 60.0
+#: Seconds between tries of a taken lease (drawn uniformly, so waiting workers spread out).
+LEASE_POLL_S = (0.01, 0.05)
+#: Seconds between looks while other workers' running trials fill the budget.
+BUDGET_POLL_S = (0.2, 0.5)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """Who runs trials.
+
+    Attributes:
+        id: recorded on each trial as the user attribute ``worker`` (``host:pid``).
+        salt: mixed into the sampler's seed ("" for a run's first process: the same seed
+            gives the same table; other workers propose other points).
+        writes_rows: whether this worker writes regimes' rows (the helper processes of
+            ``--jobs`` only run trials; their parent writes).
+        heartbeat_s: seconds between a running trial's heartbeats.
+    """
+
+    id: str
+    salt: str = ""
+    writes_rows: bool = True
+    heartbeat_s: int = 5
+
+    @classmethod
+    def here(cls, salt: str = "", *, writes_rows: bool = True, heartbeat_s: int = 5) -> Worker:
+        if heartbeat_s < 1:
+            raise TunerError(f"--heartbeat must be at least 1 second but got {heartbeat_s}")
+        return cls(f"{socket.gethostname()}:{os.getpid()}", salt, writes_rows, heartbeat_s)
+
+    @property
+    def grace_s(self) -> int:
+        """Seconds without a heartbeat after which a running trial counts as dead."""
+        return 4 * self.heartbeat_s
+
+
+@contextmanager
+def held(store: Store, name: str, holder: str, *, wait: bool = True, seconds: float = START_LEASE_S,
+         renew: bool = False, orphaned: Callable[[], bool] = lambda: False) -> Iterator[bool]:
+    """Hold the lease ``name`` for the block; yields whether it was taken (always, with
+    ``wait``). With ``renew``, a thread renews it every quarter of ``seconds`` so long
+    work keeps it; a worker that dies lets it expire."""
+    while not store.try_lease(name, holder, seconds):
+        if not wait:
+            yield False
+            return
+        if orphaned():
+            raise KeyboardInterrupt
+        time.sleep(random.uniform(*LEASE_POLL_S))
+    stop = threading.Event()
+    renewer = None
+    if renew:
+        def keep() -> None:
+            while not stop.wait(seconds / 4):
+                store.try_lease(name, holder, seconds)
+
+        renewer = threading.Thread(target=keep, name=f"lease {name}", daemon=True)
+        renewer.start()
+    try:
+        yield True
+    finally:
+        stop.set()
+        if renewer is not None:
+            renewer.join()
+        store.release_lease(name, holder)
+
+
+@dataclass
+class LeaseGate:
+    """:class:`tuner.search.study.TrialGate` for workers sharing a storage: the study's
+    start lease, running trials counted against the budget."""
+
+    store: Store
+    study_name: str
+    worker: str
+    orphaned: Callable[[], bool] = lambda: False
+
+    counts_running = True
+
+    @contextmanager
+    def exclusive(self) -> Iterator[Callable[[], None]]:
+        if self.orphaned():
+            raise KeyboardInterrupt
+        name = f"start:{self.study_name}"
+        with held(self.store, name, self.worker, orphaned=self.orphaned):
+            released = False
+
+            def release() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    self.store.release_lease(name, self.worker)
+
+            yield release
+
+    def wait(self) -> None:
+        if self.orphaned():
+            raise KeyboardInterrupt
+        time.sleep(random.uniform(*BUDGET_POLL_S))
+
+
+def orphan_check() -> Callable[[], bool]:
+    """True once this process's parent has died (a ``--jobs`` helper then stops)."""
+    parent = os.getppid()
+    return lambda: os.getppid() != parent
+
+
+@dataclass(frozen=True)
+class Helpers:
+    """The helper processes of ``tuner tune --jobs J``: J − 1 workers that run trials of
+    the same regimes and write nothing else; the calling process is the first worker and
+    writes the rows."""
+
+    processes: Sequence[multiprocessing.process.BaseProcess]
+
+    @classmethod
+    def start(cls, count: int, path: str, url: str, settings: object, regimes: Sequence[str],
+              heartbeat_s: int) -> Helpers:
+        context = multiprocessing.get_context("spawn")
+        processes = [
+            context.Process(target=_helper, args=(index, path, url, settings, list(regimes), heartbeat_s),
+                            name=f"tuner worker {index}", daemon=False)
+            for index in range(1, count + 1)
+        ]
+        for process in processes:
+            process.start()
+        return cls(processes)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the helpers as Ctrl-C would (each marks its running trial FAIL), then wait.
+
+        Ctrl-C on a terminal has reached them already (they share the process group):
+        they get a moment to stop on their own before a second SIGINT is sent, so none is
+        interrupted while it records its first one."""
+        self.join(2.0)
+        for process in self.processes:
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, signal.SIGINT)
+        self.join(timeout_s)
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+                process.join()
+
+    def join(self, timeout_s: float | None = None) -> list[str]:
+        """Wait for the helpers; one line per helper that failed."""
+        failures = []
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for index, process in enumerate(self.processes, start=1):
+            process.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if process.exitcode not in (0, None, 130, -signal.SIGINT):
+                failures.append(f"worker {index} (pid {process.pid}) stopped early with status {process.exitcode}; "
+                                "the other workers finished its trials")
+        return failures
+
+
+def load_for_tuning(path: Path | str, url: str) -> Problem:
+    """The problem file as every worker loads it: compiled resources cached in ``url``."""
+    from ..problem import load_problem
+    from ..profile.modeled import LazyCompileCache
+    from ..store.store import resolve_url
+
+    return load_problem(Path(path), resources=LazyCompileCache(resolve_url(url)))
+
+
+def _helper(index: int, path: str, url: str, settings: object, regimes: list[str], heartbeat_s: int) -> None:
+    """Entry point of a ``--jobs`` helper process: load the problem, run trials, exit
+    quietly on Ctrl-C (130) and with one line on an error (2)."""
+    import optuna
+
+    from .run import tune_problem
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # as its parent: errors reach it as one line
+    try:
+        problem = load_for_tuning(path, url)
+        worker = Worker.here(f":{index}", writes_rows=False, heartbeat_s=heartbeat_s)
+        tune_problem(problem, url, settings, regimes, worker=worker, orphaned=orphan_check())  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the exit
+        sys.exit(130)
+    except TunerError as exc:
+        print(f"tuner: error: worker {index}: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as exc:  # one line, as every tuner error; the parent goes on without it
+        text = str(exc).strip().splitlines()
+        print(f"tuner: error: worker {index}: {type(exc).__name__}: {text[0] if text else ''}", file=sys.stderr)
+        sys.exit(1)
