@@ -174,8 +174,15 @@ class Helpers:
                             name=f"tuner worker {index}", daemon=False)
             for index in range(1, count + 1)
         ]
-        for process in processes:
-            process.start()
+        # The helpers start with SIGINT ignored (inherited through exec) and take it back in
+        # _helper, after their imports: a Ctrl-C in the second they spend importing would
+        # print a traceback from the middle of them; stop() passes one on later instead.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for process in processes:
+                process.start()
+        finally:
+            signal.signal(signal.SIGINT, previous)
         return cls(processes)
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -218,6 +225,7 @@ def load_for_tuning(path: Path | str, url: str) -> Problem:
 def _helper(index: int, path: str, url: str, settings: object, regimes: list[str], heartbeat_s: int) -> None:
     """Entry point of a ``--jobs`` helper process: load the problem, run trials, exit
     quietly on Ctrl-C (130) and with one line on an error (2)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import optuna
 
     from .run import tune_problem
