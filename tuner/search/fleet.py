@@ -104,7 +104,10 @@ def held(store: Store, name: str, holder: str, *, wait: bool = True, seconds: fl
     if renew:
         def keep() -> None:
             while not stop.wait(seconds / 4):
-                store.try_lease(name, holder, seconds)
+                try:
+                    store.try_lease(name, holder, seconds)
+                except TunerError:  # the database hiccuped: the next renewal may get through
+                    continue
 
         renewer = threading.Thread(target=keep, name=f"lease {name}", daemon=True)
         renewer.start()

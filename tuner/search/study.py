@@ -301,10 +301,11 @@ def run_study(
     progress.start(regime, len(finished), settings.trials)
     if len(finished) < settings.trials and len(names_of(finished, space)) < space.size:
         objective = _Objective(problem, regime, space, seeds, horizon, _Counter(), settings.p_threshold)
+        # a baseline with a dominated config is evaluated apart
+        starts = [a for a in warm_starts(problem, regime, space, storage) if space.contains(a)]
         with gate.exclusive():
-            for assignment in warm_starts(problem, regime, space, storage):
-                if space.contains(assignment):  # a baseline with a dominated config is evaluated apart
-                    study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
+            for assignment in starts:
+                study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
         shown = _Shown(progress)
         while True:
             with gate.exclusive() as release:
