@@ -83,7 +83,7 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     from sqlalchemy.exc import SQLAlchemyError
 
     from ..search import TuneSettings, tune_problem
-    from ..search.fleet import Worker, load_for_tuning
+    from ..search.fleet import Worker, exit_interrupted, load_for_tuning, quiet_logs
     from ..search.report import print_outcomes
     from ..store.store import parse_url, shown
 
@@ -93,9 +93,7 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     chosen = [name.strip() for name in regimes.split(",") if name.strip()] if regimes else None
     settings = TuneSettings(trials=trials, seeds=seeds, base_seed=seed, horizon_s=horizon, oracle=oracle,
                             oracle_limit=oracle_limit)
-    # Optuna logs an interrupted or failed trial at WARNING with its whole traceback; the
-    # exception itself reaches the handlers below (one line), so only errors are logged
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    quiet_logs()
     try:
         with TrialProgress(quiet) as progress:
             outcomes = tune_problem(loaded, storage, settings, chosen, fresh=fresh, progress=progress, jobs=jobs,
@@ -104,7 +102,7 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     except KeyboardInterrupt:
         click.echo(f"tuner: interrupted; finished trials are kept in {where}; rerun the same command to resume",
                    err=True)
-        sys.exit(130)
+        exit_interrupted()
     except TunerError:
         raise
     except (SQLAlchemyError, optuna.exceptions.OptunaError) as exc:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from ..errors import TunerError
 from ..problem.model import Problem
@@ -154,6 +155,33 @@ class LeaseGate:
         time.sleep(random.uniform(*BUDGET_POLL_S))
 
 
+def quiet_logs() -> None:
+    """What a tuning process logs: errors reach the user as one line each, so Optuna logs
+    only errors (it logs an interrupted trial at WARNING with its traceback), and
+    SQLAlchemy's pool nothing (a Ctrl-C that lands while it resets a connection is
+    logged with a traceback by Python's last-resort handler)."""
+    import logging
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    logging.getLogger("sqlalchemy.pool").addHandler(logging.NullHandler())
+    logging.getLogger("sqlalchemy.pool").propagate = False
+
+
+def exit_interrupted(code: int = 130) -> NoReturn:
+    """Exit after Ctrl-C, even when it struck while Optuna started a trial's heartbeat
+    thread: that thread is not a daemon and, its ``with`` never entered, would run (and
+    keep the process alive) forever. Everything worth keeping is committed by then."""
+    # Optuna does not name the thread; Python names it after its target
+    strays = [t for t in threading.enumerate() if "_record_heartbeat" in t.name and t.is_alive()]
+    if strays:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def orphan_check() -> Callable[[], bool]:
     """True once this process's parent has died (a ``--jobs`` helper then stops)."""
     parent = os.getppid()
@@ -229,18 +257,16 @@ def _helper(index: int, path: str, url: str, settings: object, regimes: list[str
     """Entry point of a ``--jobs`` helper process: load the problem, run trials, exit
     quietly on Ctrl-C (130) and with one line on an error (2)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    import optuna
-
     from .run import tune_problem
 
-    optuna.logging.set_verbosity(optuna.logging.ERROR)  # as its parent: errors reach it as one line
+    quiet_logs()
     try:
         problem = load_for_tuning(path, url)
         worker = Worker.here(f":{index}", writes_rows=False, heartbeat_s=heartbeat_s)
         tune_problem(problem, url, settings, regimes, worker=worker, orphaned=orphan_check())  # type: ignore[arg-type]
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the exit
-        sys.exit(130)
+        exit_interrupted()
     except TunerError as exc:
         print(f"tuner: error: worker {index}: {exc}", file=sys.stderr)
         sys.exit(2)

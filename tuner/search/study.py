@@ -307,6 +307,7 @@ def run_study(
             for assignment in starts:
                 study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
         shown = _Shown(progress)
+        study_id = storage.get_study_id_from_name(study.study_name)
         while True:
             with gate.exclusive() as release:
                 with warnings.catch_warnings():
@@ -320,9 +321,10 @@ def run_study(
                               for t in trials) if gate.counts_running else 0
                 room = len(finished) + running < settings.trials
                 if room:
-                    study.optimize(_Started(objective, release, gate.worker), n_trials=1,
+                    study.optimize(_Started(objective, release, gate.worker, storage, study_id), n_trials=1,
                                    callbacks=[shown, *callbacks], gc_after_trial=False)
             if not room:
+                progress.note(f"waiting for {running} trials running in other workers")
                 gate.wait()
     progress.finish()
     return study
@@ -444,17 +446,23 @@ _MUST_MATCH = ("seeds", "horizon_s", "problem_hash")
 
 
 def _check_attrs(study: optuna.Study, attrs: Mapping[str, Any]) -> None:
+    """Record the study's attributes, or refuse a run whose settings differ from them.
+
+    Attributes are written one by one, so a worker that joins a study another worker is
+    creating may find some missing: while the study holds no trial it writes them too
+    (the same values); once it does, a missing one is a mismatch."""
     stored = study.user_attrs
-    if not stored:
-        for key, value in attrs.items():
-            study.set_user_attr(key, value)
-        return
+    forming = not stored or not study.get_trials(deepcopy=False)
     for key in _MUST_MATCH:
-        if stored.get(key) != attrs[key]:
+        if (key in stored or not forming) and stored.get(key) != attrs[key]:
             raise SearchError(
                 f"study {study.study_name!r} was run with {key} {stored.get(key)!r} but this run asks for "
                 f"{attrs[key]!r}; rerun with the same settings to continue it, or add --fresh to start over"
             )
+    if forming:
+        for key, value in attrs.items():
+            if key not in stored:
+                study.set_user_attr(key, value)
 
 
 def _finished(study: optuna.Study) -> list[FrozenTrial]:
@@ -724,9 +732,16 @@ class _Started:
     objective: Callable[[optuna.Trial], float]
     release: Callable[[], None]
     worker: str | None
+    storage: optuna.storages.BaseStorage
+    study_id: int
 
     def __call__(self, trial: optuna.Trial) -> float:
         if self.worker is not None:  # before the release: every trial counted as running has it
+            # ... and a heartbeat before it, so that a trial counted as running always goes
+            # stale if its worker dies (Optuna's heartbeat thread may not have written yet)
+            if getattr(self.storage, "get_heartbeat_interval", lambda: None)() is not None:
+                self.storage.record_heartbeat(  # type: ignore[attr-defined]
+                    self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number))
             trial.set_user_attr("worker", self.worker)
         self.release()
         return self.objective(trial)

@@ -155,6 +155,9 @@ class Store:
             return
         with self._session("read the schema version") as session:
             versions = session.scalars(select(SchemaVersion.version)).all()
+        if not versions and create:  # another worker is creating the tables: write the version as it would
+            self._create()
+            return
         check_version(versions[0] if len(versions) == 1 else None, self.url)
         if create:  # tables added to the schema since (other tuner_* tables) — never altered
             self._create_tables()
