@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import sqlite3
 import threading
 from pathlib import Path
@@ -446,3 +447,56 @@ def test_rows_become_assignments_through_the_table_codec(db: Path, tmp_path: Pat
     assert 'data-regime="bursty"' in index_body(board, all_rows)
     assert "no longer matches the table" in regime_body(board, "toy_embedder", "bursty", all_rows)
     board.close()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_no_worker_process_outlives_the_dashboard(stop) -> None:
+    """``kill PID`` (SIGTERM), a closed terminal (SIGHUP) or the dashboard's own death
+    (SIGKILL: its workers watch their parent) ends every process it started."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "dashboard", "--storage", f"sqlite:///{ROOT / 'results.db.example'}",
+         "--port", "0", "--no-optuna-dashboard", "--no-warm", "--jobs", "2"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = server.stdout.readline().split(" on ", 1)[1].split(" ", 1)[0]
+        # a page that runs simulations in the worker pool; it need not finish
+        threading.Thread(target=lambda: _get_quietly(url + "problem/seed_example"), daemon=True).start()
+        children: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(children) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            children = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True,
+                                                           text=True).stdout.split()]
+        assert len(children) >= 2, children  # the pool's workers (and multiprocessing's resource tracker)
+        server.send_signal(stop)
+        server.wait(timeout=60)
+        if stop != signal.SIGKILL:  # stopped as Ctrl-C stops it: its pool shut down, exit status 0
+            assert server.returncode == 0, server.stderr.read()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+            time.sleep(0.2)
+        assert not [pid for pid in children if _alive(pid)]
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie waiting for its (dead) parent's reaping."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _get_quietly(url: str) -> None:
+    try:
+        urlopen(url, timeout=120).read()
+    except Exception:  # noqa: BLE001 - the server is stopped under the request on purpose
+        pass

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from contextlib import ExitStack, contextmanager
@@ -55,6 +56,7 @@ def dashboard(storage: str | None, problems_dir: Path, seeds: int, jobs: int | N
     board = Dashboard(_storage(storage), problems_dir, sweep_seeds=seeds, jobs=jobs or os.cpu_count() or 1)
     with ExitStack() as stack:
         stack.callback(board.close)
+        stack.enter_context(_stopped_by_signals())
         try:
             server = make_server(board, host, port)
         except OSError as exc:
@@ -122,17 +124,38 @@ def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None
         raise TunerError(f"{board.storage}: --problem {', '.join(unknown)}: not in the table "
                          f"(it has {', '.join(sorted(problems)) or 'no problem'})")
     try:
-        if out is not None:
-            with _progress("report") as step:
-                path = write_report(board, out, list(only) or None, progress=step)
-            click.echo(f"report written to {path}")
-        if into_studies:
-            with _progress("studies") as step:
-                written = save_into_studies(board, list(only) or None, progress=step)
-            click.echo(f"figures and a note saved into {len(written)} studies; open them with "
-                       f"optuna-dashboard {board.storage}")
+        with _stopped_by_signals():
+            if out is not None:
+                with _progress("report") as step:
+                    path = write_report(board, out, list(only) or None, progress=step)
+                click.echo(f"report written to {path}")
+            if into_studies:
+                with _progress("studies") as step:
+                    written = save_into_studies(board, list(only) or None, progress=step)
+                click.echo(f"figures and a note saved into {len(written)} studies; open them with "
+                           f"optuna-dashboard {board.storage}")
     finally:
         board.close()
+
+
+@contextmanager
+def _stopped_by_signals():
+    """SIGTERM and SIGHUP (``kill PID``, a closed terminal) stop the command as Ctrl-C does,
+    so its ``finally`` blocks shut the worker processes down instead of leaving them
+    running; the previous handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @contextmanager

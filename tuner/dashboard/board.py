@@ -8,8 +8,10 @@ worker processes when asked to.
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -31,9 +33,21 @@ SWEEP_MAX_HORIZON_S = 20.0
 TIMELINE_HORIZON_S = 5.0
 
 
-def _ignore_interrupts() -> None:
-    """Worker processes leave Ctrl-C to the parent, which shuts them down."""
+def _start_worker(parent: int) -> None:
+    """A worker process leaves Ctrl-C to the parent, which shuts it down, and ends by
+    itself when the parent dies without doing so (SIGKILL, a crash): it is never left
+    behind, re-parented to init."""
+    from ..search.fleet import orphan_check
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    orphaned = orphan_check(parent)
+
+    def watch() -> None:
+        while not orphaned():
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent watch", daemon=True).start()
 
 
 def regimes_of(rows: list[TableRow]) -> "OrderedDict[tuple[str, str], list[TableRow]]":
@@ -192,7 +206,7 @@ class Dashboard:
                 from concurrent.futures import ProcessPoolExecutor
 
                 self._executor = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                                     initializer=_ignore_interrupts)
+                                                     initializer=_start_worker, initargs=(os.getpid(),))
             return self._executor
 
     def close(self) -> None:

@@ -182,9 +182,9 @@ def exit_interrupted(code: int = 130) -> NoReturn:
     sys.exit(code)
 
 
-def orphan_check() -> Callable[[], bool]:
-    """True once this process's parent has died (a ``--jobs`` helper then stops)."""
-    parent = os.getppid()
+def orphan_check(parent: int) -> Callable[[], bool]:
+    """True once ``parent`` (the pid of the process that started this one, passed from
+    it: read here it could already be init's) is no longer this process's parent."""
     return lambda: os.getppid() != parent
 
 
@@ -201,7 +201,8 @@ class Helpers:
               heartbeat_s: int) -> Helpers:
         context = multiprocessing.get_context("spawn")
         processes = [
-            context.Process(target=_helper, args=(index, path, url, settings, list(regimes), heartbeat_s),
+            context.Process(target=_helper,
+                            args=(index, os.getpid(), path, url, settings, list(regimes), heartbeat_s),
                             name=f"tuner worker {index}", daemon=False)
             for index in range(1, count + 1)
         ]
@@ -253,7 +254,8 @@ def load_for_tuning(path: Path | str, url: str) -> Problem:
     return load_problem(Path(path), resources=LazyCompileCache(resolve_url(url)))
 
 
-def _helper(index: int, path: str, url: str, settings: object, regimes: list[str], heartbeat_s: int) -> None:
+def _helper(index: int, parent: int, path: str, url: str, settings: object, regimes: list[str],
+            heartbeat_s: int) -> None:
     """Entry point of a ``--jobs`` helper process: load the problem, run trials, exit
     quietly on Ctrl-C (130) and with one line on an error (2)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -263,7 +265,7 @@ def _helper(index: int, path: str, url: str, settings: object, regimes: list[str
     try:
         problem = load_for_tuning(path, url)
         worker = Worker.here(f":{index}", writes_rows=False, heartbeat_s=heartbeat_s)
-        tune_problem(problem, url, settings, regimes, worker=worker, orphaned=orphan_check())  # type: ignore[arg-type]
+        tune_problem(problem, url, settings, regimes, worker=worker, orphaned=orphan_check(parent))  # type: ignore[arg-type]
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the exit
         exit_interrupted()
