@@ -3,8 +3,17 @@
 # checks. The CPU build of PyTorch is installed first when no torch is present, so pip
 # never pulls a multi-GB CUDA build on a machine without a GPU; GPU users who already
 # have torch in the environment keep theirs (set TUNER_PYTHON to use another python).
+# Nothing is installed outside .venv, except with --tests: the dashboard's browser test
+# then gets Debian's chromium (apt, about 290 MB, as root) when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TESTS=0
+for arg in "$@"; do
+    case "$arg" in
+        --tests) TESTS=1 ;;
+        *) echo "setup-env: unknown option $arg (known: --tests)" >&2; exit 2 ;;
+    esac
+done
 PYTHON="${TUNER_PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
@@ -15,7 +24,7 @@ fi
 .venv/bin/pip install --quiet -e ".[test]"
 # The dashboard's browser test drives Debian's chromium through playwright-python (the
 # package only: never `playwright install`, which downloads browsers).
-if [ ! -x /usr/bin/chromium ]; then
+if [ "$TESTS" -eq 1 ] && [ ! -x /usr/bin/chromium ]; then
     if [ "$(id -u)" -eq 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
             || { echo "setup-env: apt-get install chromium failed" >&2; exit 1; }

@@ -140,7 +140,7 @@ def test_server_error_page_is_not_a_stack_trace(served, db: Path) -> None:
 
 def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> None:
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/setup-env.sh as root (it apt-installs chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/setup-env.sh --tests as root (it apt-installs chromium)")
     from playwright.sync_api import sync_playwright
 
     base, _ = served
