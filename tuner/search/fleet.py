@@ -87,35 +87,19 @@ class Worker:
         return 4 * self.heartbeat_s
 
 
-@dataclass
-class HeldLease:
-    """A lease this worker holds; :meth:`release` gives it back once, early or at the end."""
-
-    store: Store
-    name: str
-    holder: str
-    released: bool = False
-
-    def release(self) -> None:
-        if not self.released:
-            self.released = True
-            self.store.release_lease(self.name, self.holder)
-
-
 @contextmanager
 def held(store: Store, name: str, holder: str, *, wait: bool = True, seconds: float = START_LEASE_S,
-         renew: bool = False, orphaned: Callable[[], bool] = lambda: False) -> Iterator[HeldLease | None]:
-    """Hold the lease ``name`` for the block; yields it, or None when it is taken and
-    ``wait`` is False. With ``renew``, a thread renews it every quarter of ``seconds`` so
-    long work keeps it; a worker that dies lets it expire."""
+         renew: bool = False, orphaned: Callable[[], bool] = lambda: False) -> Iterator[bool]:
+    """Hold the lease ``name`` for the block; yields whether it was taken (always, with
+    ``wait``). With ``renew``, a thread renews it every quarter of ``seconds`` so long
+    work keeps it; a worker that dies lets it expire."""
     while not store.try_lease(name, holder, seconds):
         if not wait:
-            yield None
+            yield False
             return
         if orphaned():
             raise KeyboardInterrupt
         time.sleep(random.uniform(*LEASE_POLL_S))
-    lease = HeldLease(store, name, holder)
     stop = threading.Event()
     renewer = None
     if renew:
@@ -129,12 +113,12 @@ def held(store: Store, name: str, holder: str, *, wait: bool = True, seconds: fl
         renewer = threading.Thread(target=keep, name=f"lease {name}", daemon=True)
         renewer.start()
     try:
-        yield lease
+        yield True
     finally:
         stop.set()
         if renewer is not None:
             renewer.join()
-        lease.release()
+        store.release_lease(name, holder)
 
 
 @dataclass
@@ -153,9 +137,17 @@ class LeaseGate:
     def exclusive(self) -> Iterator[Callable[[], None]]:
         if self.orphaned():
             raise KeyboardInterrupt
-        with held(self.store, f"start:{self.study_name}", self.worker, orphaned=self.orphaned) as lease:
-            assert lease is not None  # held() waits for it
-            yield lease.release
+        name = f"start:{self.study_name}"
+        with held(self.store, name, self.worker, orphaned=self.orphaned):
+            released = False
+
+            def release() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    self.store.release_lease(name, self.worker)
+
+            yield release
 
     def wait(self) -> None:
         if self.orphaned():

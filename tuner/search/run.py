@@ -42,8 +42,7 @@ def open_storage(url: str, worker: Worker | None = None) -> optuna.storages.RDBS
     Workers that create a fresh database's tables at the same moment may collide: the
     loser tries again.
     """
-    resolved = resolve_url(url)
-    parsed = parse_url(resolved)
+    parsed = parse_url(resolve_url(url))
     for attempt in range(3):
         try:
             with warnings.catch_warnings():
@@ -52,7 +51,7 @@ def open_storage(url: str, worker: Worker | None = None) -> optuna.storages.RDBS
                     engine_kwargs=writer_engine_kwargs(parsed), heartbeat_interval=worker.heartbeat_s,
                     grace_period=worker.grace_s,
                     heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(MAX_RETRY))
-                storage = optuna.storages.RDBStorage(resolved, **kwargs)
+                storage = optuna.storages.RDBStorage(resolve_url(url), **kwargs)
             serialise_sqlite_writes(storage.engine)
             return storage
         except (IntegrityError, ProgrammingError):  # another worker created the tables meanwhile
@@ -172,8 +171,8 @@ class _Rows:
         if store.written_key(study.study_name) == key:
             return False
         with held(store, f"rows:{study.study_name}", self.worker.id, wait=wait, seconds=ROWS_LEASE_S,
-                  renew=True) as lease:
-            if lease is None:
+                  renew=True) as taken:
+            if not taken:
                 return None
             if store.written_key(study.study_name) == key:
                 return False
