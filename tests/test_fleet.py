@@ -258,6 +258,55 @@ def test_ctrl_c_stops_every_worker_cleanly_and_a_rerun_finishes(problem_file, tm
         assert {r.regime for r in store.rows()} == {"heavy"}
 
 
+def tell_on_third_trial(monkeypatch, action: Callable[[], None]) -> None:
+    """Run ``action`` while Optuna writes the third trial's result (its objective ran)."""
+    from optuna.study import _optimize
+
+    tell, told = _optimize._tell_with_warning, []
+
+    def third_tell(*args, **kwargs):
+        told.append(1)
+        if len(told) == 3:
+            action()
+        return tell(*args, **kwargs)
+
+    monkeypatch.setattr(_optimize, "_tell_with_warning", third_tell)
+
+
+def heavy_states(url: str) -> list[TrialState]:
+    return [t.state for t in optuna.load_study(study_name=study_name("tradeoff", "heavy"), storage=url).trials]
+
+
+def test_a_ctrl_c_in_optunas_bookkeeping_waits_for_it(problem_file, tmp_path, monkeypatch):
+    """Ctrl-C while Optuna writes a trial's result (optuna 5.0 would leave the trial
+    RUNNING and raise UnboundLocalError): the result is written, then the run stops."""
+    tell_on_third_trial(monkeypatch, lambda: os.kill(os.getpid(), signal.SIGINT))
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    with pytest.raises(KeyboardInterrupt):
+        tune_problem(load_problem(problem_file), url, SETTINGS, ["heavy"])
+    states = heavy_states(url)
+    assert TrialState.RUNNING not in states and TrialState.FAIL not in states
+    assert sum(s in (TrialState.COMPLETE, TrialState.PRUNED) for s in states) == 3
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
+
+
+def test_a_run_stopped_by_an_error_in_optuna_leaves_no_trial_running(problem_file, tmp_path, monkeypatch):
+    """An error in Optuna's bookkeeping (not the objective) would leave the trial RUNNING
+    until its heartbeat went stale: the run marks it FAIL as it stops."""
+    def database_gone() -> None:
+        raise ConnectionError("the database went away")
+
+    tell_on_third_trial(monkeypatch, database_gone)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    with pytest.raises(Exception):  # noqa: B017 - optuna 5.0 turns it into its own AssertionError
+        tune_problem(load_problem(problem_file), url, SETTINGS, ["heavy"])
+    states = heavy_states(url)
+    assert TrialState.RUNNING not in states
+    assert states[2] == TrialState.FAIL
+
+
 def finished_trials(url: str) -> int:
     engine = create_engine(resolve_url(url))
     try:

@@ -35,15 +35,19 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from ..errors import TunerError
 from ..problem.model import Problem
 from ..store import Store
+from . import interrupts
+
+if TYPE_CHECKING:
+    import optuna
 
 #: Times a trial whose worker died is enqueued again.
 MAX_RETRY = 3
@@ -79,12 +83,47 @@ class Worker:
     def here(cls, salt: str = "", *, writes_rows: bool = True, heartbeat_s: int = 5) -> Worker:
         if heartbeat_s < 1:
             raise TunerError(f"--heartbeat must be at least 1 second but got {heartbeat_s}")
-        return cls(f"{socket.gethostname()}:{os.getpid()}", salt, writes_rows, heartbeat_s)
+        return cls(worker_id(os.getpid()), salt, writes_rows, heartbeat_s)
 
     @property
     def grace_s(self) -> int:
         """Seconds without a heartbeat after which a running trial counts as dead."""
         return 4 * self.heartbeat_s
+
+
+def worker_id(pid: int) -> str:
+    """The id of the worker process ``pid`` on this machine (``host:pid``)."""
+    return f"{socket.gethostname()}:{pid}"
+
+
+def fail_running(storage: optuna.storages.BaseStorage, study_names: Collection[str],
+                 workers: Collection[str]) -> int:
+    """Mark FAIL the trials still RUNNING in ``study_names`` whose worker is one of
+    ``workers`` (processes known to have stopped); returns how many.
+
+    Optuna marks a trial FAIL when its objective raises; an error in Optuna's own
+    bookkeeping (a database failing while the result is told), or a helper stopped by
+    force, leaves it RUNNING until its heartbeat went stale. Best effort: a database that
+    fails here leaves that to the heartbeats. SIGINT is ignored meanwhile, so a second
+    Ctrl-C cannot cut the clean-up short."""
+    import optuna
+    from optuna.trial import TrialState
+
+    wanted = set(workers)
+    with interrupts.ignored():
+        try:
+            ids = {s.study_name: s._study_id for s in storage.get_all_studies() if s.study_name in study_names}
+            stopped = [trial._trial_id for study_id in ids.values()
+                       for trial in storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+                       if trial.user_attrs.get("worker") in wanted]
+            for trial_id in stopped:
+                try:
+                    storage.set_trial_state_values(trial_id, TrialState.FAIL)
+                except optuna.exceptions.UpdateFinishedTrialError:  # it finished meanwhile
+                    stopped.remove(trial_id)
+            return len(stopped)
+        except Exception:  # noqa: BLE001 - the heartbeats catch what this misses
+            return 0
 
 
 @contextmanager
@@ -196,6 +235,10 @@ class Helpers:
 
     processes: Sequence[multiprocessing.process.BaseProcess]
 
+    @property
+    def worker_ids(self) -> list[str]:
+        return [worker_id(process.pid) for process in self.processes if process.pid is not None]
+
     @classmethod
     def start(cls, count: int, path: str, url: str, settings: object, regimes: Sequence[str],
               heartbeat_s: int) -> Helpers:
@@ -258,7 +301,7 @@ def _helper(index: int, parent: int, path: str, url: str, settings: object, regi
             heartbeat_s: int) -> None:
     """Entry point of a ``--jobs`` helper process: load the problem, run trials, exit
     quietly on Ctrl-C (130) and with one line on an error (2)."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, interrupts.interrupt_once)
     from .run import tune_problem
 
     quiet_logs()

@@ -30,7 +30,7 @@ from ..errors import SearchError
 from ..stats import paired_delta
 from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
-from .fleet import MAX_RETRY, ROWS_LEASE_S, Helpers, LeaseGate, Worker, held
+from .fleet import MAX_RETRY, ROWS_LEASE_S, Helpers, LeaseGate, Worker, fail_running, held
 from .study import Progress, RegimeOutcome, TuneSettings, regime_outcome, run_study, study_name
 
 
@@ -110,7 +110,9 @@ def tune_problem(
     if jobs < 1:
         raise SearchError(f"--jobs must be at least 1 but got {jobs}")
     store = Store(url, create=True)
-    helpers = None
+    helpers: Helpers | None = None
+    storage: optuna.storages.RDBStorage | None = None
+    stopped = False
     try:
         storage = open_storage(url, worker)
         if fresh:
@@ -137,9 +139,16 @@ def tune_problem(
                 warn(failure)
             helpers = None
         return rows.outcomes
+    except BaseException:  # Ctrl-C, or an error: no trial of this run may stay RUNNING
+        stopped = True
+        raise
     finally:
+        workers = [worker.id]
         if helpers is not None:
             helpers.stop()
+            workers += helpers.worker_ids
+        if stopped and storage is not None:
+            fail_running(storage, [study_name(problem.name, name) for name in chosen], workers)
         store.close()
 
 

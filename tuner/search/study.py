@@ -44,6 +44,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..errors import SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from . import interrupts
 from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, footprint_ladder
 from .evaluate import Constraints, Evaluation, check_constraints, evaluate
 from .local import LocalSearchSampler, names_of, suggest
@@ -321,8 +322,9 @@ def run_study(
                               for t in trials) if gate.counts_running else 0
                 room = len(finished) + running < settings.trials
                 if room:
-                    study.optimize(_Started(objective, release, gate.worker, storage, study_id), n_trials=1,
-                                   callbacks=[shown, *callbacks], gc_after_trial=False)
+                    with interrupts.deferred() as deferral:  # Ctrl-C: the objective, not Optuna's bookkeeping
+                        study.optimize(_Started(objective, release, gate.worker, storage, study_id, deferral),
+                                       n_trials=1, callbacks=[shown, *callbacks], gc_after_trial=False)
             if not room:
                 progress.note(f"waiting for {running} trials running in other workers")
                 gate.wait()
@@ -734,6 +736,7 @@ class _Started:
     worker: str | None
     storage: optuna.storages.BaseStorage
     study_id: int
+    deferral: interrupts.Deferral
 
     def __call__(self, trial: optuna.Trial) -> float:
         if self.worker is not None:  # before the release: every trial counted as running has it
@@ -744,7 +747,8 @@ class _Started:
                     self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number))
             trial.set_user_attr("worker", self.worker)
         self.release()
-        return self.objective(trial)
+        with self.deferral.immediate():
+            return self.objective(trial)
 
 
 @dataclass
