@@ -9,14 +9,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from functools import wraps
-from pathlib import Path
 from typing import Any
 
 import click
 
+from .. import bundled
 from ..errors import TunerError
 
-DEFAULT_PROBLEM = Path("search_spaces") / "seed_example.yaml"
+#: The problem of every command that is given none: the bundled llm_decode.
+DEFAULT_PROBLEM = bundled.default_problem()
+#: Said in the help of every command that takes a problem.
+PROBLEM_HELP = (f"PROBLEM is a problem file, or the name of a bundled problem (`tuner problems` lists them); "
+                f"default: {bundled.DEFAULT_PROBLEM_NAME}.")
 
 
 def fail(message: str) -> None:
@@ -69,5 +73,19 @@ from . import attribute, gate, profile, simulate  # noqa: E402,F401  (registers 
 from . import tune  # noqa: E402,F401  (tuner tune)
 from . import table  # noqa: E402,F401  (tuner table show|export)
 from . import dashboard  # noqa: E402,F401  (tuner dashboard, tuner report --html)
+from . import problems  # noqa: E402,F401  (tuner problems)
 
-__all__ = ["DEFAULT_PROBLEM", "database_url", "fail", "main", "one_line_errors", "storage_option", "warn"]
+
+def _say_the_default_problem(group: click.Group) -> None:
+    """Append :data:`PROBLEM_HELP` to the help of every command with a problem parameter
+    (one sentence in one place, however many commands take a problem)."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _say_the_default_problem(command)
+        elif any(isinstance(param, click.Argument) and param.name == "problem" for param in command.params):
+            command.help = f"{command.help or ''}\n\n{PROBLEM_HELP}"
+
+
+_say_the_default_problem(main)
+
+__all__ = ["DEFAULT_PROBLEM", "PROBLEM_HELP", "database_url", "fail", "main", "one_line_errors", "storage_option", "warn"]

@@ -20,7 +20,7 @@ ASSIGNMENT_HELP = ("BASE and CAND are each a config table (a SQLite file, sqlite
 def common_options(command):
     for option in reversed([
         click.option("--problem", type=click.Path(path_type=Path), default=None,
-                     help=f"Problem file (default: {DEFAULT_PROBLEM})."),
+                     help=f"Problem file, or a bundled problem's name (default: {DEFAULT_PROBLEM.stem})."),
         click.option("--regime", "regimes", multiple=True, help="Regime (repeatable; default: all)."),
         click.option("--seeds", default=5, show_default=True, help="Paired workload seeds 0..K-1."),
         click.option("--horizon", type=float, default=None,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from .. import bundled
 from ..errors import ProblemError
 from ..expr import FUNCTIONS, Expr, compile_expr, is_identifier
 from ..traffic import Jitter
@@ -35,7 +36,8 @@ def load_problem(path: str | Path, resources: object | None = None, device: str 
     """Read and validate a problem file.
 
     Args:
-        path: the YAML file.
+        path: the YAML file, or the name of a bundled problem (``llm_decode``;
+            :mod:`tuner.bundled`) when no such file exists.
         resources: where built-in kernel families get compiled resources from (a
             :class:`tuner.profile.cache.CompileCache`); by default a compile cache in
             ``$TUNER_STORAGE`` or ``sqlite:///results.db``, opened on first use.
@@ -45,7 +47,9 @@ def load_problem(path: str | Path, resources: object | None = None, device: str 
         ProblemError: the file is missing, unreadable, malformed or inconsistent; the
             message names the file, the key and the reason on one line.
     """
-    path = Path(path)
+    path = bundled.resolve(path)
+    if not path.exists():
+        raise ProblemError(f"{path}: {bundled.missing_hint()}")
     raw, document = read_document(path)
     try:
         spec = s.ProblemSpec.model_validate(document)

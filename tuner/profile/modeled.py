@@ -13,11 +13,11 @@ import dataclasses
 import hashlib
 import math
 import os
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .. import bundled
 from ..errors import IllegalConfigError
 from ..kernels.family import KernelFamily, KernelLaunch, LaunchPlan
 from ..phases import WHOLE_DEVICE, Partition, Phase
@@ -34,8 +34,6 @@ class ResourceSource(Protocol):
     def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources: ...
 
 
-#: The committed database whose compile cache lets a fresh checkout run without compiling.
-EXAMPLE_DATABASE = Path(__file__).resolve().parents[2] / "results.db.example"
 
 
 class LazyCompileCache:
@@ -57,7 +55,7 @@ class LazyCompileCache:
         if self._cache is None:
             from .cache import CompileCache
 
-            self._cache = CompileCache(self.url, fallback=CompileCache.read_only(EXAMPLE_DATABASE))
+            self._cache = CompileCache(self.url, fallback=CompileCache.read_only(bundled.EXAMPLE_DATABASE))
         return self._cache
 
     def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources:
