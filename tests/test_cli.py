@@ -147,7 +147,7 @@ def test_bad_assign(spec: str, reason: str) -> None:
 
 def test_missing_file(tmp_path: Path) -> None:
     missing = tmp_path / "absent.yaml"
-    one_line_error(run("simulate", missing), str(missing), "cannot read problem file")
+    one_line_error(run("simulate", missing), str(missing), "no such file, and no bundled problem of that name")
 
 
 @pytest.mark.parametrize(("text", "where"), [
@@ -242,6 +242,26 @@ def test_ctrl_c_in_tune_is_one_line_and_exit_130(tmp_path: Path) -> None:
     assert done.returncode == 130, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "interrupted; finished trials are kept" in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("command", [("validate",), ("simulate", "--regime", "light"),
+                                     ("gate", "stage=lean", "stage=fast", "--problem"),
+                                     ("attribute", "stage=lean", "stage=fast", "--problem"), ("profile",)])
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(command: tuple[str, ...], tmp_path: Path) -> None:
+    """A real SIGINT in the middle of each command (as it loads its problem): one line on
+    stderr, no traceback, exit 130 (click alone would print "Aborted!" and exit 1)."""
+    script = ("import os, signal, sys, time\n"
+              "import tuner.problem\n"
+              "def interrupted(*args, **kwargs):\n"
+              "    os.kill(os.getpid(), signal.SIGINT)\n"
+              "    time.sleep(30)\n"
+              "tuner.problem.load_problem = interrupted\n"
+              "from tuner.cli import main\n"
+              "main(sys.argv[1:])\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script, *command, str(SEED)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=60)
+    assert (done.returncode, done.stderr) == (130, "tuner: interrupted\n")
 
 
 def test_a_busy_port_names_the_port_and_suggests_port_0(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 
 from tuner.cli import main
-from tuner.cli.tune import default_problem
 from tuner.store import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,12 +116,48 @@ def test_fresh_starts_the_study_over(tmp_path):
     assert [r["regime"] for r in rows] == ["light"]
 
 
-def test_default_problem_prefers_llm_decode(tmp_path, monkeypatch):
+def test_every_command_defaults_to_the_bundled_llm_decode_and_says_so(tmp_path, monkeypatch):
+    """From a directory with no search_spaces/ (as after `pip install`), the problem given
+    by name or not at all is the bundled one, and every command's help names the default."""
+    import yaml
+
+    from tuner import bundled
+
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "search_spaces").mkdir()
-    assert default_problem() == Path("search_spaces") / "seed_example.yaml"
-    (tmp_path / "search_spaces" / "llm_decode.yaml").write_text("name: x\n")
-    assert default_problem() == Path("search_spaces") / "llm_decode.yaml"
+    shipped = sorted(p.name for p in (ROOT / "search_spaces").glob("*.yaml"))
+    assert shipped and bundled.problem_names() == [name.removesuffix(".yaml") for name in shipped]
+    validated = run("validate")
+    assert validated.exit_code == 0, validated.output
+    assert validated.stdout.startswith(f"{bundled.PROBLEMS_DIR / 'llm_decode.yaml'}: ok")
+    named = run("validate", "seed_example")
+    assert named.exit_code == 0 and "stage(stage×1)" in named.stdout, named.output
+    for command in (["validate"], ["simulate"], ["profile"], ["tune"], ["worker"]):
+        text = " ".join(run(*command, "--help").stdout.split())
+        assert "default: llm_decode" in text and "`tuner problems` lists them" in text, command
+    for command in ("gate", "attribute"):
+        assert "default: llm_decode" in " ".join(run(command, "--help").stdout.split()), command
+    listed = json.loads(run("problems", "--json").stdout)
+    assert [entry["name"] for entry in listed] == bundled.problem_names()
+    decode = next(entry for entry in listed if entry["name"] == "llm_decode")
+    document = yaml.safe_load((ROOT / "search_spaces" / "llm_decode.yaml").read_text())
+    assert decode["regimes"] == list(document["regimes"])
+
+
+def test_the_bundled_problems_and_example_database_ship_as_package_data():
+    """Every file under search_spaces/ and results.db.example match the package-data globs
+    of pyproject.toml, through the links inside tuner/ (a new trace would otherwise be
+    missing from a wheel)."""
+    import fnmatch
+    import tomllib
+
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["tuner"]
+    package = ROOT / "tuner"
+    assert (package / "search_spaces").resolve() == ROOT / "search_spaces"
+    assert (package / "results.db.example").resolve() == ROOT / "results.db.example"
+    files = [p for p in (package / "search_spaces").rglob("*") if p.is_file()] + [package / "results.db.example"]
+    for path in files:
+        relative = path.relative_to(package).as_posix()
+        assert any(fnmatch.fnmatchcase(relative, glob) for glob in globs), relative
 
 
 def test_interrupt_says_how_to_resume(monkeypatch, tmp_path):
@@ -214,9 +249,9 @@ def test_simulate_with_the_tuned_table_as_policy(tuned):
 def test_progress_lines_on_a_non_terminal_and_none_with_quiet(monkeypatch, tmp_path, quiet) -> None:
     """In a log or CI stderr is no terminal: a long tune prints a line every few seconds
     (here every trial) with done/total and the best goodput, and nothing with -q."""
-    from tuner.cli.tune import TrialProgress
+    from tuner.cli.progress import Progress
 
-    monkeypatch.setattr(TrialProgress, "INTERVAL_S", 0.0)
+    monkeypatch.setattr(Progress, "INTERVAL_S", 0.0)
     args = ["tune", SPACES / "seed_example.yaml", "--storage", f"sqlite:///{tmp_path / 'r.db'}", "--trials", 2,
             "--seeds", 1, "--horizon", 2, "--regimes", "light"] + (["-q"] if quiet else [])
     result = run(*args)

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from .. import bundled
+from .. import bundled, interrupts
 from ..errors import TunerError
 
 #: The problem of every command that is given none: the bundled llm_decode.
@@ -63,7 +63,20 @@ def database_url(ctx: click.Context | None, param: click.Parameter | None, value
     return f"sqlite:///{value}"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Tuner(click.Group):
+    """The ``tuner`` group: Ctrl-C in any command ends it with one line on stderr and exit
+    code 130, the shell's code for SIGINT (click's own answer is a bare "Aborted!" and 1).
+    A command with something to add (where its work is kept) says so itself first."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("tuner: interrupted", err=True)
+            interrupts.exit_interrupted()
+
+
+@click.group(cls=_Tuner, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tuner")
 def main() -> None:
     """Load-aware autotuning: pick kernel configs by service goodput, not isolated latency."""

@@ -39,12 +39,12 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from ..errors import TunerError
 from ..problem.model import Problem
 from ..store import Store
-from . import interrupts
+from .. import interrupts
 
 if TYPE_CHECKING:
     import optuna
@@ -208,19 +208,6 @@ def quiet_logs() -> None:
     logging.getLogger("sqlalchemy.pool").propagate = False
 
 
-def exit_interrupted(code: int = 130) -> NoReturn:
-    """Exit after Ctrl-C, even when it struck while Optuna started a trial's heartbeat
-    thread: that thread is not a daemon and, its ``with`` never entered, would run (and
-    keep the process alive) forever. Everything worth keeping is committed by then."""
-    # Optuna does not name the thread; Python names it after its target
-    strays = [t for t in threading.enumerate() if "_record_heartbeat" in t.name and t.is_alive()]
-    if strays:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
-
-
 def orphan_check(parent: int) -> Callable[[], bool]:
     """True once ``parent`` (the pid of the process that started this one, passed from
     it: read here it could already be init's) is no longer this process's parent."""
@@ -311,7 +298,7 @@ def _helper(index: int, parent: int, path: str, url: str, settings: object, regi
         tune_problem(problem, url, settings, regimes, worker=worker, orphaned=orphan_check(parent))  # type: ignore[arg-type]
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the exit
-        exit_interrupted()
+        interrupts.exit_interrupted()
     except TunerError as exc:
         print(f"tuner: error: worker {index}: {exc}", file=sys.stderr)
         sys.exit(2)

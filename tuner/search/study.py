@@ -44,7 +44,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..errors import SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
-from . import interrupts
+from .. import interrupts
 from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, footprint_ladder
 from .evaluate import Constraints, Evaluation, check_constraints, evaluate
 from .local import LocalSearchSampler, names_of, suggest

@@ -1,4 +1,5 @@
-"""How Ctrl-C reaches a tuning process: at once inside an objective, deferred elsewhere.
+"""How Ctrl-C reaches tuner's processes: exit 130 with threads left behind, and, while
+tuning, at once inside an objective and deferred elsewhere.
 
 Optuna marks a trial FAIL when Ctrl-C interrupts its objective. Landing in Optuna's own
 bookkeeping around the objective (creating the trial, starting or stopping its heartbeat
@@ -12,11 +13,14 @@ no-ops and Ctrl-C is whatever the main thread makes of it.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import NoReturn
 
 
 @dataclass
@@ -93,3 +97,16 @@ def interrupt_once(signum: int, frame: object) -> None:
     cuts short the recording of the first."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def exit_interrupted(code: int = 130) -> NoReturn:
+    """Exit after Ctrl-C, even when it struck while Optuna started a trial's heartbeat
+    thread: that thread is not a daemon and, its ``with`` never entered, would run (and
+    keep the process alive) forever. Everything worth keeping is committed by then."""
+    # Optuna does not name the thread; Python names it after its target
+    strays = [t for t in threading.enumerate() if "_record_heartbeat" in t.name and t.is_alive()]
+    if strays:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
