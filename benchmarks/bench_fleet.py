@@ -77,6 +77,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from recorded import add_options, cpu_model, load_average, record, usable_cpus
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.7
 BACKENDS = ("sqlite", "postgresql")
@@ -100,33 +102,12 @@ print(json.dumps({"import_s": imported - start, "load_s": loaded - imported}))
 
 # -- the machine -------------------------------------------------------------------------
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def machine() -> dict[str, Any]:
     import optuna
     import sqlalchemy
 
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
     return {
-        "cpu": cpu_model(), "cpus": os.cpu_count(), "cpus_usable": usable, "load_average": load_average(),
+        "cpu": cpu_model(), "cpus": os.cpu_count(), "cpus_usable": usable_cpus(), "load_average": load_average(),
         "python": platform.python_version(), "platform": platform.platform(),
         "optuna": optuna.__version__, "sqlalchemy": sqlalchemy.__version__,
     }
@@ -324,6 +305,17 @@ def fmt(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def rows_table(report: dict[str, Any]) -> str:
+    """One markdown row per measurement (docs/tuning.md shows it, via benchmarks/figures.py)."""
+    out = ["| backend | workers | trials | trial-phase s | trials/s | simulations/s | replays | wall s |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in report["measurements"]:
+        out.append(f"| {r['backend']} | {r['workers']} | {r.get('trials', '—')} | {fmt(r.get('trial_phase_s'), 1)} "
+                   f"| {fmt(r.get('trials_per_s'), 3)} | {fmt(r.get('simulations_per_s'), 3)} "
+                   f"| {r.get('replays', '—')} | {fmt(r.get('wall_s'), 1)} |")
+    return "\n".join(out)
+
+
 def table(report: dict[str, Any]) -> str:
     m, s = report["machine"], report["settings"]
     load = m["load_average"]
@@ -336,14 +328,9 @@ def table(report: dict[str, Any]) -> str:
         f"tuner tune {s['problem']} --regimes {s['regime']} --trials {s['trials']} --seeds {s['seeds']} "
         f"--horizon {s['horizon']:g} --seed {s['seed']} --jobs J -q" + ("   (--quick)" if report["quick"] else ""),
         "",
-        "| backend | workers | trials | trial-phase s | trials/s | simulations/s | replays | wall s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        rows_table(report),
+        "",
     ]
-    for r in report["measurements"]:
-        out.append(f"| {r['backend']} | {r['workers']} | {r.get('trials', '—')} | {fmt(r.get('trial_phase_s'), 1)} "
-                   f"| {fmt(r.get('trials_per_s'), 3)} | {fmt(r.get('simulations_per_s'), 3)} "
-                   f"| {r.get('replays', '—')} | {fmt(r.get('wall_s'), 1)} |")
-    out.append("")
     for r in report["measurements"]:
         first = r.get("worker_first_start_s", {})
         per = ", ".join(f"{w} {n} (first +{first.get(w, 0):g} s)" for w, n in r.get("trials_per_worker", {}).items())
@@ -407,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON instead of the table")
     parser.add_argument("--out", type=Path, metavar="PATH", help="also write the JSON to PATH")
     parser.add_argument("--strict", action="store_true", help=f"exit 1 when a ratio misses {TARGET_RATIO:g}×")
+    add_options(parser)
     args = parser.parse_args(argv)
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -468,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(report, indent=2, default=str)
     if args.out:
         args.out.write_text(text + "\n")
+    if args.record:
+        record("bench_fleet" + ("_quick" if args.quick else ""), report, args.note, report["machine"]["load_average"])
     print(text if args.json else table(report))
     if any(m.get("exit_status") for m in measurements):
         return 2

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from recorded import add_options, load_average, record
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -63,6 +65,8 @@ def measure(problem_path: Path, regime: str, storage: str, horizons: list[float]
             for other in (PER_BUCKET.name, ONE_CONFIG.name):
                 delta = paired_delta(found["tuned"], found[other])
                 entry[metric][f"tuned_minus_{other}"] = {"mean": delta.mean, "ci": delta.half_width}
+                base = found[other].mean  # the ratio prose quotes; None when the baseline served nothing
+                entry[metric][f"tuned_over_{other}"] = found["tuned"].mean / base if base else None
         entry["seconds"] = time.perf_counter() - started
         out["horizons"].append(entry)
     return out
@@ -108,8 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacity-horizons", type=float, nargs="*", default=[20.0, 60.0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    add_options(parser)
     args = parser.parse_args(argv)
+    before = load_average()
     result = measure(args.problem, args.regime, args.storage, args.horizons, args.capacity_horizons, args.seeds)
+    if args.record:  # one file per problem and regime: the docs show two
+        record(f"bench_horizon_{result['problem']}_{result['regime']}", result, args.note, before)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
 

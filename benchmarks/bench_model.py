@@ -42,6 +42,8 @@ from tuner.profile import calibration as cal  # noqa: E402
 from tuner.profile.devices import A100  # noqa: E402
 from tuner.profile.model import DEFAULT, Efficiency  # noqa: E402
 
+from recorded import add_options, load_average, record  # noqa: E402
+
 DATA = ROOT / "benchmarks" / "data"
 CSV = DATA / "a100_llama2_7b_ops_vidur.csv"
 CACHE_URL = f"sqlite:///{DATA / 'compile_cache.db'}"
@@ -126,6 +128,16 @@ def distribution_line(name: str, s: cal.ErrorSummary) -> str:
             f"within ±{s.tolerance:.0%} {s.within:6.1%}  bias {s.bias:+6.1%}")
 
 
+def markdown(report: dict) -> str:
+    """docs/analytic-model.md's error table (benchmarks/figures.py renders it from the record)."""
+    lines = [f"| shapes | n | median | p90 | worst | within ±{report['tolerance']:.0%} | bias (median signed) |",
+             "|---|---|---|---|---|---|---|"]
+    for name, s in report["distribution"].items():
+        lines.append(f"| {name} | {s['count']} | {s['median']:.1%} | {s['p90']:.1%} | {s['worst']:.1%} "
+                     f"| {s['within']:.1%} | {s['bias']:+.1%} |")
+    return "\n".join(lines)
+
+
 def distributions(cases, factors: Efficiency, fit_set: set[int]) -> dict[str, cal.ErrorSummary]:
     comps = cal.compare(cases, A100, factors)
     groups: dict[str, list[float]] = {"TP 1 fit set": [], "TP 1 all": [], "TP 1 not fitted": []}
@@ -151,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="compile processes (default 2)")
     parser.add_argument("--cache", default=CACHE_URL, help="compile cache database URL")
     parser.add_argument("--max-evaluations", type=int, default=300, help="loss evaluations per fit pass")
+    add_options(parser)
     args = parser.parse_args(argv)
+    before = load_average()
 
     measurements = cal.load_vidur(CSV, tps=TPS)
     cases = build_cases(measurements, args.workers, args.cache, quiet=args.json)
@@ -170,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     comps = cal.compare(powers, A100, factors)
     dist = distributions(cases, factors, fit_set)
     report["distribution"] = {name: asdict(s) for name, s in dist.items()}
+    # the two groups the README quotes, under names a path can spell
+    report["summary"] = {"tp1": report["distribution"]["TP 1 all"],
+                         "held_out": report["distribution"]["TP 2/4/8 (held out)"]}
     defaults = None if args.no_fit else distributions(cases, DEFAULT, fit_set)
     if defaults is not None:
         report["distribution_defaults"] = {name: asdict(s) for name, s in defaults.items()}
@@ -178,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                         "error": c.relative_error, "best": c.best.label() if c.best else None} for c in comps]
     met = dist["TP 1 all"].within >= TARGET_WITHIN
     report["target_met"] = met
+    if args.record:
+        record("bench_model" + ("_no_fit" if args.no_fit else ""), report, args.note, before)
 
     if args.json:
         print(json.dumps(report, indent=2))

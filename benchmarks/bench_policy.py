@@ -30,6 +30,8 @@ from pathlib import Path
 
 import yaml
 
+from recorded import add_options, load_average, record
+
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = ROOT / "search_spaces"
 
@@ -89,22 +91,34 @@ def measure(name: str, storage: str, seeds: int) -> dict[str, object]:
             "per_bucket_isolated_fastest": static["baseline"], "one_config_per_operator": static["one_config"]}
 
 
+def render(report: dict[str, object]) -> str:
+    """The README's and docs/runtime.md's table (benchmarks/figures.py renders it from the record)."""
+    lines = ["| workload | table (switches, all seeds) | best fixed row | per-bucket isolated-fastest "
+             "| one config per operator |", "|---|---|---|---|---|"]
+    for r in report["workloads"]:
+        description = WORKLOADS[r["problem"]][1]["description"]
+        lines.append(f"| {r['problem']}, {description} | {r['table']:.4g} ({r['switches']}) "
+                     f"| {r['best_row_goodput']:.4g} (`{r['best_row']}`) | {r['per_bucket_isolated_fastest']:.4g} "
+                     f"| {r['one_config_per_operator']:.4g} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--storage", default=f"sqlite:///{ROOT / 'results.db.example'}")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    add_options(parser)
     args = parser.parse_args(argv)
-    results = [measure(name, args.storage, args.seeds) for name in WORKLOADS]
+    before = load_average()
+    report = {"storage": args.storage, "seeds": args.seeds,
+              "workloads": [measure(name, args.storage, args.seeds) for name in WORKLOADS]}
+    if args.record:
+        record("bench_policy", report, args.note, before)
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps(report, indent=2))
         return 0
-    print("| workload | table (switches) | best fixed row | per-bucket isolated-fastest | one config per operator |")
-    print("|---|---|---|---|---|")
-    for r in results:
-        description = WORKLOADS[r["problem"]][1]["description"]
-        print(f"| {r['problem']}, {description} | {r['table']:.4g} ({r['switches']}) | {r['best_row_goodput']:.4g} "
-              f"(`{r['best_row']}`) | {r['per_bucket_isolated_fastest']:.4g} | {r['one_config_per_operator']:.4g} |")
+    print(render(report))
     print(f"(simulated goodput, req/s, mean over seeds 0–{args.seeds - 1}; table from {args.storage})")
     return 0
 

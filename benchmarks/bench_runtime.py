@@ -43,6 +43,8 @@ from tuner.store import Store, TableRow  # noqa: E402
 from tuner.store.export import export_json  # noqa: E402
 from tuner.store.table import bucket_label  # noqa: E402
 
+from recorded import add_options, load_average, record  # noqa: E402
+
 PARAMS = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}
 FOURTEEN = tuple(2 ** k for k in range(14))  # 1 .. 8192
 BEYOND = tuple(2 ** k for k in range(7, 21))  # 128 .. 1048576: past the integer index, bisected
@@ -58,7 +60,10 @@ def table_row(regime: int, op: str, op_index: int, bucket: int, edges: tuple[int
         triton_version="3.9.0", kernel_source_hash=None, problem_hash="ab" * 32, study_name=f"tuner:bench:r{regime}",
         trial_number=1, seeds=3, horizon_s=60.0, goodput_rps=1.0, goodput_ci_rps=0.1, baseline_config="c0",
         baseline_goodput_rps=0.9, delta_ci_rps=0.05, one_config_goodput_rps=0.8, oracle_goodput_rps=None,
-        regime_rate_rps=float(regime + 1), created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        regime_rate_rps=float(regime + 1), realized_rates_rps=[float(regime + 1)] * 3, warmup_s=6.0,
+        overloaded_seeds=0, baseline_overloaded_seeds=0, objective="goodput", attainment_target=0.9,
+        capacity_rps=2.0, capacity_ci_rps=0.2, baseline_capacity_rps=1.8, capacity_delta_ci_rps=0.1,
+        one_config_capacity_rps=1.5, created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
     )
 
 
@@ -194,19 +199,32 @@ def report(result: dict[str, object]) -> tuple[list[tuple[str, str, str, bool | 
     return lines, all(ok for *_, ok in lines if ok is not None)
 
 
+def markdown(result: dict[str, object]) -> str:
+    """docs/runtime.md's table (benchmarks/figures.py renders it from the record)."""
+    lines, _ = report(result)
+    out = ["| measure | value | target |", "|---|---|---|"]
+    for name, value, target, ok in lines:
+        verdict = "" if ok is None else (": met" if ok else ": **missed**")
+        out.append(f"| {name.strip()} | {value} | {target}{verdict} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer, shorter repeats (numbers are rougher)")
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    add_options(parser)
     args = parser.parse_args(argv)
+    before = load_average()
     result = measure(args.quick)
     lines, passed = report(result)
+    full = {**result, "targets": [{"measure": name.strip(), "value": value, "target": target, "pass": ok}
+                                  for name, value, target, ok in lines if ok is not None], "pass": passed}
+    if args.record:
+        record("bench_runtime", full, args.note, before)
     if args.json:
-        print(json.dumps({**result, "targets": [{"measure": name.strip(), "value": value, "target": target,
-                                                 "pass": ok}
-                                                for name, value, target, ok in lines if ok is not None],
-                          "pass": passed}, indent=2))
+        print(json.dumps(full, indent=2))
     else:
         width = max(len(name) for name, *_ in lines)
         print(f"{'measure':<{width}}  {'value':>12}  {'target':<10}  pass")

@@ -58,6 +58,8 @@ from tuner.phases import Phase, sm_need  # noqa: E402
 from tuner.profile.devices import A100, H100, H200, PRESETS, DevicePreset  # noqa: E402
 from tuner.sim.gpu import FluidGPU  # noqa: E402
 
+from recorded import add_options, record  # noqa: E402
+
 DATA = ROOT / "benchmarks" / "data" / "sm_sharing.csv"
 GB = 1e9
 
@@ -227,8 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA, help="measurements CSV")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    add_options(parser)
     args = parser.parse_args(argv)
     result = measure(args.data.resolve())
+    if args.record:
+        record("bench_sharing", result, args.note)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from recorded import add_options, load_average, machine, record
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 180.0
@@ -63,12 +64,24 @@ def count(db: Path) -> dict:
     return studies
 
 
+def markdown(report: dict) -> str:
+    """docs/tuning.md's table of the run (benchmarks/figures.py renders it from the record)."""
+    regimes = len(report["studies"])
+    verdict = "met" if report["wall_s"] < report["target_s"] else "**missed**"
+    return "\n".join([
+        "| run | wall | target | studies | trials | simulations in trials | repeats |", "|---|---|---|---|---|---|---|",
+        f"| `{report['command']}` | {report['wall_s']:.1f} s | < {report['target_s']:.0f} s: {verdict} | {regimes} "
+        f"| {report['trials']} | {report['simulations']} | {sum(s['repeats'] for s in report['studies'].values())} |"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--strict", action="store_true", help=f"exit 1 when the run takes over {TARGET_S:.0f} s")
     parser.add_argument("tune_args", nargs="*", help="options passed to `tuner tune` (after --)")
+    add_options(parser)
     args = parser.parse_args(argv)
+    before = load_average()
 
     with tempfile.TemporaryDirectory(prefix="bench_tune_") as tmp:
         here = Path(tmp)
@@ -90,8 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         "trials": sum(s["trials"] for s in studies.values()),
         "database_bytes": size,
         "studies": studies,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": machine(),
     }
+    if args.record and done.returncode == 0:
+        # one name per command, so `-- --jobs 2` does not overwrite the default run
+        record("bench_tune" + "".join(f"_{a.lstrip('-')}" for a in args.tune_args), report, args.note, before)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

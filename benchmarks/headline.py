@@ -21,9 +21,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+
+from recorded import add_options, record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,24 +43,27 @@ def problem_files(directory: Path) -> dict[str, Path]:
     return out
 
 
-def rows_markdown(storage: str) -> list[str]:
+HEADER = ("| problem | regime | traffic (declared; realised per seed) | goodput: tuned | per-bucket "
+          "isolated-fastest | tuned / baseline | tuned − baseline, paired 95% CI | capacity at the SLO: tuned "
+          "| per-bucket isolated-fastest | tuned / baseline | tuned − baseline, paired 95% CI "
+          "| one config per operator (goodput; capacity) | median latency, tuned vs baseline | why |")
+
+
+def measure(storage: str) -> dict:
+    """Every (problem, regime) row of the database's table, as ``tuner tune`` stored it,
+    with the median latencies and the mechanism worked out here."""
     from tuner.problem import load_problem
     from tuner.problem.assignment import Assignment
     from tuner.runtime.table import read_table
     from tuner.search import JointSpace
     from tuner.search.report import mechanism
-    from tuner.stats import delta_text, ratio_text
     from tuner.store import Store
 
     files = problem_files(ROOT / "search_spaces")
-    lines = ["| problem | regime | traffic (declared; realised per seed) | goodput: tuned | per-bucket "
-             "isolated-fastest | tuned / baseline | tuned − baseline, paired 95% CI | capacity at the SLO: tuned "
-             "| per-bucket isolated-fastest | tuned / baseline | tuned − baseline, paired 95% CI "
-             "| one config per operator (goodput; capacity) | median latency, tuned vs baseline | why |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     with Store(storage) as store:
         names = store.problems()
     path = storage.removeprefix("sqlite:///")
+    rows = []
     for name in names:
         if name not in files:
             continue
@@ -65,28 +71,84 @@ def rows_markdown(storage: str) -> list[str]:
         table = read_table(path, problem=name)
         space = JointSpace.of(problem)
         for regime in table.regimes:
-            rows = table.regime_rows(regime)
-            first = rows[0]
-            tuned = Assignment.from_rows(problem, rows, table.source)
+            regime_rows = table.regime_rows(regime)
+            first = regime_rows[0]
+            tuned = Assignment.from_rows(problem, regime_rows, table.source)
             base = Assignment.from_rows(
-                problem, [SimpleNamespace(op=r.op, bucket=r.bucket, config=r.baseline_config) for r in rows],
+                problem, [SimpleNamespace(op=r.op, bucket=r.bucket, config=r.baseline_config) for r in regime_rows],
                 table.source)
-            rates = first.realized_rates_rps or []
-            delta = first.goodput_rps - first.baseline_goodput_rps
-            declared = "trace rate" if problem.regimes[regime].arrivals.declared_rate is None else \
-                f"{problem.regimes[regime].arrivals.declared_rate:g}/s"
-            overloaded = (f" (overloaded in {first.overloaded_seeds}/{first.seeds} tuned, "
-                          f"{first.baseline_overloaded_seeds}/{first.seeds} baseline seeds)"
-                          if first.overloaded_seeds or first.baseline_overloaded_seeds else "")
-            lines.append(
-                f"| {name} | {regime} | {declared}; {', '.join(f'{r:.3g}' for r in rates)} "
-                f"| {_figure(first.goodput_rps, first.goodput_ci_rps)}{overloaded} "
-                f"| {first.baseline_goodput_rps:.3g} | {ratio_text(first.goodput_rps, first.baseline_goodput_rps)} "
-                f"| {delta_text(delta, first.delta_ci_rps)} | {_capacities(first, ratio_text, delta_text)} "
-                f"| {_maybe(first.one_config_goodput_rps)}; {_maybe(first.one_config_capacity_rps)} "
-                f"| {latencies(storage, first.study_name, space, tuned, base)} "
-                f"| {_why(first)}{mechanism(space, tuned, base)} |")
-    return lines
+            rows.append({
+                "problem": name, "regime": regime, "declared_rate_rps": problem.regimes[regime].arrivals.declared_rate,
+                "realized_rates_rps": list(first.realized_rates_rps or []), "seeds": first.seeds,
+                "goodput_rps": first.goodput_rps, "goodput_ci_rps": first.goodput_ci_rps,
+                "baseline_goodput_rps": first.baseline_goodput_rps, "delta_ci_rps": first.delta_ci_rps,
+                "overloaded_seeds": first.overloaded_seeds, "baseline_overloaded_seeds": first.baseline_overloaded_seeds,
+                "capacity_rps": first.capacity_rps, "capacity_ci_rps": first.capacity_ci_rps,
+                "baseline_capacity_rps": first.baseline_capacity_rps,
+                "capacity_delta_ci_rps": first.capacity_delta_ci_rps,
+                "one_config_goodput_rps": first.one_config_goodput_rps,
+                "one_config_capacity_rps": first.one_config_capacity_rps,
+                # the ratios prose quotes (None where the baseline's figure is 0 or missing)
+                "goodput_ratio": _ratio(first.goodput_rps, first.baseline_goodput_rps),
+                "capacity_ratio": _ratio(first.capacity_rps, first.baseline_capacity_rps),
+                "goodput_delta_rps": first.goodput_rps - first.baseline_goodput_rps,
+                "capacity_delta_rps": None if first.capacity_rps is None or first.baseline_capacity_rps is None
+                else first.capacity_rps - first.baseline_capacity_rps,
+                "cells": [{"op": r.op, "bucket": r.bucket, "config": r.config} for r in regime_rows],
+                "latency_p50_s": latencies(storage, first.study_name, space, tuned, base),
+                "mechanism": mechanism(space, tuned, base),
+            })
+    return {"storage": storage, "rows": rows}
+
+
+def render(report: dict) -> str:
+    """The README's first table (benchmarks/figures.py renders it from the record)."""
+    from tuner.stats import delta_text, ratio_text
+
+    lines = [HEADER, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in report["rows"]:
+        declared = "trace rate" if row["declared_rate_rps"] is None else f"{row['declared_rate_rps']:g}/s"
+        overloaded = (f" (overloaded in {row['overloaded_seeds']}/{row['seeds']} tuned, "
+                      f"{row['baseline_overloaded_seeds']}/{row['seeds']} baseline seeds)"
+                      if row["overloaded_seeds"] or row["baseline_overloaded_seeds"] else "")
+        lines.append(
+            f"| {row['problem']} | {row['regime']} | {declared}; "
+            f"{', '.join(f'{r:.3g}' for r in row['realized_rates_rps'])} "
+            f"| {_figure(row['goodput_rps'], row['goodput_ci_rps'])}{overloaded} "
+            f"| {row['baseline_goodput_rps']:.3g} | {ratio_text(row['goodput_rps'], row['baseline_goodput_rps'])} "
+            f"| {delta_text(row['goodput_delta_rps'], row['delta_ci_rps'])} | {_capacities(row, ratio_text, delta_text)} "
+            f"| {_maybe(row['one_config_goodput_rps'])}; {_maybe(row['one_config_capacity_rps'])} "
+            f"| {_latency_text(row['latency_p50_s'])} | {_why(row)}{row['mechanism']} |")
+    return "\n".join(lines)
+
+
+def problem_table(report: dict, problem: str) -> str:
+    """One problem's rows with their configs (docs/tuning.md shows the seed example's)."""
+    def rate(value: float, ci: float | None, overloaded: int, seeds: int) -> str:
+        text = f"{value:.3g}" + ("" if ci is None else f" ± {ci:.2g}") + " /s"
+        return text + (f" (overloaded, {overloaded} of {seeds} seeds)" if overloaded else "")
+
+    from tuner.stats import delta_text
+
+    lines = ["| regime | op | config | realised rate per seed | tuned goodput | per-bucket isolated-fastest "
+             "| tuned − baseline (paired) | capacity at the SLO: tuned | baseline | tuned − baseline (paired) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in (r for r in report["rows"] if r["problem"] == problem):
+        ops = ", ".join(dict.fromkeys(c["op"] for c in row["cells"]))
+        configs = ", ".join(f"`{c['config']}`" for c in row["cells"])
+        lines.append(
+            f"| {row['regime']} | {ops} | {configs} | {', '.join(f'{r:.3g}' for r in row['realized_rates_rps'])} /s "
+            f"| {rate(row['goodput_rps'], row['goodput_ci_rps'], row['overloaded_seeds'], row['seeds'])} "
+            f"| {rate(row['baseline_goodput_rps'], None, row['baseline_overloaded_seeds'], row['seeds'])} "
+            f"| {delta_text(row['goodput_delta_rps'], row['delta_ci_rps'])} "
+            f"| {rate(row['capacity_rps'], row['capacity_ci_rps'], 0, row['seeds'])} "
+            f"| {rate(row['baseline_capacity_rps'], None, 0, row['seeds'])} "
+            f"| {delta_text(row['capacity_delta_rps'], row['capacity_delta_ci_rps'])} |")
+    return "\n".join(lines)
+
+
+def _ratio(tuned: float | None, base: float | None) -> float | None:
+    return None if tuned is None or not base else tuned / base
 
 
 def _figure(mean: float, ci: float | None) -> str:
@@ -97,18 +159,25 @@ def _maybe(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g}"
 
 
-def _capacities(row, ratio_text, delta_text) -> str:
+def _capacities(row: dict, ratio_text, delta_text) -> str:
     """Four cells: tuned and baseline capacity, their ratio and paired difference."""
-    if row.capacity_rps is None or row.baseline_capacity_rps is None:
+    if row["capacity_rps"] is None or row["baseline_capacity_rps"] is None:
         return "— | — | — | —"
-    return (f"{_figure(row.capacity_rps, row.capacity_ci_rps)} | {row.baseline_capacity_rps:.3g} "
-            f"| {ratio_text(row.capacity_rps, row.baseline_capacity_rps)} "
-            f"| {delta_text(row.capacity_rps - row.baseline_capacity_rps, row.capacity_delta_ci_rps)}")
+    return (f"{_figure(row['capacity_rps'], row['capacity_ci_rps'])} | {row['baseline_capacity_rps']:.3g} "
+            f"| {ratio_text(row['capacity_rps'], row['baseline_capacity_rps'])} "
+            f"| {delta_text(row['capacity_delta_rps'], row['capacity_delta_ci_rps'])}")
 
 
-def latencies(storage: str, study: str, space, tuned, base) -> str:
+def _latency_text(latency: dict | None) -> str:
+    if latency is None:
+        return "—"
+    change = latency["tuned"] / latency["base"] - 1
+    return f"{latency['tuned']:.3g} vs {latency['base']:.3g} s ({change:+.0%})"
+
+
+def latencies(storage: str, study: str, space, tuned, base) -> dict | None:
     """Mean over seeds of the median latency of the tuned and the baseline assignments,
-    as their trials recorded it (``—`` when the baseline was not a trial)."""
+    as their trials recorded it (None when the baseline was not a trial)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -118,18 +187,15 @@ def latencies(storage: str, study: str, space, tuned, base) -> str:
         point = space.point_of(assignment)
         found[which] = next((t.user_attrs.get("latency_p50_s") for t in trials
                              if space.point(t.params) == point and "latency_p50_s" in t.user_attrs), None)
-    if found["tuned"] is None or found["base"] is None:
-        return "—"
-    change = found["tuned"] / found["base"] - 1
-    return f"{found['tuned']:.3g} vs {found['base']:.3g} s ({change:+.0%})"
+    return None if found["tuned"] is None or found["base"] is None else found
 
 
-def _why(row) -> str:
+def _why(row: dict) -> str:
     """Which paired difference is significant at 95%: goodput, capacity, both or neither."""
-    goodput = row.delta_ci_rps is not None and abs(row.goodput_rps - row.baseline_goodput_rps) > row.delta_ci_rps
-    capacity = (row.capacity_delta_ci_rps is not None and row.capacity_rps is not None
-                and row.baseline_capacity_rps is not None
-                and abs(row.capacity_rps - row.baseline_capacity_rps) > row.capacity_delta_ci_rps)
+    goodput = row["delta_ci_rps"] is not None and abs(row["goodput_rps"] - row["baseline_goodput_rps"]) > row["delta_ci_rps"]
+    capacity = (row["capacity_delta_ci_rps"] is not None and row["capacity_rps"] is not None
+                and row["baseline_capacity_rps"] is not None
+                and abs(row["capacity_rps"] - row["baseline_capacity_rps"]) > row["capacity_delta_ci_rps"])
     if goodput and capacity:
         return ""
     if goodput or capacity:
@@ -140,8 +206,13 @@ def _why(row) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--storage", default=f"sqlite:///{ROOT / 'results.db.example'}")
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON instead of the table")
+    add_options(parser)
     args = parser.parse_args(argv)
-    print("\n".join(rows_markdown(args.storage)))
+    report = measure(args.storage)
+    if args.record:
+        record("headline", report, args.note)
+    print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 
 

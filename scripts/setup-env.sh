@@ -15,13 +15,22 @@ for arg in "$@"; do
     esac
 done
 PYTHON="${TUNER_PYTHON:-python3}"
+# The pip steps take a minute or two in all. On a terminal a line before each says what
+# it installs and pip stays quiet; elsewhere (a log, CI), where silence looks hung, pip
+# prints its own lines too (Collecting ..., Installing ...), without progress bars.
+if [ -t 2 ]; then PIP_OUTPUT=(--quiet); else PIP_OUTPUT=(--progress-bar off); fi
+pip_install() { # WHAT, then pip's arguments
+    echo "setup-env: installing $1" >&2
+    shift
+    .venv/bin/pip install "${PIP_OUTPUT[@]}" "$@"
+}
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-    .venv/bin/pip install --quiet "torch==2.13.0"
+    pip_install "PyTorch's CPU build (the largest download: about a minute)" "torch==2.13.0"
 fi
-.venv/bin/pip install --quiet -e ".[test]"
+pip_install "tuner and its test extras (about a minute on a first run, seconds after)" -e ".[test]"
 # The dashboard's browser test drives Debian's chromium through playwright-python (the
 # package only: never `playwright install`, which downloads browsers).
 if [ "$TESTS" -eq 1 ] && [ ! -x /usr/bin/chromium ]; then
@@ -32,4 +41,4 @@ if [ "$TESTS" -eq 1 ] && [ ! -x /usr/bin/chromium ]; then
         echo "setup-env: /usr/bin/chromium is missing and we are not root: install it (apt-get install chromium)" >&2
     fi
 fi
-.venv/bin/python -c "import playwright" 2>/dev/null || .venv/bin/pip install --quiet playwright
+.venv/bin/python -c "import playwright" 2>/dev/null || pip_install "playwright-python (seconds)" playwright

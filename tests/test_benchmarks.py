@@ -1,9 +1,13 @@
-"""The simulator benchmark runs, and its two M/D/c models agree.
+"""The simulator benchmark runs, its two M/D/c models agree, and the docs quote only
+what the benchmarks recorded.
 
 No timing is asserted here: throughput targets belong to ``benchmarks/``, whose numbers
 depend on the machine. What is checked is that the benchmark completes in ``--quick``
 mode and that its comparison is apples to apples (tuner and SimPy simulate the same
-queue on the same arrivals, so they must report the same waits).
+queue on the same arrivals, so they must report the same waits); and, without running
+any benchmark, that every figure README.md and docs/ mark is what the last record in
+``benchmarks/results/`` gives, and that no benchmark-looking number sits outside markers
+(``benchmarks/figures.py --check``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ pytest.importorskip("simpy")
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_simulator.py"
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import their shared `recorded`
+
+import figures  # noqa: E402
+import recorded  # noqa: E402
 
 
 def _load_bench():
@@ -114,3 +122,79 @@ def test_cosmetatos_approximation_sanity() -> None:
     # c = 1 reduces to Pollaczek–Khinchine for M/D/1: W = ρ S / (2 (1 − ρ))
     queue = bench.MDc(rate=80.0, servers=1, service_s=0.01, deadline_s=None)
     assert queue.wait_approx_s() == pytest.approx(0.8 * 0.01 / (2 * 0.2))
+
+
+# -- the figures in README.md and docs/ ---------------------------------------------------
+
+def test_every_marked_figure_is_the_recorded_one() -> None:
+    problems = figures.check()
+    assert not problems, "run .venv/bin/python benchmarks/figures.py:\n" + "\n".join(map(str, problems))
+
+
+def test_every_record_says_when_where_and_on_which_code() -> None:
+    records = sorted(recorded.RESULTS.glob("*.json"))
+    assert records
+    for path in records:
+        envelope = recorded.load(path.stem)
+        assert envelope["benchmark"] == path.stem
+        meta = envelope["recorded"]
+        assert meta["date"] and len(meta["commit"]) == 40, path.name
+        assert {"cores", "python", "compiled"} <= set(meta["machine"]), path.name
+        assert "report" in envelope
+
+
+README = ROOT / "README.md"
+DOC = ROOT / "docs" / "runtime.md"
+
+
+def test_a_figure_the_record_does_not_hold_is_reported_and_rewritten() -> None:
+    wall = figures.inline("bench_tune/wall_s|.0f")
+    wrong = f"tuning took <!--fig bench_tune/wall_s|.0f-->{int(wall) + 17}<!--/fig--> s\n"
+    (problem,) = figures.differences(DOC, wrong)
+    assert "bench_tune/wall_s" in problem.what and problem.line == 1
+    fixed = figures.regenerate(wrong)
+    assert fixed == f"tuning took <!--fig bench_tune/wall_s|.0f-->{wall}<!--/fig--> s\n"
+    assert not figures.differences(DOC, fixed)
+
+
+def test_a_block_the_record_does_not_hold_is_reported() -> None:
+    block = "text\n<!-- figures:bench_policy -->\n| a pasted table |\n<!-- /figures -->\n"
+    (problem,) = figures.differences(DOC, block)
+    assert "bench_policy" in problem.what and problem.line == 2
+    assert not figures.differences(DOC, figures.regenerate(block))
+
+
+def test_unknown_records_paths_and_broken_markers_are_reported_not_ignored() -> None:
+    text = ("<!--fig bench_nothing/x|g-->1<!--/fig--> <!--fig bench_tune/no_such_key|g-->1<!--/fig-->\n"
+            "<!--fig bench_tune/wall_s|.0f-->173 s, never closed\n<!-- figures:bench_policy -->\n| open |\n")
+    assert [p.line for p in figures.differences(DOC, text)] == [2, 3, 1, 1]
+    assert figures.regenerate(text) == text
+
+
+@pytest.mark.parametrize("text", [
+    "the simulator runs 164k/s for one kernel per request",
+    "1.6× SimPy on the M/D/c queue",
+    "a bucketed lookup takes 113 ns",
+    "`import tuner.runtime` takes 292 ms in a fresh interpreter",
+])
+def test_benchmark_numbers_outside_markers_are_flagged(text: str) -> None:
+    assert figures.strays(DOC, text + "\n")
+
+
+@pytest.mark.parametrize("text", [
+    "tunes the default problem (about 2 minutes on a 2-core machine)",
+    "runs the test suite (about a minute)",
+    "runs the test suite (816 tests; 404 s on the same machine)",
+    "the tune took 151–164 s",
+])
+def test_set_up_tune_and_test_times_in_the_readme_opening_are_flagged(text: str) -> None:
+    opening = f"# tuner\n\n{text}\n\n## Why\n\nabout 2 minutes later, 816 tests\n"
+    found = figures.strays(README, opening)
+    assert found and all(p.line == 3 for p in found)  # below the first heading they are prose
+
+
+def test_marked_numbers_and_targets_are_not_flagged() -> None:
+    text = ("lookup <!--fig bench_runtime/import_ms|.0f-->32<!--/fig--> ns, "
+            "`import tuner.runtime` <!--fig bench_runtime/import_ms|.0f-->32<!--/fig--> ms (< 150 ms), "
+            "<!--fig bench_simulator/summary/mdc_per_s|k-->195k<!--/fig-->/s\n")
+    assert not figures.strays(DOC, text)

@@ -264,15 +264,22 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(command: tuple[str, ...]
     assert (done.returncode, done.stderr) == (130, "tuner: interrupted\n")
 
 
-def test_a_busy_port_names_the_port_and_suggests_port_0(tmp_path: Path) -> None:
-    import socket
+def test_progress_prints_throttled_lines_with_an_eta_off_a_terminal(monkeypatch, capsys) -> None:
+    """Off a terminal a line per update once INTERVAL_S has passed (0 here); the ETA
+    comes from this run's pace once a step is done and the total known; -q prints none."""
+    from tuner.cli.progress import Progress
 
-    copy = tmp_path / "results.db"
-    copy.write_bytes((ROOT / "results.db.example").read_bytes())
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        result = run("dashboard", "--storage", str(copy), "--port", port, "--no-optuna-dashboard", "--no-warm")
-    line = one_line_error(result, f"127.0.0.1:{port}")
-    assert "--port 0" in line
+    monkeypatch.setattr(Progress, "INTERVAL_S", 0.0)
+    for quiet in (False, True):
+        with Progress("tuner x", "steps", quiet) as shown:
+            shown.start("stage")
+            shown.update(2, 4)
+            shown.update(3, detail="best 1.5/s")
+            shown.note("writing")
+        lines = capsys.readouterr().err.splitlines()
+        if quiet:
+            assert not lines
+            continue
+        assert lines[0] == "tuner x: stage: 2/4 steps"  # the first total: no pace yet
+        assert lines[1].startswith("tuner x: stage: 3/4 steps, best 1.5/s, ETA 0m0")
+        assert lines[2] == "tuner x: stage: writing"

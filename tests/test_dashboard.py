@@ -82,6 +82,28 @@ def test_report_html_is_self_contained_and_lists_every_regime(db: Path, tmp_path
     assert db.read_bytes() == before  # opened read-only
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+def test_report_logs_progress_lines_on_a_non_terminal_and_none_with_quiet(db: Path, tmp_path: Path, monkeypatch,
+                                                                          quiet: bool) -> None:
+    """A report simulates for minutes: in a log (stderr no terminal) a line every few
+    seconds (here every part) counts the parts done and names the next; -q silences it."""
+    from tuner.cli.progress import Progress
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(Progress, "INTERVAL_S", 0.0)
+    result = CliRunner().invoke(main, ["report", "--html", str(tmp_path / "r.html"), "--storage", f"sqlite:///{db}",
+                                       "--problem", "seed_example", *(["-q"] if quiet else [])])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    if quiet:
+        assert not lines
+        return
+    assert lines[0] == f"tuner report: html: 0/{len(lines)} parts, config table", lines
+    assert all(line.startswith(f"tuner report: html: {done}/{len(lines)} parts, seed_example")
+               for done, line in enumerate(lines[1:], 1)), lines
+    assert ", ETA " in lines[-1]
+
+
 @pytest.mark.parametrize("url", ["sqlite:///{tmp}/README.md", "not a url", "sqlite:///{tmp}/empty.db",
                                  "sqlite:///{tmp}/missing.db"])
 def test_bad_storage_is_one_line_exit_2(tmp_path: Path, url: str) -> None:
@@ -146,6 +168,13 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
     base, _ = served
     regimes = _regimes(db)
     errors: list[str] = []
+    with sqlite3.connect(db) as conn:  # 4 trials leave every bucket as the baseline's: make one differ
+        rows = conn.execute("SELECT bucket, config FROM tuner_configs WHERE problem = 'toy_embedder' "
+                            "AND regime = 'heavy' AND op = 'qkv' ORDER BY bucket").fetchall()
+        assert rows[3][1] == "persistent" and {c for _, c in rows} == {"persistent"}, rows
+        conn.execute("""UPDATE tuner_configs SET config = 'grid', params = '{"schedule": "grid"}'
+                        WHERE problem = 'toy_embedder' AND regime = 'heavy' AND op = 'qkv' AND bucket = 3""")
+    conn.close()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:
@@ -156,15 +185,25 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
             lines = page.locator("table.regimes tbody tr").all()
             shown = [(r.get_attribute("data-problem"), r.get_attribute("data-regime")) for r in lines]
             assert sorted(shown) == sorted(regimes)  # one line per regime, whatever its buckets
+            assert page.locator("section.problem table.matrix").count() == len({p for p, _ in regimes})
             assert "simulated" in page.inner_text("h1")
             heads = page.locator("table.regimes thead th").all_inner_texts()
-            assert "per-bucket isolated-fastest" in heads and "one config per operator" in heads
-            assert "capacity at 90% SLO attainment (simulated, req/s)" in heads and "tuned capacity" in heads
+            assert all(h.strip() for h in heads) and "per-bucket isolated-fastest" in heads
+            assert "capacity at 90% SLO attainment (simulated, req/s)" in heads and "tuned ± 95% CI" in heads
             heavy = page.locator('tr[data-problem="seed_example"][data-regime="heavy"]')
-            assert heavy.locator("td.configs .differs").inner_text() == "lean*"  # not the baseline's fast
-            assert heavy.locator("td.delta").inner_text().startswith("+")
-            qkv = page.locator('tr[data-problem="toy_embedder"][data-regime="heavy"] div.op[data-op="qkv"]')
-            assert qkv.inner_text().startswith("qkv M..")  # runs of M buckets, not one line per bucket
+            assert "tuned − baseline +" in heavy.locator("td.ratio").get_attribute("title")
+            seed = page.locator('table.matrix[data-problem="seed_example"]')
+            assert seed.locator('tr[data-regime="heavy"] td[data-op="stage"]').inner_text() == "variant fast→lean"
+            assert seed.locator('tr[data-regime="light"] td[data-op="stage"]').inner_text() == "= baseline"
+            toy = page.locator('table.matrix[data-problem="toy_embedder"]')
+            assert toy.locator('th[data-op="qkv"]').inner_text() == "qkv\n(15 buckets)"
+            qkv = toy.locator('tr[data-regime="heavy"] td[data-op="qkv"]')  # bucket 3 made grid above
+            assert qkv.locator("summary").inner_text() == "M5..8: schedule persistent→grid"
+            assert not qkv.locator("ul.buckets").is_visible()
+            qkv.locator("summary").click()  # the per-bucket configs open on demand
+            assert qkv.locator("ul.buckets li").all_inner_texts() == [
+                "M..4 = baseline", "M5..8 schedule persistent→grid", "M9..16384 = baseline"]
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1400  # no sideways scrolling
             page.screenshot(path=str(tmp_path / "index.png"), full_page=True)
 
             page.click('tr[data-problem="seed_example"][data-regime="heavy"] td.regime a')
@@ -257,6 +296,25 @@ def test_into_studies_saves_figures_and_a_note_for_optuna_dashboard(db: Path, mo
     assert set(saved) == {"tuner-goodput-vs-load", "tuner-timelines", "tuner-attribution"}
     untouched = optuna.load_study(study_name="tuner:toy_embedder:heavy", storage=url)
     assert get_note(untouched) == ""
+
+
+def test_a_busy_port_or_a_bad_host_is_one_line_naming_the_option() -> None:
+    import socket
+
+    example = f"sqlite:///{ROOT / 'results.db.example'}"
+    args = ["dashboard", "--storage", example, "--no-optuna-dashboard", "--no-warm"]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(main, [*args, "--port", str(port)])
+    assert result.exit_code == 2
+    assert result.output == (f"tuner: error: --port {port}: address already in use; pick another or use --port 0 "
+                             "(any free port)\n")
+    for host in ("192.0.2.1", "no-such-host.invalid"):  # TEST-NET-1: no address of this machine; no such name
+        result = CliRunner().invoke(main, [*args, "--host", host, "--port", "0"])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(f"tuner: error: --host {host}: not an address of this machine ("), result.output
 
 
 def test_report_needs_something_to_write(db: Path) -> None:
@@ -420,7 +478,8 @@ def test_rows_become_assignments_through_the_table_codec(db: Path, tmp_path: Pat
     it is THE baseline, the per-bucket isolated-fastest one. A problem file whose buckets
     no longer match the rows gets the table line but no simulated plots."""
     from tuner.dashboard import Dashboard
-    from tuner.dashboard.render import index_body, regime_body
+    from tuner.dashboard.index import index_body
+    from tuner.dashboard.render import regime_body
     from tuner.problem import load_problem
     from tuner.problem.assignment import Assignment
     from tuner.search import PER_BUCKET, JointSpace

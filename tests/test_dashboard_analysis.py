@@ -4,9 +4,11 @@ simulator's own accounting."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -190,89 +192,166 @@ def test_runs_over_two_key_dimensions_merge_only_along_one() -> None:
     assert bucket_spans(rows, "attn", [3, 2, 1, 0]) == "all"
 
 
-def test_the_regime_table_has_one_line_per_regime() -> None:
-    from types import SimpleNamespace
-
-    from tuner.dashboard.render import index_body
-
-    rows = [*_m_rows("aaba", "aaaa"), _row(op="attn", op_index=1, config="flash", baseline="flash"),
-            *(_row(regime="light", op=op, bucket=b, config="a", baseline="a", goodput_rps=100.0, goodput_ci_rps=None,
-                   baseline_goodput_rps=100.0, delta_ci_rps=None, one_config_goodput_rps=None)
-              for op, b in (("qkv", 0), ("attn", 0)))]
-    html = index_body(SimpleNamespace(storage="sqlite:///x.db", optuna_dashboard_url=None), rows)
-    lines = re.findall(r'<tr data-problem="p" data-regime="(\w+)">(.*?)</tr>', html)
-    assert [regime for regime, _ in lines] == ["heavy", "light"]
-    heavy, light = (dict(re.findall(r'<td class="([\w-]+)">(.*?)</td>', line)) for _, line in lines)
-    assert heavy["goodput"] == "749.17 ± 39.21" and heavy["baseline"] == "72.67" and heavy["ratio"] == "10.31×"
-    assert heavy["delta"] == "+676 ± 71" and heavy["one-config"] == "60.00"
-    assert 'class=differs title="name=b; per-bucket isolated-fastest: a">M33..64:b*</span>' in heavy["configs"]
-    assert "<b>attn</b> " in heavy["configs"] and "M..32:a" in heavy["configs"]
-    assert (light["goodput"], light["delta"], light["one-config"]) == ("100.00", "+0", "—")
-    assert "<th>per-bucket isolated-fastest</th>" in html and ">one config per operator</th>" in html
+def _board(params: dict | None = None) -> SimpleNamespace:
+    """What the first page needs of a Dashboard: a problem file that knows ``params``
+    (``{(op, config): params}``) of configs no row runs, or no problem file."""
+    family = lambda op: SimpleNamespace(find=lambda name: (  # noqa: E731
+        SimpleNamespace(param_dict=params[op, name]) if (op, name) in params else None))
+    return SimpleNamespace(storage="sqlite:///x.db", optuna_dashboard_url=None,
+                           problem=lambda name: None if params is None else SimpleNamespace(family_of=family))
 
 
-def _cells(html: str) -> dict[str, dict[str, str]]:
-    """Each regime line of the index: ``{regime: {td class: inner HTML}}``."""
-    lines = re.findall(r'<tr data-problem="p" data-regime="(\w+)"[^>]*>(.*?)</tr>', html)
-    return {regime: dict(re.findall(r'<td class="([\w-]+)">(.*?)</td>', line)) for regime, line in lines}
+def _lines(html: str, problem: str = "p") -> dict[str, dict[str, str]]:
+    """Each regime line of a problem's figures table: ``{regime: {td class: inner HTML}}``."""
+    lines = re.findall(rf'<tr data-problem="{problem}" data-regime="(\w+)"[^>]*>(.*?)</tr>', html)
+    return {regime: dict(re.findall(r'<td class="([\w -]+)"[^>]*>(.*?)</td>', line)) for regime, line in lines}
 
 
-def test_the_regime_table_shows_traffic_capacities_and_the_overload_mark() -> None:
-    """Schema-3 rows: realised rates beside the declared one, the warm-up, the objective,
-    capacity at the SLO tuned vs THE baseline (ratio, paired difference) and one config per
-    operator; the overload mark with its counts; dashes where the rows hold no capacity."""
-    from types import SimpleNamespace
+def _matrix(html: str, problem: str = "p") -> dict[str, dict[str, str]]:
+    """The config matrix: ``{regime: {operator: cell's inner HTML}}``."""
+    table = re.search(rf'<table class="matrix" data-problem="{problem}">(.*?)</table>', html).group(1)
+    return {regime: dict(re.findall(r'<td class="\w+" data-op="(\w+)"[^>]*>(.*?)</td>', line))
+            for regime, line in re.findall(r'<tr data-regime="(\w+)">(.*?)</tr>', table)}
 
-    from tuner.dashboard.render import index_body
+
+GEMM_A = {"BLOCK_N": 64, "SPLIT_K": 1, "PERSISTENT": False}
+GEMM_B = {"BLOCK_N": 128, "SPLIT_K": 4, "PERSISTENT": True}
+
+
+def _two_regimes() -> list[TableRow]:
+    """heavy: qkv's 4 M buckets run a a b a where the baseline runs a a a a (a, b: GEMM_A,
+    GEMM_B) and attn runs split4 where the baseline runs split1, which no row runs; light:
+    every config the baseline's, its own goodput."""
+    heavy = [dataclasses.replace(r, params=GEMM_B if r.config == "b" else GEMM_A) for r in _m_rows("aaba", "aaaa")]
+    attn = {"op": "attn", "op_index": 1, "params": {"splits": 4}}
+    light = dict(regime="light", regime_index=1, goodput_rps=100.0, goodput_ci_rps=None, baseline_goodput_rps=100.0,
+                 delta_ci_rps=None)
+    return [*heavy, _row(config="split4", baseline="split1", **attn),
+            *(dataclasses.replace(r, params=GEMM_A, **light) for r in _m_rows("aaaa", "aaaa")),
+            _row(config="split1", baseline="split1", **attn | {"params": {"splits": 1}}, **light)]
+
+
+def test_changes_name_exactly_the_differing_parameters() -> None:
+    from tuner.dashboard.matrix import changes
+
+    assert [c.text() for c in changes(GEMM_A, GEMM_B)] == ["BLOCK_N 64→128", "SPLIT_K 1→4", "PERSISTENT off→on"]
+    assert changes(GEMM_A, dict(GEMM_A)) == ()
+    assert [c.text() for c in changes({"a": 1, "b": 2}, {"a": 1, "c": 3})] == ["c —→3", "b 2→—"]
+
+
+def test_the_first_page_has_one_line_per_regime_and_shows_each_figure_once() -> None:
+    from tuner.dashboard.index import index_body
+
+    rows = _two_regimes()
+    html = index_body(_board(), rows)
+    lines = _lines(html)
+    assert list(lines) == ["heavy", "light"]  # 6 rows, 2 regimes: one line each
+    heavy, light = lines["heavy"], lines["light"]
+    assert heavy["goodput"] == "749.17 ± 39.21" and heavy["baseline"] == "72.67"
+    # 749.17 / 72.67 = 10.309; (749.17 - 72.67 ∓ 71.49) / 72.67 = +832.5% and +1029.3%
+    assert heavy["ratio"] == "10.309×<div class=ci>+832.5% to +1029.3%</div>"
+    assert 'title="tuned − baseline +676 ± 71 req/s, paired by seed"' in html
+    # 812 / 80.3 = 10.112; (812 - 80.3 ∓ 76.2) / 80.3 = +816.3% and +1006.1%
+    assert heavy["capacity"] == "812.00 ± 41.50" and heavy["capacity-baseline"] == "80.30"
+    assert heavy["capacity-ratio"] == "10.112×<div class=ci>+816.3% to +1006.1%</div>"
+    assert heavy["rate"] == "720<div class=realised>realised 702, 732, 726</div>"  # 3 significant digits
+    assert heavy["window"] == "3 × 2 s (warm-up 0.5 s)" and heavy["overloaded none"] == "none"
+    assert (light["goodput"], light["ratio"]) == ("100.00", "1.000×")  # one seed's worth: no interval
+    # each regime's figures once, not on every operator's or bucket's row
+    assert html.count("749.17 ± 39.21") == 1 and html.count("100.00") == 2
+    assert html.count("<tr data-problem=") == 2
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", html)
+    assert all(re.sub(r"<[^>]+>", "", h).strip() for h in heads)  # every column labelled
+    assert "<th>per-bucket isolated-fastest</th>" in html
+    assert "capacity at 90% SLO attainment (simulated, req/s)" in html
+
+
+def test_the_config_matrix_shows_only_what_differs_from_the_baseline() -> None:
+    from tuner.dashboard.index import index_body
+
+    rows = _two_regimes()
+    cells = _matrix(index_body(_board(), rows))
+    heavy, light = cells["heavy"], cells["light"]
+    # qkv: one span of buckets differs; its summary names it, the details list every span
+    summary, items = re.fullmatch(r"<details><summary>(.*?)</summary><ul class=buckets>(.*)</ul></details>",
+                                  heavy["qkv"]).groups()
+    assert summary == "M33..64: BLOCK_N 64→128, SPLIT_K 1→4, PERSISTENT off→on"
+    assert re.findall(r"<li[^>]*><span class=span>(.*?)</span> (.*?)</li>", items) == [
+        ("M..32", "= baseline"), ("M33..64", "BLOCK_N 64→128, SPLIT_K 1→4, PERSISTENT off→on"),
+        ("M65..128", "= baseline")]
+    assert 'class=differs title="tuned b; baseline a"' in items
+    # attn: the baseline's split1 has its parameters from the light regime's row
+    assert heavy["attn"] == "splits 1→4"
+    assert light == {"qkv": "= baseline", "attn": "= baseline"}  # no details where nothing differs
+    # without that row: from the problem file, else the two names
+    alone = [r for r in rows if r.regime == "heavy"]
+    assert _matrix(index_body(_board({("attn", "split1"): {"splits": 1}}), alone))["heavy"]["attn"] == "splits 1→4"
+    assert _matrix(index_body(_board(), alone))["heavy"]["attn"] == "split1 → split4"
+
+
+def test_a_cell_summarises_several_differing_spans_by_parameter() -> None:
+    from tuner.dashboard.matrix import config_matrix
+
+    rows = [dataclasses.replace(r, params=GEMM_B if r.config == "b" else {**GEMM_A, "SPLIT_K": 2} if r.config == "c"
+                                else GEMM_A) for r in _m_rows("baca", "aaaa")]
+    ((_, cells),) = config_matrix(rows).regimes
+    assert cells["qkv"].summary() == "2 of 4 buckets: BLOCK_N, SPLIT_K, PERSISTENT"
+    # every bucket differs alike: no span label; the baseline's parameters from the file, else the names
+    every = [dataclasses.replace(r, params=GEMM_B) for r in _m_rows("bbbb", "aaaa")]
+    from_file = config_matrix(every, lambda *key: GEMM_A if key == ("p", "qkv", "a") else None)
+    assert from_file.regimes[0][1]["qkv"].summary() == "BLOCK_N 64→128, SPLIT_K 1→4, PERSISTENT off→on"
+    assert config_matrix(every).regimes[0][1]["qkv"].summary() == "a → b"
+    assert config_matrix(every).operators == (("qkv", 4),)
+
+
+@pytest.mark.parametrize(("tuned", "base", "ci", "expected"), [
+    (50.0, 100.0, 60.0, "-100.0% to +10.0%"),  # (-50 - 60) / 100 = -110%: no loss exceeds 100%
+    (0.0, 100.0, 0.5, "-100.0% to -99.5%"),
+    (110.0, 100.0, 0.0, "+10.0% in every seed"),
+    (110.0, 100.0, None, ""), (110.0, 0.0, 1.0, ""), (None, 100.0, 1.0, ""),
+])
+def test_the_ratio_interval_is_clipped_at_minus_100_percent(tuned, base, ci, expected) -> None:
+    from tuner.dashboard.cells import change_interval
+
+    assert change_interval(tuned, base, ci) == expected
+
+
+def test_the_first_page_shows_the_overload_flags_and_dashes_for_missing_capacities() -> None:
+    from tuner.dashboard.index import index_body
     from tuner.sim.metrics import OVERLOADED
 
     heavy = [_row(op=op, bucket=0, **schema_3_fields(overloaded_seeds=2, objective="capacity"))
              for op in ("qkv", "attn")]
-    light = [_row(regime="light", op=op, regime_rate_rps=None,
+    light = [_row(regime="light", op=op, regime_rate_rps=None, baseline_goodput_rps=0.0,
                   **schema_3_fields(realized_rates_rps=None, capacity_rps=None, capacity_ci_rps=None,
                                     baseline_capacity_rps=None, capacity_delta_ci_rps=None,
                                     one_config_capacity_rps=None))
              for op in ("qkv", "attn")]
-    html = index_body(SimpleNamespace(storage="sqlite:///x.db", optuna_dashboard_url=None), [*heavy, *light])
-    cells = _cells(html)
-    h, lt = cells["heavy"], cells["light"]
-    assert h["rate"] == "720<div class=realised>realised 3.9, 4.2, 4.1</div>"
-    assert h["window"] == "3 × 2 s, warm-up 6 s" and h["objective"] == "capacity"
-    # 4.6 ± 0.3 against 2.8: ratio 4.6 / 2.8 = 1.64, paired difference +1.8 ± 0.2
-    assert (h["capacity"], h["capacity-baseline"], h["capacity-ratio"], h["capacity-delta"],
-            h["capacity-one-config"]) == ("4.60 ± 0.30", "2.80", "1.64×", "+1.8 ± 0.2", "2.10")
-    full = (f"{OVERLOADED} (backlog grew through the window in 2 of 3 seeds tuned, 0 of 3 baseline; "
-            "compare capacities)")
-    assert h["goodput"] == (f'749.17 ± 39.21<div class=overloaded title="{full}">'
-                            f"{OVERLOADED} (tuned 2 of 3 seeds, baseline 0 of 3)</div>")
-    assert h["baseline"] == "72.67" and h["delta"] == "+676 ± 71"  # goodput columns unchanged
-    assert "colspan=5 class=capacity" in html and "capacity at 90% SLO attainment (simulated, req/s)" in html
-    assert "<th>tuned capacity</th>" in html and html.count("<th>per-bucket isolated-fastest</th>") == 2
+    html = index_body(_board(), [*heavy, *light])
+    lines = _lines(html)
+    h, lt = lines["heavy"], lines["light"]
+    assert h["overloaded"] == "tuned 2 of 3, baseline 0 of 3"
+    assert (f'<td class="overloaded" title="{OVERLOADED} (backlog grew through the window in 2 of 3 seeds tuned, '
+            "0 of 3 baseline; compare capacities)\">") in html
     assert 'data-regime="heavy" class=overloaded-regime>' in html and "<p class=overloaded>" in html
-    # no capacities, no rates: dashes, never a crash; no overload mark
-    assert (lt["capacity"], lt["capacity-baseline"], lt["capacity-ratio"], lt["capacity-delta"],
-            lt["capacity-one-config"]) == ("—",) * 5
-    assert lt["rate"] == "—<div class=realised>realised —</div>" and lt["goodput"] == "749.17 ± 39.21"
-    assert lt["objective"] == "goodput"
-    # the baseline alone overloaded marks the regime too; no overloaded regime, no note
-    only_base = index_body(SimpleNamespace(storage="s", optuna_dashboard_url=None),
-                           [_row(**schema_3_fields(baseline_overloaded_seeds=3))])
-    assert "(tuned 0 of 3 seeds, baseline 3 of 3)</div>" in _cells(only_base)["heavy"]["goodput"]
-    quiet = index_body(SimpleNamespace(storage="s", optuna_dashboard_url=None), light)
+    assert "maximised capacity" in html and "maximised goodput" in html
+    assert (lt["capacity"], lt["capacity-baseline"], lt["capacity-ratio"]) == ("—", "—", "—")
+    assert lt["rate"] == "—<div class=realised>realised —</div>"
+    # a baseline of 0 has no ratio: the paired difference shows instead
+    assert lt["ratio"] == "—<div class=ci>+749 ± 71 req/s</div>"
+    quiet = index_body(_board(), light)
     assert "<p class=overloaded>" not in quiet and "overloaded-regime" not in quiet
 
 
 def test_regimes_with_different_attainment_targets_label_each_capacity() -> None:
-    from types import SimpleNamespace
-
-    from tuner.dashboard.render import index_body
+    from tuner.dashboard.index import index_body
 
     rows = [_row(**schema_3_fields()), _row(regime="light", **schema_3_fields(attainment_target=0.95))]
-    html = index_body(SimpleNamespace(storage="s", optuna_dashboard_url=None), rows)
+    html = index_body(_board(), rows)
     assert "capacity at the SLO (simulated, req/s)" in html and "capacity at 90%" not in html
-    cells = _cells(html)
-    assert cells["heavy"]["capacity"] == "4.60 ± 0.30<div class=target>at 90% attainment</div>"
-    assert cells["light"]["capacity"] == "4.60 ± 0.30<div class=target>at 95% attainment</div>"
+    lines = _lines(html)
+    assert lines["heavy"]["capacity"] == "4.60 ± 0.30<div class=target>at 90% attainment</div>"
+    assert lines["light"]["capacity"] == "4.60 ± 0.30<div class=target>at 95% attainment</div>"
 
 
 def test_the_regime_summary_and_study_note_show_capacities_or_dashes() -> None:
@@ -287,7 +366,7 @@ def test_the_regime_summary_and_study_note_show_capacities_or_dashes() -> None:
     assert summary["seeds × window"].startswith("3 × 2 s; the first 6 s of each window served but not judged")
     assert summary["study maximised"] == "goodput"
     assert summary["capacity at 90% SLO attainment (req/s)"] == (
-        "tuned 4.60 ± 0.30; per-bucket isolated-fastest 2.80: tuned / baseline 1.64×, tuned − baseline "
+        "tuned 4.60 ± 0.30; per-bucket isolated-fastest 2.80: tuned / baseline 1.643×, tuned − baseline "
         "+1.8 ± 0.2 (paired by seed); one config per operator (isolated-fastest at service.baseline_batch) 2.10")
     assert summary["goodput (req/s)"].startswith("tuned 749.17 ± 39.21; per-bucket isolated-fastest 72.67")
     assert summary["overloaded"].startswith(f"{OVERLOADED} (backlog grew through the window in 1 of 3 seeds tuned, "

@@ -30,23 +30,44 @@ def test_one_query_answers_json_with_the_documented_keys(tmp_path):
     assert json.loads(again.output) == answer  # served from the cache, same numbers
 
 
+NORMS = {
+    "name": "norms", "device": {"name": "h200"},
+    "service": {"batching": "dynamic", "max_batch": 4, "memory": {"budget": "1 GiB", "per_request": "1 MiB"},
+                "operators": [{"name": "norm", "family": "norm", "shape": {"M": "batch", "N": 4096}}],
+                "slo": {"deadline": "1 s"}},
+    "families": {"norm": {"kernel": "rmsnorm", "space": {"FUSE_RESIDUAL": [True, False]}}},
+    "regimes": {"r": {"arrivals": {"process": "poisson", "rate": 1}}},
+}
+
+
 def test_filling_a_problem_reports_legal_configs(tmp_path):
-    document = {
-        "name": "norms", "device": {"name": "h200"},
-        "service": {"batching": "dynamic", "max_batch": 4, "memory": {"budget": "1 GiB", "per_request": "1 MiB"},
-                    "operators": [{"name": "norm", "family": "norm", "shape": {"M": "batch", "N": 4096}}],
-                    "slo": {"deadline": "1 s"}},
-        "families": {"norm": {"kernel": "rmsnorm", "space": {"FUSE_RESIDUAL": [True, False]}}},
-        "regimes": {"r": {"arrivals": {"process": "poisson", "rate": 1}}},
-    }
     path = tmp_path / "norms.yaml"
-    path.write_text(yaml.safe_dump(document))
+    path.write_text(yaml.safe_dump(NORMS))
     result = run(str(path), "--storage", f"sqlite:///{tmp_path / 'cache.db'}", "--workers", "1", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["device"] == "h200"
     assert report["families"] == [{"family": "norm", "kernel": "rmsnorm", "configs": 2, "legal": 2, "illegal": 0,
                                    "illegal_reasons": {}}]
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_compiling_logs_progress_lines_on_a_non_terminal_and_none_with_quiet(monkeypatch, tmp_path, quiet):
+    """A cold cache compiles for minutes: in a log (stderr no terminal) a line every few
+    seconds (here every compile) says how many of how many, and -q silences it."""
+    from tuner.cli.progress import Progress
+
+    monkeypatch.setattr(Progress, "INTERVAL_S", 0.0)
+    path = tmp_path / "norms.yaml"
+    path.write_text(yaml.safe_dump(NORMS))
+    result = run(str(path), "--storage", f"sqlite:///{tmp_path / 'cache.db'}", "--workers", "1",
+                 *(["-q"] if quiet else []))
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("tuner profile: compiling: ")]
+    if quiet:
+        assert not result.stderr
+    else:
+        assert lines[-1] == "tuner profile: compiling: 3/3 kernels", result.stderr  # 3 distinct compiles
 
 
 @pytest.mark.parametrize("args, needle", [

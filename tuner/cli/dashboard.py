@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
-import sys
 import threading
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import click
 
+from .. import bundled
 from ..errors import TunerError
 from . import database_url, main, one_line_errors
+from .progress import Progress, quiet_option
 
 STORAGE_HELP = ("SQLAlchemy URL of the tuner database, opened read-only "
                 "(default: sqlite:///results.db if it exists, else sqlite:///results.db.example).")
@@ -31,9 +33,10 @@ def _common(command):
                            help="Worker processes for the simulations [default: the number of CPUs].")(command)
     command = click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 50),
                            help="Seeds per point of the goodput-vs-load curves (the error bars are their 95% CI).")(command)
-    command = click.option("--problems", "problems_dir", default="search_spaces", show_default=True,
+    command = click.option("--problems", "problems_dir", default=bundled.PROBLEMS_DIR,
                            type=click.Path(path_type=Path),
-                           help="Directory of problem files <problem>.yaml, for the simulated plots.")(command)
+                           help="Directory of problem files <problem>.yaml, for the simulated plots "
+                                "[default: the bundled problems].")(command)
     return click.option("--storage", envvar="TUNER_STORAGE", default=None, callback=database_url,
                         help=STORAGE_HELP)(command)
 
@@ -60,8 +63,7 @@ def dashboard(storage: str | None, problems_dir: Path, seeds: int, jobs: int | N
         try:
             server = make_server(board, host, port)
         except OSError as exc:
-            raise TunerError(f"cannot serve on {host}:{port}: {exc.strerror or exc}; choose another --port "
-                             "(--port 0 takes any free one)") from None
+            raise TunerError(_listen_error(exc, host, port)) from None
         stack.callback(server.server_close)
         if with_optuna:
             _serve_optuna_dashboard(board, host, server.server_address[1], stack)
@@ -74,6 +76,22 @@ def dashboard(storage: str | None, problems_dir: Path, seeds: int, jobs: int | N
             server.serve_forever()
         except KeyboardInterrupt:
             pass
+
+
+def _listen_error(exc: OSError, host: str, port: int) -> str:
+    """Why the server cannot listen, naming the option to change: a port in use or
+    reserved, or a host that is no address of this machine."""
+    import errno
+    import socket
+
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        return f"--port {port}: address already in use; pick another or use --port 0 (any free port)"
+    if exc.errno == errno.EACCES:
+        return f"--port {port}: {reason} (ports below 1024 need root); pick another or use --port 0 (any free port)"
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return f"--host {host}: not an address of this machine ({reason}); 127.0.0.1 is loopback"
+    return f"cannot listen on --host {host} --port {port}: {reason}"
 
 
 def _serve_optuna_dashboard(board, host: str, port: int, stack: ExitStack) -> None:
@@ -105,12 +123,14 @@ def _warm(board) -> None:
               help="Save the goodput-vs-load, timeline and attribution figures and a Markdown summary into each "
                    "Optuna study (optuna-dashboard shows them). Writes to the database named by --storage.")
 @click.option("--problem", "only", multiple=True, help="Only plot these problems (repeatable; the table keeps all).")
+@quiet_option
 @one_line_errors
 def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None, out: Path | None,
-           into_studies: bool, only: tuple[str, ...]) -> None:
+           into_studies: bool, only: tuple[str, ...], quiet: bool) -> None:
     """Write the dashboard's pages as one HTML file (plotly.js inline, works offline), and/or
     save its figures and a summary into each Optuna study for optuna-dashboard."""
     from ..dashboard import Dashboard, save_into_studies, write_report
+    from ..dashboard.report import sections
 
     if out is None and not into_studies:
         raise click.UsageError("say what to write: --html OUT and/or --into-studies")
@@ -126,11 +146,11 @@ def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None
     try:
         with _stopped_by_signals():
             if out is not None:
-                with _progress("report") as step:
+                with _progress("html", quiet, total=len(sections(board, list(only) or None))) as step:
                     path = write_report(board, out, list(only) or None, progress=step)
                 click.echo(f"report written to {path}")
             if into_studies:
-                with _progress("studies") as step:
+                with _progress("studies", quiet) as step:
                     written = save_into_studies(board, list(only) or None, progress=step)
                 click.echo(f"figures and a note saved into {len(written)} studies; open them with "
                            f"optuna-dashboard {board.storage}")
@@ -159,13 +179,11 @@ def _stopped_by_signals():
 
 
 @contextmanager
-def _progress(what: str):
-    """A rich spinner naming the part being simulated (nothing when stderr is not a terminal)."""
-    if not sys.stderr.isatty():
-        yield lambda _part: None
-        return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
-        task = bar.add_task(what, total=None)
-        yield lambda part: bar.update(task, description=f"{what}: {part}")
+def _progress(stage: str, quiet: bool, total: int | None = None):
+    """A ``progress(part)`` callback, called as each part starts, counting the parts done
+    (shown as :class:`~tuner.cli.progress.Progress` does): parts run simulations, so a
+    report takes minutes."""
+    with Progress("tuner report", "parts", quiet, transient=True) as shown:
+        shown.start(stage, total=total)
+        done = itertools.count()
+        yield lambda part: shown.update(next(done), total, detail=part)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from ..errors import TunerError
 from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option
+from .progress import Progress, quiet_option
 
 DEVICES = ["a100", "h100", "h200", "cuda"]
 
@@ -49,17 +52,18 @@ def _pairs(texts: tuple[str, ...], what: str) -> dict[str, object]:
 @click.option("--config", "config", multiple=True, metavar="K=V,...", help="Config parameters (defaults fill the rest).")
 @click.option("--best", is_flag=True, help="Pick the config with the lowest isolated latency (triton.autotune's choice).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@quiet_option
 @one_line_errors
 def profile(problem: Path | None, device: str | None, storage: str, workers: int, family: str | None,
             options: tuple[str, ...], shape: tuple[str, ...], config: tuple[str, ...], best: bool,
-            as_json: bool) -> None:
+            as_json: bool, quiet: bool) -> None:
     """Profile kernel configs: compiled resources, occupancy and modeled latency."""
     if device == "cuda":
         from ..profiling.measure import require_cuda
 
         require_cuda()
     from ..profile.cache import CompileCache
-    from ..profile.modeled import EXAMPLE_DATABASE
+    from ..bundled import EXAMPLE_DATABASE
 
     if workers < 1:
         raise TunerError(f"--workers must be at least 1 but got {workers}")
@@ -69,7 +73,7 @@ def profile(problem: Path | None, device: str | None, storage: str, workers: int
         else:
             if shape or config or best or options:
                 raise TunerError("--shape, --config, --option and --best go with --family")
-            _fill(problem or DEFAULT_PROBLEM, device, cache, workers, as_json)
+            _fill(problem or DEFAULT_PROBLEM, device, cache, workers, as_json, quiet)
 
 
 def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...], config_text: tuple[str, ...],
@@ -117,7 +121,7 @@ def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...]
                    f"{launch['regs_per_thread']} regs, {launch['waves']} waves")
 
 
-def _fill(path: Path, device: str | None, cache: object, workers: int, as_json: bool) -> None:
+def _fill(path: Path, device: str | None, cache: object, workers: int, as_json: bool, quiet: bool) -> None:
     from ..problem import load_problem
     from ..profiling.fill import fill_problem
 
@@ -125,13 +129,13 @@ def _fill(path: Path, device: str | None, cache: object, workers: int, as_json: 
         from ..profiling.measure import measure_problem
 
         problem = load_problem(path, resources=cache)
-        report = measure_problem(problem, cache)
+        with _counted("measuring", "configs", quiet) as step:
+            report = measure_problem(problem, cache, progress=step)
         click.echo(json.dumps(report, indent=2) if as_json else report["summary"])
         return
     problem = load_problem(path, resources=cache, device=device)
-    bar = _progress(quiet=as_json)
-    report = fill_problem(problem, cache, workers=workers, progress=bar.update)
-    bar.close()
+    with _counted("compiling", "kernels", quiet) as step:
+        report = fill_problem(problem, cache, workers=workers, progress=step)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
@@ -143,24 +147,10 @@ def _fill(path: Path, device: str | None, cache: object, workers: int, as_json: 
             click.echo(f"    {count} illegal: {reason}")
 
 
-class _progress:
-    """A rich progress bar on stderr over compiles (nothing when quiet or not a terminal)."""
-
-    def __init__(self, quiet: bool) -> None:
-        import sys
-
-        self._bar = None
-        if not quiet and sys.stderr.isatty():
-            from rich.progress import Progress
-
-            self._bar = Progress(transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task("compiling", total=None)
-
-    def update(self, done: int, total: int) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, completed=done, total=total)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
+@contextmanager
+def _counted(stage: str, unit: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
+    """A ``progress(done, total)`` callback shown as :class:`~tuner.cli.progress.Progress`
+    does: a cold compile cache or a GPU measurement takes minutes."""
+    with Progress("tuner profile", unit, quiet, transient=True) as shown:
+        shown.start(stage)
+        yield shown.update

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import TunerError
 from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option, warn
+
+if TYPE_CHECKING:
+    from ..sim import SimResult
+    from ..sim.trace import TraceWriter
+
+#: The environment variable with the trace size (MB) above which ``--trace`` warns.
+TRACE_WARN_ENV = "TUNER_TRACE_WARN_MB"
+TRACE_WARN_MB = 100.0
 
 
 @main.command()
@@ -45,7 +55,13 @@ def validate(problem: Path | None) -> None:
               help="With --capacity: seeds --seed, --seed+1, … (the CI is over them).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write a Chrome Trace Event file (open it in Perfetto); one regime only.")
+              help="Write a Chrome Trace Event file (open it in Perfetto; gzipped when FILE ends in .gz); one "
+                   "regime only. An existing FILE is overwritten, with a warning. A short pilot run estimates "
+                   f"the size first and warns above ${TRACE_WARN_ENV} MB (default {TRACE_WARN_MB:g}).")
+@click.option("--trace-window", default=None, metavar="START:END",
+              help="With --trace: only events between these simulated seconds (30: for the rest of the run).")
+@click.option("--trace-kernels", default="all", show_default=True, metavar="all|none|sample:N",
+              help="With --trace: every kernel slice, none (counters only), or every N-th of each stream.")
 @click.option("--policy", default=None, metavar="table|static:REGIME|isolated-fastest",
               help="Choose configs at run time: the tuned table's dispatcher fed by the simulated load, "
                    "one regime's row of the table held fixed, or the isolated-fastest baseline.")
@@ -53,12 +69,12 @@ def validate(problem: Path | None) -> None:
 @one_line_errors
 def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, ...], seed: int,
              horizon: float | None, capacity: bool, seeds: int, as_json: bool, trace_path: Path | None,
-             policy: str | None, storage: str) -> None:
+             trace_window: str | None, trace_kernels: str, policy: str | None, storage: str) -> None:
     """Simulate the service under traffic regimes and report goodput and resources."""
     from ..problem import load_problem, resolve_assignment
-    from ..report import metrics_table, stream_names
+    from ..report import metrics_table
     from ..sim import simulate as run_simulation
-    from ..sim import write_chrome_trace
+    from ..sim.trace import TraceOptions
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     for name in regimes:
@@ -69,6 +85,9 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     chosen = list(regimes) or list(loaded.regimes)
     if trace_path is not None and len(chosen) != 1:
         raise TunerError("--trace needs exactly one --regime")
+    if trace_path is None and (trace_window is not None or trace_kernels != "all"):
+        raise TunerError("--trace-window and --trace-kernels go with --trace FILE")
+    trace_options = TraceOptions.parse(trace_window, trace_kernels)
     if policy is not None:
         if assign or trace_path is not None or capacity:
             raise TunerError("--policy chooses the configs at run time: drop --assign, --trace and --capacity")
@@ -82,12 +101,12 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
         return
     results = []
     for name in chosen:
-        with _status(f"simulating regime {name!r}", quiet=as_json):
-            result = run_simulation(loaded, assignment, name, seed=seed, horizon_s=horizon,
-                                    record=trace_path is not None)
+        if trace_path is None:
+            with _status(f"simulating regime {name!r}", quiet=as_json):
+                result = run_simulation(loaded, assignment, name, seed=seed, horizon_s=horizon)
+        else:
+            result, trace = _traced(loaded, assignment, name, seed, horizon, trace_path, trace_options, as_json)
         results.append((name, result))
-        if trace_path is not None and result.recording is not None:
-            write_chrome_trace(result.recording, trace_path, stream_names(loaded.service))
     sources = sorted({c.profile.source for _, c in assignment.cells()})
     if as_json:
         documents = [
@@ -99,7 +118,42 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
         return
     metrics_table(loaded, assignment, [(n, r.metrics) for n, r in results], seed)
     if trace_path is not None:
-        click.echo(f"trace written to {trace_path} (open it at ui.perfetto.dev)")
+        click.echo(f"trace written to {trace_path}: {trace.events:,} events, {_mb(trace_path.stat().st_size)} "
+                   "(open it at ui.perfetto.dev)")
+
+
+def _traced(problem, assignment, regime: str, seed: int, horizon: float | None, path: Path, options,
+            quiet: bool) -> tuple[SimResult, TraceWriter]:
+    """Simulate with the trace streamed to ``path``, after warning when it would be big
+    (a heavy regime makes millions of events) or would replace a file."""
+    from ..report import stream_names
+    from ..sim.trace import estimate_trace, trace_file, traced_simulation
+
+    names, limit, gzipped = stream_names(problem.service), _warn_mb(), path.name.endswith(".gz")
+    if path.exists():
+        warn([f"--trace {path}: the file exists and is overwritten"])
+    with _status("estimating the trace's size from a short pilot run", quiet=quiet):
+        estimate = estimate_trace(problem, assignment, regime, seed, horizon, names, options, gzipped)
+    if estimate.bytes > limit * 1e6:
+        warn([f"--trace {path}: about {_mb(estimate.bytes)} and {estimate.events:,} events (a {estimate.pilot_s:g} s "
+              f"pilot run, scaled to the horizon), over ${TRACE_WARN_ENV}={limit:g} MB; narrow it with "
+              "--trace-window START:END or --trace-kernels none|sample:N"
+              + ("" if gzipped else ", or name a .json.gz file")])
+    with _status(f"simulating regime {regime!r}, writing {path}", quiet=quiet), trace_file(path) as out:
+        return traced_simulation(problem, assignment, regime, seed, horizon, out, names, options)
+
+
+def _warn_mb() -> float:
+    """The trace size (MB) above which ``--trace`` warns: ``$TUNER_TRACE_WARN_MB`` or the default."""
+    text = os.environ.get(TRACE_WARN_ENV, "")
+    try:
+        return float(text) if text else TRACE_WARN_MB
+    except ValueError:
+        raise TunerError(f"${TRACE_WARN_ENV}={text!r}: expected a number of MB") from None
+
+
+def _mb(size: float) -> str:
+    return f"{size / 1e6:.3g} MB"
 
 
 def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int, ...], horizon: float | None,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,11 +11,7 @@ import click
 
 from ..errors import TunerError
 from . import DEFAULT_PROBLEM, fail, main, one_line_errors, storage_option, warn
-
-def default_problem() -> Path:
-    """``search_spaces/llm_decode.yaml`` when it exists, else the seed example."""
-    llm = DEFAULT_PROBLEM.parent / "llm_decode.yaml"
-    return llm if llm.exists() else DEFAULT_PROBLEM
+from .progress import Progress, quiet_option
 
 
 def tune_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -41,8 +35,7 @@ def tune_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--heartbeat", default=5, show_default=True, type=int, metavar="SECONDS",
                      help="Seconds between a running trial's heartbeats; a trial silent for 4x this is "
                           "marked failed and retried."),
-        click.option("-q", "--quiet", is_flag=True,
-                     help="No progress (a bar on a terminal, else a line every few seconds on stderr)."),
+        quiet_option,
     ]
     for option in reversed(options):
         command = option(command)
@@ -83,11 +76,12 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     from sqlalchemy.exc import SQLAlchemyError
 
     from ..search import TuneSettings, tune_problem
-    from ..search.fleet import Worker, exit_interrupted, load_for_tuning, quiet_logs
+    from ..interrupts import exit_interrupted
+    from ..search.fleet import Worker, load_for_tuning, quiet_logs
     from ..search.report import print_outcomes
     from ..store.store import parse_url, shown
 
-    loaded = load_for_tuning(problem or default_problem(), storage)
+    loaded = load_for_tuning(problem or DEFAULT_PROBLEM, storage)
     warn(loaded.warnings)
     where = shown(parse_url(storage))  # the password hidden
     chosen = [name.strip() for name in regimes.split(",") if name.strip()] if regimes else None
@@ -117,80 +111,27 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
 
 
 class TrialProgress:
-    """Implements :class:`tuner.search.Progress`: trials done/total, best goodput, ETA.
-
-    On a terminal, a bar per regime; elsewhere (a log, CI) a line on stderr at most every
-    :attr:`INTERVAL_S` seconds, so a long run never looks hung; nothing with ``quiet``.
-    """
-
-    #: Seconds between progress lines when stderr is not a terminal.
-    INTERVAL_S = 5.0
+    """Implements :class:`tuner.search.Progress`: trials done/total per regime, the best
+    goodput so far and an ETA, shown as :class:`tuner.cli.progress.Progress` does."""
 
     def __init__(self, quiet: bool = False) -> None:
-        self._progress = None
-        self._task = None
-        terminal = sys.stderr.isatty()
-        self._bar = terminal and not quiet
-        self._lines = not terminal and not quiet
-        self._regime = ""
-        self._done = self._total = self._first = 0
-        self._best: float | None = None
-        self._started = self._last = 0.0
+        self._shown = Progress("tuner tune", "trials", quiet)
 
     def __enter__(self) -> TrialProgress:
-        self._last = time.monotonic()
-        if self._bar:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("trials"),
-                TextColumn("best {task.fields[best]}"), TextColumn("ETA"), TimeRemainingColumn(),
-                console=Console(stderr=True), transient=False,
-            )
-            self._progress.__enter__()
+        self._shown.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)
+        self._shown.__exit__(*exc)
 
     def start(self, regime: str, done: int, total: int) -> None:
-        self._regime, self._done, self._total, self._first, self._best = regime, done, total, done, None
-        self._started = time.monotonic()
-        if self._progress is not None:
-            self._task = self._progress.add_task(f"regime {regime}", total=total, completed=done, best="—")
+        self._shown.start(f"regime {regime}", done, total, detail="best —")
 
     def update(self, done: int, best: float | None) -> None:
-        self._done, self._best = done, best
-        if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, completed=done, best="—" if best is None else f"{best:.2f}/s")
-        self._line(self._trials())
+        self._shown.update(done, detail=f"best {'—' if best is None else f'{best:.2f}/s'}")
 
     def finish(self) -> None:
-        if self._progress is not None and self._task is not None:
-            task = self._progress.tasks[self._task]
-            self._progress.update(self._task, total=task.completed)
+        self._shown.finish()
 
     def note(self, text: str) -> None:
-        if self._progress is not None and self._task is not None:
-            task = self._progress.tasks[self._task]
-            self._progress.update(self._task, description=f"{task.description.split(':')[0]}: {text}")
-        self._line(text)
-
-    def _trials(self) -> str:
-        """``12/30 trials, best 8.65/s, ETA 1m20s`` (the ETA from this run's pace)."""
-        best = "—" if self._best is None else f"{self._best:.2f}/s"
-        text = f"{self._done}/{self._total} trials, best {best}"
-        ran = self._done - self._first
-        if 0 < ran and self._done < self._total:
-            left = (time.monotonic() - self._started) / ran * (self._total - self._done)
-            text += f", ETA {int(left // 60)}m{int(left % 60):02d}s"
-        return text
-
-    def _line(self, text: str) -> None:
-        """One progress line on stderr, at most every INTERVAL_S seconds."""
-        now = time.monotonic()
-        if self._lines and now - self._last >= self.INTERVAL_S:
-            self._last = now
-            click.echo(f"tuner tune: regime {self._regime}: {text}", err=True)
+        self._shown.note(text)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import bundled
 from ..errors import StorageError, TunerError
 from ..problem.assignment import Assignment
 from ..store.table import TableRow
@@ -64,7 +65,7 @@ class Dashboard:
     a result another thread (the warm-up, another page) is computing waits for it.
     """
 
-    def __init__(self, storage: str, problems_dir: str | Path = "search_spaces", *,
+    def __init__(self, storage: str, problems_dir: str | Path = bundled.PROBLEMS_DIR, *,
                  sweep_points: int = SWEEP_POINTS, sweep_seeds: int = SWEEP_SEEDS,
                  sweep_min_requests: int = SWEEP_MIN_REQUESTS, sweep_min_horizon_s: float = SWEEP_MIN_HORIZON_S,
                  sweep_max_horizon_s: float = SWEEP_MAX_HORIZON_S,

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..search.baselines import ONE_CONFIG, PER_BUCKET
 from ..sim.metrics import overload_note
-from ..stats import delta_text
+from ..stats import delta_text, ratio_text
 from ..store.table import TableRow, span_label
 
 
@@ -54,17 +54,20 @@ def operator_runs(rows: Sequence[TableRow], key: str = "config") -> list[tuple[s
 
     ``key="config"`` groups by the tuned config (a run never mixes buckets that differ
     from the baseline with buckets that do not); ``key="baseline_config"`` shows the
-    baseline's own runs.
+    baseline's own runs; ``key="pair"`` groups by both, so that each run has one baseline
+    config to compare its tuned one with (the first page's parameter changes).
     """
     by_op: dict[str, list[TableRow]] = {}
     for row in sorted(rows, key=lambda r: (r.op_index, r.op, r.bucket)):
         by_op.setdefault(row.op, []).append(row)
-    if key not in ("config", "baseline_config"):
-        raise ValueError(f"runs by {key!r}: expected 'config' or 'baseline_config'")
+    if key not in ("config", "baseline_config", "pair"):
+        raise ValueError(f"runs by {key!r}: expected 'config', 'baseline_config' or 'pair'")
 
     def group(row: TableRow) -> tuple[object, ...]:
         if key == "config":
             return row.config, row.config != row.baseline_config
+        if key == "pair":
+            return row.config, row.baseline_config
         return (row.baseline_config,)
 
     out = []
@@ -83,7 +86,7 @@ def operator_runs(rows: Sequence[TableRow], key: str = "config") -> list[tuple[s
 def _run(rows: list[TableRow], key: str, single: bool) -> Run:
     first = rows[0]
     label = "" if single else span_label([r.bucket_bounds for r in rows])
-    tuned = key == "config"
+    tuned = key != "baseline_config"
     return Run(label, first.config if tuned else first.baseline_config, dict(first.params) if tuned else {},
                tuple(dict.fromkeys(r.baseline_config for r in rows)),
                tuned and first.config != first.baseline_config, len(rows))
@@ -107,10 +110,25 @@ def rate(value: float | None, ci: float | None = None) -> str:
 
 
 def ratio(tuned: float | None, base: float | None) -> str:
-    """``10.31×``; — when either side is unknown or the base is not positive."""
+    """``10.310×`` (:func:`tuner.stats.ratio_text`, as ``tuner table`` prints it); — when
+    either side is unknown or the base is not positive."""
     if tuned is None or base is None or not base > 0:
         return "—"
-    return f"{tuned / base:.2f}×"
+    return ratio_text(tuned, base)
+
+
+def change_interval(tuned: float | None, base: float | None, ci: float | None) -> str:
+    """The paired difference's 95% CI relative to the baseline, ``+833.3% to +1030.0%``:
+    how far the ratio's change from 1× can be trusted. A bound below −100% is shown as
+    −100%: a relative loss cannot exceed it, so such a bound only says how noisy the seeds
+    are (as ``tuner gate`` prints its lower bound). ``+0.0% in every seed`` when the seeds
+    agree exactly; "" without an interval (one seed) or a positive baseline."""
+    if tuned is None or base is None or ci is None or not base > 0:
+        return ""
+    if ci == 0:
+        return f"{max((tuned - base) / base, -1.0):+.1%} in every seed"
+    low, high = ((tuned - base + sign * ci) / base for sign in (-1, 1))
+    return " to ".join(f"{max(bound, -1.0):+.1%}" for bound in (low, high))
 
 
 def difference(tuned: float | None, base: float | None, ci: float | None) -> str:
@@ -133,8 +151,8 @@ def realised_rates(row: TableRow) -> str:
 
 
 def window_text(row: TableRow) -> str:
-    """``3 × 2 s, warm-up 0.5 s``: the seeds, each window, and its start served but not judged."""
-    return f"{row.seeds} × {row.horizon_s:g} s, warm-up {row.warmup_s:g} s"
+    """``3 × 2 s (warm-up 0.5 s)``: the seeds, each window, and its start served but not judged."""
+    return f"{row.seeds} × {row.horizon_s:g} s (warm-up {row.warmup_s:g} s)"
 
 
 def capacity_label(target: float | None) -> str:
@@ -149,9 +167,9 @@ def is_overloaded(row: TableRow) -> bool:
 
 
 def overload_counts(row: TableRow) -> str:
-    """``tuned 0 of 3 seeds, baseline 3 of 3``: in how many seeds each backlog grew."""
+    """``tuned 0 of 3, baseline 3 of 3``: in how many seeds each backlog grew."""
     n = len(row.realized_rates_rps or ()) or row.seeds
-    return f"tuned {row.overloaded_seeds} of {n} seeds, baseline {row.baseline_overloaded_seeds} of {n}"
+    return f"tuned {row.overloaded_seeds} of {n}, baseline {row.baseline_overloaded_seeds} of {n}"
 
 
 def overload_text(row: TableRow) -> str:

@@ -1,5 +1,5 @@
-"""The dashboard's pages as HTML bodies: the regime table, goodput versus offered load, a
-regime's timelines and attribution, a study's history and importances.
+"""The dashboard's pages as HTML bodies: goodput versus offered load, a regime's timelines
+and attribution, a study's history and importances (the first page is :mod:`.index`).
 
 Each body takes the :class:`~tuner.dashboard.board.Dashboard` and the table's rows, and a
 ``link`` function: the server links pages by path, the one-file report by anchor.
@@ -11,8 +11,6 @@ import html
 from collections.abc import Callable
 from urllib.parse import quote
 
-from ..search.baselines import ONE_CONFIG
-from ..sim.metrics import OVERLOADED
 from ..store.table import TableRow
 from . import cells, figures, studies
 from .board import Dashboard, regimes_of
@@ -65,88 +63,6 @@ def runs_html(rows: list[TableRow], key: str = "config") -> str:
                 parts.append(f'<span title="{_e(params)}">{_e(run.text())}</span>' if params else _e(run.text()))
         lines.append(f'<div class=op data-op="{_e(op)}"><b>{_e(op)}</b> {" ".join(parts)}</div>')
     return "".join(lines)
-
-
-def index_body(board: Dashboard, rows: list[TableRow], link: Link = server_link) -> str:
-    out = ["<h1>Config table <small>(goodput simulated, req/s)</small></h1>",
-           f"<p>Storage: <code>{_e(board.storage)}</code> (read-only). One line per regime. "
-           "Goodput is the simulated service goodput of the regime's tuned joint assignment "
-           f"(mean ± 95% CI over seeds); the baseline is the <b>{_e(BASELINE_LABEL)}</b> assignment "
-           "(per operator and shape bucket, the config fastest alone at the bucket's shape: what "
-           "<code>triton.autotune</code> keyed on the shape keeps) under the same traffic and seeds; "
-           "tuned − baseline is their paired difference ± its 95% CI. "
-           f"<i>{_e(ONE_CONFIG.label)}</i> is the older baseline that runs one config for every shape. "
-           "Configs: per operator, the runs of shape buckets sharing a config "
-           "(<code>M..64:a</code> = buckets up to M = 64 run <code>a</code>); "
-           f"<span class=differs>marked*</span>: differs from the {_e(BASELINE_LABEL)} config there. "
-           "Each window's first seconds (the warm-up) are served but not judged; the realised rates are what each "
-           "seed's judged window actually offered. Capacity at the SLO is the highest arrival rate at which the "
-           "target share of requests meets the SLO, on the regime's traffic shape (same seeds, paired the same way); "
-           "a study maximised one of the two, and both are stored. "
-           f"<span class=overloaded>{_e(OVERLOADED)}</span> marks a regime where the backlog grew through the "
-           "window in some seed. "
-           "Follow a problem for goodput versus offered load, a regime for its M(t)/R(t)/queue "
-           "timelines, a study for its optimization history.</p>"]
-    if board.optuna_dashboard_url:
-        out.append(f'<p>Raw Optuna studies: <a href="{_e(board.optuna_dashboard_url)}/dashboard">optuna-dashboard</a> '
-                   "(read-only).</p>")
-    if not rows:
-        out.append("<p>The table is empty (run <code>tuner tune</code>).</p>")
-    firsts = [regime_rows[0] for regime_rows in regimes_of(rows).values()]
-    targets = sorted({r.attainment_target for r in firsts if r.attainment_target is not None})
-    capacity = cells.capacity_label(targets[0] if len(targets) == 1 else None)
-    pair = (f"<th>{_e(BASELINE_LABEL)}</th><th>ratio</th><th>tuned − baseline (paired)</th>"
-            f'<th title="{_e(ONE_CONFIG.label)}">one config per operator</th>')
-    out.append('<table class="regimes"><thead><tr><th rowspan=2>problem</th><th rowspan=2>regime</th>'
-               "<th rowspan=2>tuned configs by shape bucket</th>"
-               '<th rowspan=2 title="the regime\'s mean arrival rate; below, the rate each seed\'s judged window '
-               'realised (the same requests for every assignment)">'
-               "offered load (req/s): declared, realised per seed</th>"
-               '<th rowspan=2 title="the start of each window is served but not judged">seeds × window, warm-up</th>'
-               "<th rowspan=2>study maximised</th>"
-               "<th colspan=5>goodput (simulated, req/s)</th>"
-               f'<th colspan=5 class=capacity title="the highest arrival rate at which that share of requests meets '
-               f'the SLO, on the regime\'s traffic shape">{_e(capacity)} (simulated, req/s)</th>'
-               "<th rowspan=2>profile source</th><th rowspan=2>study</th></tr>"
-               f"<tr><th>tuned goodput (simulated)</th>{pair}<th>tuned capacity</th>{pair}</tr></thead><tbody>")
-    for (problem, regime), regime_rows in regimes_of(rows).items():
-        f = cells.regime_figures(regime_rows)
-        first = regime_rows[0]
-        sources = "/".join(sorted({r.source for r in regime_rows}))
-        overloaded = cells.overload_text(first)
-        mark = (f'<div class=overloaded title="{_e(overloaded)}">{_e(OVERLOADED)} '
-                f"({_e(cells.overload_counts(first))})</div>" if overloaded else "")
-        target = ("" if len(targets) <= 1 or first.attainment_target is None
-                  else f"<div class=target>at {first.attainment_target:.0%} attainment</div>")
-        out.append(
-            f'<tr data-problem="{_e(problem)}" data-regime="{_e(regime)}"'
-            f'{" class=overloaded-regime" if overloaded else ""}>'
-            f'<td><a href="{link("problem", problem)}">{_e(problem)}</a></td>'
-            f'<td class="regime"><a href="{link("regime", problem, regime)}">{_e(regime)}</a></td>'
-            f'<td class="configs">{runs_html(regime_rows)}</td>'
-            f'<td class="rate">{cells.declared_rate(first)}'
-            f"<div class=realised>realised {_e(cells.realised_rates(first))}</div></td>"
-            f'<td class="window">{_e(cells.window_text(first))}</td>'
-            f'<td class="objective">{_e(first.objective)}</td>'
-            f'<td class="goodput">{cells.rate(f["goodput"], f["ci"])}{mark}</td>'
-            f'<td class="baseline">{cells.rate(f["baseline"])}</td>'
-            f'<td class="ratio">{cells.ratio(f["goodput"], f["baseline"])}</td>'
-            f'<td class="delta">{cells.difference(f["goodput"], f["baseline"], f["delta_ci"])}</td>'
-            f'<td class="one-config">{cells.rate(f["one_config"])}</td>'
-            f'<td class="capacity">{cells.rate(f["capacity"], f["capacity_ci"])}{target}</td>'
-            f'<td class="capacity-baseline">{cells.rate(f["baseline_capacity"])}</td>'
-            f'<td class="capacity-ratio">{cells.ratio(f["capacity"], f["baseline_capacity"])}</td>'
-            f'<td class="capacity-delta">'
-            f'{cells.difference(f["capacity"], f["baseline_capacity"], f["capacity_delta_ci"])}</td>'
-            f'<td class="capacity-one-config">{cells.rate(f["one_config_capacity"])}</td><td>{_e(sources)}</td>'
-            f'<td class="study"><a href="{link("study", problem, regime)}">'
-            f"{_e(first.study_name or '')} #{first.trial_number}</a></td></tr>")
-    out.append("</tbody></table>")
-    if any(cells.is_overloaded(r) for r in firsts):
-        out.append(f"<p class=overloaded>{_e(OVERLOADED)}: in a regime so marked the backlog grew through the "
-                   "window in some seed (tuned or baseline), so its goodput falls as the window lengthens and is no "
-                   "steady-state figure; compare the capacities, which do not depend on the window.</p>")
-    return "\n".join(out)
 
 
 def _missing(board: Dashboard, problem: str, what: str) -> str:
@@ -311,7 +227,16 @@ table{border-collapse:collapse;font-size:90%;margin:.5em 0}th,td{border:1px soli
 th{background:#f0f0f0}caption{text-align:left;font-size:90%;color:#555}.note{color:#a60}
 .error{color:#b00;font-weight:bold}nav a,nav span{margin-right:1em}
 .differs{background:#fde2c8;font-weight:600}td.configs{max-width:48em}div.op{margin:1px 0}
-.overloaded{color:#b00}div.realised,div.target{color:#555;font-size:90%}"""
+.overloaded{color:#b00}div.realised,div.target,div.ci,div.objective,td.none,p.matrix-note{color:#555;font-size:90%}
+p.matrix-note{margin:.8em 0 0}
+section.problem{margin:1.5em 0 2em}section.problem h2{margin-bottom:.2em}h2 small{font-size:60%;font-weight:normal}
+td.goodput,td.baseline,td.ratio,td.capacity,td.capacity-baseline,td.capacity-ratio,td.rate{text-align:right;white-space:nowrap}td.same,div.realised{white-space:nowrap}div.ci{white-space:normal}
+td.ratio,td.capacity-ratio{min-width:8.5em}td.window{min-width:6.5em}
+table.matrix td.differs{font-weight:normal}
+th small{font-weight:normal;display:block}
+table.matrix td{vertical-align:top;max-width:22em}table.matrix td.same{color:#777}
+table.matrix details summary{cursor:pointer}ul.buckets{margin:.2em 0;padding-left:1em;font-weight:normal}
+ul.buckets li{background:none}ul.buckets li.differs{background:#fde2c8}span.span{font-family:monospace;color:#555}"""
 
 
 def page(title: str, body: str, plotly: str = '<script src="/plotly.js"></script>') -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..search.baselines import ONE_CONFIG
 from . import cells, figures, render
 from .board import Dashboard, regimes_of
+from .index import index_body
 from .render import anchor_link, page
 from .sweep import BASELINE_LABEL, table_capacities
 from .timeline import summary_rows
@@ -19,7 +20,7 @@ STUDY_TIMELINE_POINTS = 200  # study system attributes hold ~2 kB each: keep sav
 def sections(board: Dashboard, problems: list[str] | None = None) -> list[tuple[str, Callable[[], str]]]:
     """``(what, draw)`` for every part of the report, so a caller can show progress."""
     rows = board.rows()
-    parts: list[tuple[str, Callable[[], str]]] = [("config table", lambda: render.index_body(board, rows, anchor_link))]
+    parts: list[tuple[str, Callable[[], str]]] = [("config table", lambda: index_body(board, rows, anchor_link))]
     for name in dict.fromkeys(r.problem for r in rows):
         if problems is not None and name not in problems:
             continue

@@ -13,6 +13,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server as
 
 from . import render
 from .board import Dashboard
+from .index import index_body
 from .render import PageNotFound, page
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
                 if parts == ["plotly.js"]:
                     self._send(HTTPStatus.OK, plotly_js(), "application/javascript; charset=utf-8")
                 elif not parts:
-                    self._html(HTTPStatus.OK, "tuner dashboard", render.index_body(board, board.rows()))
+                    self._html(HTTPStatus.OK, "tuner dashboard", index_body(board, board.rows()))
                 elif parts[0] in pages and len(parts) == 1 + pages[parts[0]][0]:
                     self._html(HTTPStatus.OK, "/".join(parts[1:]), pages[parts[0]][1](board, *parts[1:], board.rows()))
                 else:

@@ -71,7 +71,7 @@ def compile_resources(url: str):
     ``results.db``, creating it, and the next dashboard would then open that file.)
     """
     from ..profile.cache import CompileCache
-    from ..profile.modeled import EXAMPLE_DATABASE
+    from ..bundled import EXAMPLE_DATABASE
     from ..store.store import parse_url, resolve_url, sqlite_file
 
     example = CompileCache.read_only(EXAMPLE_DATABASE)
@@ -82,4 +82,7 @@ def compile_resources(url: str):
 
 
 def default_storage() -> str:
-    return "sqlite:///results.db" if Path("results.db").is_file() else "sqlite:///results.db.example"
+    """``results.db`` in the working directory, else the bundled example database."""
+    from ..bundled import EXAMPLE_DATABASE
+
+    return "sqlite:///results.db" if Path("results.db").is_file() else f"sqlite:///{EXAMPLE_DATABASE}"

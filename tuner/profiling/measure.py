@@ -10,6 +10,7 @@ GPU's name, the device preset it matches and the Triton version.
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import IllegalConfigError, TunerError
@@ -33,8 +34,13 @@ def require_cuda() -> Any:
     return torch
 
 
-def measure_problem(problem: Problem, cache: Any) -> dict[str, Any]:
-    """Measure every legal (operator, config, probe shape) of the problem's built-in families."""
+def measure_problem(problem: Problem, cache: Any,
+                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Measure every legal (operator, config, probe shape) of the problem's built-in families.
+
+    ``progress(done, total)`` is called before the first measurement and after each: a
+    problem's configs take minutes to time.
+    """
     torch = require_cuda()
     import triton.testing
 
@@ -42,8 +48,9 @@ def measure_problem(problem: Problem, cache: Any) -> dict[str, Any]:
     gpu = torch.cuda.get_device_name()
     triton_version = importlib.metadata.version("triton")
     points = [variables for _, variables in probe_points(problem.service, problem.size_fields)]
-    done = skipped = 0
+    skipped = 0
     seen: set[tuple] = set()
+    todo: list[tuple[ModeledProfile, dict[str, int]]] = []
     for op in problem.service.operators:
         for config in problem.families[op.family].configs:
             profile = config.profile
@@ -60,18 +67,24 @@ def measure_problem(problem: Problem, cache: Any) -> dict[str, Any]:
                 except IllegalConfigError:
                     skipped += 1
                     continue
-                inputs = profile.family.make_inputs(shape, seed=0, dtype=torch.bfloat16, device="cuda")
-                run = lambda: profile.family.run(inputs, profile.config, shape)  # noqa: E731
-                torch.cuda.synchronize()
-                before = torch.cuda.memory_allocated()
-                torch.cuda.reset_peak_memory_stats()
-                output = run()
-                torch.cuda.synchronize()
-                workspace = max(torch.cuda.max_memory_allocated() - before - output.numel() * output.element_size(), 0)
-                latency_ms = triton.testing.do_bench(run)
-                store.record(family=profile.family.name, options=family_options(profile.family), config=profile.config,
-                             shape=shape, gpu=gpu, device_preset=profile.device.name, triton_version=triton_version,
-                             source_hash="", latency_s=latency_ms * 1e-3, workspace_bytes=float(workspace))
-                done += 1
+                todo.append((profile, shape))
+    for index, (profile, shape) in enumerate(todo):
+        if progress is not None:
+            progress(index, len(todo))
+        inputs = profile.family.make_inputs(shape, seed=0, dtype=torch.bfloat16, device="cuda")
+        run = lambda: profile.family.run(inputs, profile.config, shape)  # noqa: E731
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        output = run()
+        torch.cuda.synchronize()
+        workspace = max(torch.cuda.max_memory_allocated() - before - output.numel() * output.element_size(), 0)
+        latency_ms = triton.testing.do_bench(run)
+        store.record(family=profile.family.name, options=family_options(profile.family), config=profile.config,
+                     shape=shape, gpu=gpu, device_preset=profile.device.name, triton_version=triton_version,
+                     source_hash="", latency_s=latency_ms * 1e-3, workspace_bytes=float(workspace))
+    done = len(todo)
+    if progress is not None:
+        progress(done, done)
     return {"problem": problem.name, "gpu": gpu, "measured": done, "illegal_skipped": skipped,
             "summary": f"{problem.name}: measured {done} (config, shape) pairs on {gpu}; {skipped} illegal skipped"}

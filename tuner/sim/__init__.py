@@ -6,9 +6,10 @@ Nothing here knows about Optuna; the search calls :func:`simulate`.
 from .gpu import FluidGPU, Kernel
 from .metrics import Metrics
 from .program import BoundService, bind
-from .recording import Recording, write_chrome_trace
+from .recording import Recording
 from .policy import DispatcherPolicy, StaticPolicy, SwitchPolicy
 from .service import ServiceRun, SimResult, simulate, simulate_policy
+from .trace import write_chrome_trace
 
 __all__ = [
     "BoundService", "FluidGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",

@@ -1,14 +1,29 @@
-"""Timelines of one simulation, and their export as Chrome Trace Event JSON (Perfetto).
+"""Timelines of one simulation: kept in memory, or handed on in chunks as they grow.
 
 Recording is off by default because it costs memory per kernel; ``tuner simulate
---trace FILE`` turns it on.
+--trace FILE`` turns it on with a sink (:class:`tuner.sim.trace.TraceWriter`) that
+writes each chunk out, so a long run's trace never sits in memory whole.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Protocol
+
+#: Kernel slices buffered before a recording with a sink hands its series on (the GPU's
+#: R(t) edges grow about twice as fast: a chunk is a few MB).
+CHUNK = 65_536
+
+
+class Sink(Protocol):
+    """Where a recording's series go, chunk by chunk, each in time order; a sink uses
+    each list at once (the recording empties and refills it)."""
+
+    def kernels(self, slices: list[tuple[int, str, float, float]]) -> None: ...
+
+    def samples(self, samples: list[tuple[float, float, int, int]]) -> None: ...
+
+    def sm(self, edges: list[tuple[float, float]]) -> None: ...
 
 
 @dataclass
@@ -18,15 +33,20 @@ class Recording:
 
     R(t) is recorded by the GPU itself because it changes inside kernels (after the launch
     overhead, at wave tails, when a neighbour starts): service events alone would miss it.
-    All series are step functions: a value holds from its time until the next one.
+    All series are step functions: a value holds from its time until the next one. With a
+    ``sink``, the series hold only what was not handed on yet; call :meth:`close` after
+    the run.
     """
 
     slices: list[tuple[int, str, float, float]] = field(default_factory=list)
     samples: list[tuple[float, float, int, int]] = field(default_factory=list)
     sm: list[tuple[float, float]] = field(default_factory=list)
+    sink: Sink | None = None
 
     def kernel(self, stream: int, name: str, start: float, end: float) -> None:
         self.slices.append((stream, name, start, end))
+        if self.sink is not None and len(self.slices) >= CHUNK:
+            self._hand_on(keep=1)
 
     def sample(self, t: float, memory: float, queue: int, admitted: int) -> None:
         """Append a sample when any value changed (a step function needs only its edges)."""
@@ -40,27 +60,20 @@ class Recording:
     def memory_series(self) -> list[tuple[float, float]]:
         return [(t, m) for t, m, _, _ in self.samples]
 
+    def close(self) -> None:
+        """Hand everything left to the sink (nothing to do without one)."""
+        if self.sink is not None:
+            self._hand_on(keep=0)
 
-def write_chrome_trace(recording: Recording, path: str | Path, stream_names: list[str]) -> None:
-    """Write Trace Event JSON: a track per stream with kernel slices, and counter tracks.
-
-    Timestamps are microseconds, as the format requires.
-    """
-    events: list[dict] = [
-        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "GPU (simulated)"}},
-    ]
-    for tid, name in enumerate(stream_names):
-        events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}})
-    for stream, name, start, end in recording.slices:
-        events.append({
-            "name": name, "cat": "kernel", "ph": "X", "pid": 1, "tid": stream,
-            "ts": start * 1e6, "dur": max(end - start, 0.0) * 1e6,
-        })
-    for t, memory, queue, admitted in recording.samples:
-        ts = t * 1e6
-        events.append({"name": "M(t) reserved memory", "ph": "C", "pid": 1, "ts": ts, "args": {"GiB": memory / 2**30}})
-        events.append({"name": "queue depth", "ph": "C", "pid": 1, "ts": ts, "args": {"requests": queue}})
-        events.append({"name": "admitted requests", "ph": "C", "pid": 1, "ts": ts, "args": {"requests": admitted}})
-    for t, sm in recording.sm:
-        events.append({"name": "R(t) SM slots in use", "ph": "C", "pid": 1, "ts": t * 1e6, "args": {"fraction": sm}})
-    Path(path).write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+    def _hand_on(self, keep: int) -> None:
+        """Give the sink the buffered series, but for the last ``keep`` sample and R(t)
+        edge: the next ones are compared with them. The lists are emptied in place, as
+        the GPU appends to ``sm`` through its own reference."""
+        assert self.sink is not None
+        self.sink.kernels(self.slices)
+        self.slices.clear()
+        for series, give in ((self.samples, self.sink.samples), (self.sm, self.sink.sm)):
+            cut = len(series) - keep
+            if cut > 0:
+                give(series[:cut])
+                del series[:cut]

@@ -63,7 +63,7 @@ def simulate(
     regime: str,
     seed: int = 0,
     horizon_s: float | None = None,
-    record: bool = False,
+    record: bool | Recording = False,
     rate_rps: float | None = None,
     stop_below: float | None = None,
 ) -> SimResult:
@@ -71,10 +71,12 @@ def simulate(
 
     The workload depends only on (regime, seed, horizon, rate), never on the assignment,
     so two assignments compared at the same seed see the same requests (common random
-    numbers). ``rate_rps`` replaces the rate the regime samples per seed. With
-    ``stop_below``, the run stops as soon as so many judged requests have missed the SLO
-    that its attainment is certain to end below that target (``SimResult.stopped``: the
-    metrics then cover the run so far; only "below the target" is meaningful).
+    numbers). ``record`` keeps the timelines in ``SimResult.recording`` (or fills the
+    given one, which may stream them to a file). ``rate_rps`` replaces the rate the
+    regime samples per seed. With ``stop_below``, the run stops as soon as so many judged
+    requests have missed the SLO that its attainment is certain to end below that target
+    (``SimResult.stopped``: the metrics then cover the run so far; only "below the
+    target" is meaningful).
     """
     workload, budget = _workload_and_budget(problem, regime, seed, horizon_s, rate_rps)
     bound = bind(problem.service_for(regime), assignment, problem.size_fields, allow_merge=not record)
@@ -116,7 +118,7 @@ class ServiceRun:
     """One simulation; create, call :meth:`run` once, discard."""
 
     def __init__(self, bound: BoundService, workload: Workload, budget: float,
-                 size_fields: frozenset[str], record: bool = False,
+                 size_fields: frozenset[str], record: bool | Recording = False,
                  alternatives: Mapping[str, BoundService] | None = None,
                  policy: SwitchPolicy | None = None, key: str | None = None,
                  stop_below: float | None = None) -> None:
@@ -159,7 +161,7 @@ class ServiceRun:
         self._lanes_left = [0] * self.executors
         self._lane_streams = [tuple(range(e, self.streams, self.executors)) for e in range(self.executors)]
         self.gpu = FluidGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions))
-        self.recording = Recording() if record else None
+        self.recording = record if isinstance(record, Recording) else Recording() if record else None
         self.policy = (ContinuousBatching if service.batching == "continuous" else DynamicBatching)(self)
         self._overhead = service.launch_overhead_s
         self._programs: list[tuple[Launch, ...]] = [() for _ in range(self.streams)]
