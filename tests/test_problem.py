@@ -375,7 +375,7 @@ def test_malformed_documents(tmp_path: Path, text: str, reason: str) -> None:
 
 
 def test_missing_and_unreadable_files(tmp_path: Path) -> None:
-    with pytest.raises(ProblemError, match="cannot read problem file \\(No such file or directory\\)"):
+    with pytest.raises(ProblemError, match="absent.yaml: no such file, and no bundled problem of that name"):
         load_problem(tmp_path / "absent.yaml")
     with pytest.raises(ProblemError, match="cannot read problem file"):
         load_problem(tmp_path)

@@ -72,10 +72,7 @@ def dashboard(storage: str | None, problems_dir: Path, seeds: int, jobs: int | N
                    + "; Ctrl-C stops")
         if warm:
             threading.Thread(target=_warm, args=(board,), daemon=True, name="warm").start()
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
+        server.serve_forever()  # until Ctrl-C (or SIGTERM, SIGHUP): closed here, "interrupted" and 130 in main
 
 
 def _listen_error(exc: OSError, host: str, port: int) -> str:

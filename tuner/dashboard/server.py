@@ -65,8 +65,9 @@ def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
             except PageNotFound as exc:
                 self._html(HTTPStatus.NOT_FOUND, "not found", f'<p class="error">{_escape(exc)}</p>')
             except Exception as exc:  # an error page, never a stack trace
-                log.warning("dashboard: %s: %s", self.path, exc)
                 line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                if not board.closed:  # (a page cut short by the dashboard stopping is no error)
+                    log.warning("dashboard: %s: %s", self.path, line)
                 self._html(HTTPStatus.INTERNAL_SERVER_ERROR, "error", f'<p class="error">Error: {_escape(line)}</p>')
 
     return Handler
