@@ -15,6 +15,23 @@ from sqlalchemy import create_engine, text
 from tuner.problem import Problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
+
+try:  # the fuzz suite's profiles (tests/test_fuzz.py); hypothesis comes with the `test` extra
+    from hypothesis import HealthCheck, Phase, settings
+except ImportError:  # pragma: no cover - only tests/test_fuzz.py needs it
+    pass
+else:
+    _SLOW_IS_FINE = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+    #: The default: the same cases every run (a fixed seed), few of them and no shrinking, so the
+    #: whole fuzz suite stays under a minute on the 2-core machine even when a case fails.
+    settings.register_profile("ci", max_examples=20, derandomize=True, database=None, deadline=60_000,
+                              phases=(Phase.explicit, Phase.generate), suppress_health_check=_SLOW_IS_FINE,
+                              print_blob=False)
+    #: By hand, `HYPOTHESIS_PROFILE=long pytest tests/test_fuzz.py`: random cases, many of them,
+    #: failures shrunk to a minimal input.
+    settings.register_profile("long", max_examples=400, derandomize=False, database=None, deadline=None,
+                              suppress_health_check=_SLOW_IS_FINE, print_blob=True)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 SEED_EXAMPLE = ROOT / "search_spaces" / "seed_example.yaml"
 
 

@@ -185,7 +185,7 @@ def test_the_gate_judges_capacity_at_the_slo_on_request():
     (("stage=lean", "stage=turbo"), "no config 'turbo'"),
     (("stage=lean", "stage=fast", "--regime", "rush"), "no regime 'rush'"),
     (("missing.db", "stage=fast"), "no such table file"),
-    (("stage=lean", "stage=fast", "--seeds", "1"), "at least 2"),
+    (("stage=lean", "stage=fast", "--seeds", "1"), "--seeds: '1' is below the minimum 2 (a paired comparison needs"),
     (("stage=lean", "stage=fast", "--tolerance", "-1"), "--tolerance"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):
@@ -196,6 +196,23 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
         assert result.exit_code == 2, result.output
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("tuner: error:") and words in lines[0], result.output
+
+
+@pytest.mark.parametrize("seeds", ["0", "1"])
+def test_the_gate_says_at_once_that_it_needs_two_seeds(seeds):
+    """`--seeds 0` used to say "at least 1", and `--seeds 1` then "at least 2": the gate's
+    own minimum comes first, whatever the value."""
+    result = cli("gate", "stage=lean", "stage=fast", "--problem", str(SEED_EXAMPLE), "--seeds", seeds)
+    assert result.exit_code == 2 and result.stderr == (
+        f"tuner: error: --seeds: '{seeds}' is below the minimum 2 (a paired comparison needs two seeds)\n")
+
+
+def test_attribute_keeps_its_minimum_of_one_seed():
+    refused = cli("attribute", "stage=lean", "stage=fast", "--problem", str(SEED_EXAMPLE), "--seeds", "0")
+    assert refused.exit_code == 2 and refused.stderr == "tuner: error: --seeds: '0' is below the minimum 1\n"
+    one = cli("attribute", "stage=lean", "stage=fast", "--problem", str(SEED_EXAMPLE), "--seeds", "1",
+              "--regime", "light", "--horizon", "1", "--json")
+    assert one.exit_code == 0, one.output
 
 
 def test_a_batch_simulator_gives_the_same_attribution_with_each_run_once(problem):

@@ -283,3 +283,145 @@ def test_progress_prints_throttled_lines_with_an_eta_off_a_terminal(monkeypatch,
         assert lines[0] == "tuner x: stage: 2/4 steps"  # the first total: no pace yet
         assert lines[1].startswith("tuner x: stage: 3/4 steps, best 1.5/s, ETA 0m0")
         assert lines[2] == "tuner x: stage: writing"
+
+
+def _commands(group) -> str:
+    return ", ".join(sorted(group.commands))
+
+
+#: (arguments, the one error line): every click parsing error, in every command, in tuner's format.
+OPTION_CASES = [
+    (["simulate", "--horizon", "abc"], "--horizon: 'abc' is not a number"),
+    (["simulate", "--horizon", "-1"], "--horizon: '-1' is not a finite number of seconds above 0"),
+    (["attribute", "a", "b", "--horizon", "inf"], "--horizon: 'inf' is not a finite number of seconds above 0"),
+    (["simulate", "--seed", "1.5"], "--seed: '1.5' is not an integer"),
+    (["tune", "--trials", "x"], "--trials: 'x' is not an integer"),
+    (["tune", "--seeds", "0"], "--seeds: '0' is below the minimum 1"),
+    (["simulate", "--capacity", "--seeds", "9223372036854775808"],
+     "--seeds: '9223372036854775808' is above the maximum 1000 (each seed is one more simulation of every assignment)"),
+    (["gate", "a", "b", "--seeds", "1001"],
+     "--seeds: '1001' is above the maximum 1000 (each seed is one more simulation of every assignment)"),
+    (["worker", "-j", "0"], "--jobs: '0' is below the minimum 1"),
+    (["tune", "--horizon"], "--horizon: needs a value"),
+    (["dashboard", "--port", "99999"], "--port: '99999' is above the maximum 65535"),
+    (["dashboard", "--seeds", "51"], "--seeds: '51' is above the maximum 50"),
+    (["report", "--html", "{dir}"], "--html: '{dir}' is a directory; name a file"),
+    (["simulate", "--regime", "light", "--trace", "{dir}"], "--trace: '{dir}' is a directory; name a file"),
+    (["gate", "a", "b", "--report", "{dir}"], "--report: '{dir}' is a directory; name a file"),
+    (["table", "export", "--format", "xml", "out.json"], "--format: 'xml' is not one of json, vllm"),
+    (["table", "export", "--format", "json"], "OUT: missing argument (usage: tuner table export [OPTIONS] OUT)"),
+    (["table", "export", "out.json"], "--format: missing required option"),
+    (["table", "show", "--json=1"], "--json: a flag takes no value"),
+    (["table", "nope"], "nope: no such command (commands: export, show)"),
+    (["gate", "a"], "CAND: missing argument (usage: tuner gate [OPTIONS] BASE CAND)"),
+    (["gate", "a", "b", "--metric", "speed"], "--metric: 'speed' is not one of goodput, capacity"),
+    (["gate", "a", "b", "--tolerance", "much"], "--tolerance: 'much' is not a number"),
+    (["attribute", "a", "b", "--confidence", "high"], "--confidence: 'high' is not a number"),
+    (["profile", "--device", "tpu"], "--device: 'tpu' is not one of a100, h100, h200, cuda"),
+    (["profile", "--workers", "0"], "--workers: '0' is below the minimum 1"),
+    (["simulate", "--bogus"], "--bogus: not an option of tuner simulate"),
+    (["simulate", "--horiz", "1"], "--horiz: not an option of tuner simulate; did you mean --horizon?"),
+    (["--bogus"], "--bogus: not an option of tuner"),
+    (["validate", "a", "b"], "got unexpected extra argument (b) (usage: tuner validate [OPTIONS] [PROBLEM])"),
+    (["nope"], f"nope: no such command (commands: {_commands(main)})"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), OPTION_CASES, ids=[" ".join(c[0]) for c in OPTION_CASES])
+def test_a_bad_option_is_one_line_naming_it(tmp_path: Path, monkeypatch, args: list[str], expected: str) -> None:
+    """Click's own errors used to be its four-line ``Usage:/Try …/Error: Invalid value``
+    block; they are the line every tuner error is, refused before any work (nothing is
+    written in the working directory)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    result = CliRunner().invoke(main, [a.format(dir="d") for a in args], env={"TUNER_STORAGE": None})
+    line = one_line_error(result)
+    assert line == f"tuner: error: {expected.format(dir='d')}"
+    assert "Usage:" not in result.output and "Try " not in result.output
+    assert [p.name for p in tmp_path.iterdir()] == ["d"]
+
+
+def test_an_export_never_overwrites_a_database(tmp_path: Path) -> None:
+    """`tuner table export --format json --storage results.db results.db` replaced the
+    database with its own export (found by the fuzz suite): refused, the file untouched."""
+    import hashlib
+
+    database = tmp_path / "results.db"
+    database.write_bytes((ROOT / "results.db.example").read_bytes())
+    before = hashlib.sha256(database.read_bytes()).hexdigest()
+    for fmt in ("json", "vllm"):
+        result = run("table", "export", "--format", fmt, "--storage", database, "--problem", "seed_example", database)
+        one_line_error(result, str(database), "is a SQLite database", "an export never overwrites one")
+    assert hashlib.sha256(database.read_bytes()).hexdigest() == before
+
+
+def test_a_very_long_path_is_shown_cut(tmp_path: Path) -> None:
+    """A 5,000-character --storage path: the one error line shows its head and length."""
+    long = "x" * 5000
+    for args in (["table", "export", "--format", "json", "--storage", f"sqlite:///{long}", str(tmp_path / "o.json")],
+                 ["table", "show", "--storage", f"sqlite:///{long}"]):
+        line = one_line_error(run(*args))
+        assert len(line) < 400 and "characters)" in line, line
+
+
+def test_an_echoed_value_is_capped() -> None:
+    from tuner.errors import shown_value
+
+    assert shown_value("abc") == "'abc'"
+    assert shown_value("x" * 5000) == f"'{'x' * 80}…' (5,000 characters)"
+    assert shown_value("a\nb") == "'a\\nb'"  # one line, whatever was typed
+    line = one_line_error(run("simulate", "--horizon", "9" * 40 + "x" * 5000))
+    assert line == f"tuner: error: --horizon: '{'9' * 40 + 'x' * 40}…' (5,040 characters) is not a number"
+
+
+def test_help_and_version_are_still_clicks() -> None:
+    for args in (["--help"], ["-h"], ["table", "--help"], ["table", "export", "--help"]):
+        result = run(*args)
+        assert result.exit_code == 0 and result.stdout.startswith("Usage: ") and not result.stderr, args
+    version = run("--version")
+    assert version.exit_code == 0 and "version" in version.stdout
+    bare = run("table")  # a group alone shows its help, not an error
+    assert "Commands:" in bare.output and "export" in bare.output and "tuner: error" not in bare.output
+
+
+def test_an_option_error_is_one_line_from_the_real_command(tmp_path: Path) -> None:
+    done = _python_m_tuner("table", "export", "--format", "xml", "out.json", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", "tuner: error: --format: 'xml' is not one of "
+                                                                  "json, vllm\n")
+
+
+def test_report_into_a_read_only_database_is_one_line(tmp_path: Path) -> None:
+    """Optuna's write error used to come out as a 114-line traceback; the database is
+    left as it was."""
+    import hashlib
+
+    copy = tmp_path / "ro.db"
+    copy.write_bytes((ROOT / "results.db.example").read_bytes())
+    before = hashlib.sha256(copy.read_bytes()).hexdigest()
+    result = run("report", "--into-studies", "--storage", f"sqlite:///file:{copy}?mode=ro&uri=true",
+                 "--problem", "seed_example", "--seeds", 1, "-j", 1, "-q")
+    one_line_error(result, "read-only database", "--into-studies")
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == before
+
+
+def test_a_database_error_while_saving_into_the_studies_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    """Any other refusal of the write (here a lock held too long) is one line too, with
+    the driver's reason rather than Optuna's "invalid data in the commit"."""
+    import sqlite3
+
+    import optuna
+
+    import tuner.dashboard
+
+    def locked(*args, **kwargs):
+        try:
+            raise sqlite3.OperationalError("database is locked")
+        except sqlite3.OperationalError as exc:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from exc
+
+    monkeypatch.setattr(tuner.dashboard, "save_into_studies", locked)
+    copy = tmp_path / "r.db"
+    copy.write_bytes((ROOT / "results.db.example").read_bytes())
+    result = run("report", "--into-studies", "--storage", f"sqlite:///{copy}", "--seeds", 1, "-j", 1, "-q")
+    line = one_line_error(result)
+    assert line == f"tuner: error: sqlite:///{copy}: --into-studies cannot write into the studies: database is locked"

@@ -366,7 +366,7 @@ def test_a_regime_tuned_like_the_baseline_shows_both_labelled(db: Path, monkeypa
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["dashboard", "--port", "70000"], "70000 is not in the range 0<=x<=65535"),
+    (["dashboard", "--port", "70000"], "--port: '70000' is above the maximum 65535"),
     (["report", "--into-studies"], "--into-studies writes to the database: name it with --storage URL"),
     (["report", "--html", "r.html", "--problem", "nope", "--storage", "{db}"], "--problem nope: not in the table"),
 ])
@@ -559,3 +559,64 @@ def _get_quietly(url: str) -> None:
         urlopen(url, timeout=120).read()
     except Exception:  # noqa: BLE001 - the server is stopped under the request on purpose
         pass
+
+
+def zero_table_page(path: Path, table: str = "tuner_configs") -> None:
+    """Overwrite the root page of ``table`` with zeros (a damaged file, as a torn write leaves)."""
+    with sqlite3.connect(path) as connection:
+        root = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        size = connection.execute("PRAGMA page_size").fetchone()[0]
+    connection.close()
+    with path.open("r+b") as file:
+        file.seek((root - 1) * size)
+        file.write(bytes(size))
+
+
+def test_a_database_whose_table_is_damaged_is_refused_at_start(tmp_path: Path) -> None:
+    """The problems' index survives a zeroed table page, so the dashboard once started and
+    answered every page with 500; it now reads the rows first, as `table show` does."""
+    import subprocess
+    import sys
+
+    from tuner.bundled import EXAMPLE_DATABASE
+    from tuner.dashboard import Dashboard
+    from tuner.errors import StorageError
+
+    damaged = tmp_path / "damaged.db"
+    shutil.copy(EXAMPLE_DATABASE, damaged)
+    zero_table_page(damaged)
+    url = f"sqlite:///{damaged}"
+    with pytest.raises(StorageError, match="cannot read the config table: database disk image is malformed"):
+        Dashboard(url, ROOT / "search_spaces")
+    for command in (["dashboard", "--storage", url, "--port", "0"], ["table", "show", "--storage", url]):
+        result = subprocess.run([sys.executable, "-m", "tuner", *command], capture_output=True, text=True,
+                                timeout=120, cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert result.stderr.count("\n") == 1 and "malformed" in result.stderr, result.stderr
+
+
+def test_into_studies_on_a_read_only_database_is_one_storage_error(db: Path, monkeypatch) -> None:
+    import os
+
+    from tuner.dashboard import Dashboard, save_into_studies
+    from tuner.errors import StorageError
+    from tuner.store import store as store_module
+
+    before = db.read_bytes()
+    board = Dashboard(f"sqlite:///file:{db}?mode=ro&uri=true", ROOT / "search_spaces")
+    with pytest.raises(StorageError, match=r"read-only database \(opened with mode=ro\): report --into-studies"):
+        save_into_studies(board)
+    board.close()
+    real = os.access
+    monkeypatch.setattr(store_module.os, "access", lambda p, mode: Path(p) != db and real(p, mode))
+    board = Dashboard(f"sqlite:///{db}", ROOT / "search_spaces")
+    with pytest.raises(StorageError, match=rf"^{re.escape(str(db))}: read-only database \(the file is not writable\)"):
+        save_into_studies(board)
+    board.close()
+    monkeypatch.undo()
+    monkeypatch.setattr(store_module, "check_writable", lambda *args: None)  # SQLite's own refusal, wrapped by Optuna
+    board = Dashboard(f"sqlite:///file:{db}?mode=ro&uri=true", ROOT / "search_spaces")
+    with pytest.raises(StorageError, match=r"attempt to write a readonly database\): report --into-studies"):
+        save_into_studies(board)
+    board.close()
+    assert db.read_bytes() == before

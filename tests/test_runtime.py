@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import sqlite3
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from tests.test_store import version_1_export, write_version_1_database
 from tuner.errors import SchemaMismatchError, StorageError
 from tuner.store import SCHEMA_VERSION, Store, TableRow
 from tuner.store.export import export_json
-from tuner.store.table import bucket_label
+from tuner.store.table import ROW_FIELDS, bucket_label
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGGER = "tuner.runtime"
@@ -432,6 +433,241 @@ def test_a_failed_reload_keeps_the_table(exported, tmp_path, caplog):
     swapped = [row(r, op, params={**TILES[r], "BLOCK_M": 128}) for r in TILES for op in ("qkv", "o")]
     assert d.reload(export_json("toy", swapped, tmp_path / "new.json")) is True
     assert d.regime == "heavy" and d.config("qkv")["BLOCK_M"] == 128
+
+
+# --- malformed rows: one warning naming the file, the row and the field ----------------
+
+def _export_document(table_rows: list[TableRow] | None = None) -> dict:
+    return {"schema_version": SCHEMA_VERSION, "problem": "toy",
+            "rows": [r.to_dict() for r in (rows() if table_rows is None else table_rows)]}
+
+
+def _write(path: Path, document: dict) -> Path:
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _set(index: int, field: str, value):
+    def damage(document: dict) -> None:
+        document["rows"][index][field] = value
+    return damage
+
+
+def _duplicate(document: dict) -> None:
+    document["rows"].append(dict(document["rows"][1]))
+
+
+DEEP = 5000  # past Python's recursion limit for the JSON parser
+
+
+@pytest.mark.parametrize("damage, row, field, cause", [
+    (_set(0, "regime", 7), "row 0", "'regime'", "must be a non-empty string, found the number 7"),
+    (_set(2, "regime", None), "row 2", "'regime'", "must be a non-empty string, found null"),
+    (_set(1, "regime", ""), "row 1", "'regime'", "must be a non-empty string, found the string ''"),
+    (_set(1, "problem", {"name": "toy"}), "row 1 (light/o)", "'problem'", "found an object {'name': 'toy'}"),
+    (_set(3, "op", {"a": [1, 2]}), "row 3", "'op'", "must be a non-empty string, found an object"),
+    (_set(0, "regime_index", "0"), "row 0 (light/qkv)", "'regime_index'", "must be an integer, found the string '0'"),
+    (_set(0, "bucket", 0.5), "row 0 (light/qkv)", "'bucket'", "must be an integer, found 0.5"),
+    (_set(0, "bucket", True), "row 0 (light/qkv)", "'bucket'", "must be an integer, found True"),
+    (_set(0, "params", [1, 2]), "row 0 (light/qkv)", "'params'", "must be an object"),
+    (_set(0, "params", {"BLOCK_M": {"nested": 1}}), "row 0 (light/qkv)", "'params'", "found an object"),
+    (_set(0, "params", {"BLOCK_M": float("nan")}), "row 0 (light/qkv)", "'params'", "not a finite number"),
+    (_set(0, "bucket_bounds", "x"), "row 0 (light/qkv)", "'bucket_bounds'", "must be JSON text, found 'x'"),
+    (_set(0, "bucket_bounds", [16, 64]), "row 0 (light/qkv)", "'bucket_bounds'", "must be an object or null"),
+    (_set(0, "bucket_bounds", {"M": 16}), "row 0 (light/qkv)", "'bucket_bounds'", "to [low, high]"),
+    (_set(0, "regime_rate_rps", -1), "row 0 (light/qkv)", "'regime_rate_rps'", "finite number > 0 or null"),
+    (_set(0, "regime_rate_rps", "fast"), "row 0 (light/qkv)", "'regime_rate_rps'", "found the string 'fast'"),
+    (_set(1, "regime_rate_rps", 11.0), "row 1 (light/o)", "'regime_rate_rps'", "but row 0 of regime 'light' has"),
+    (lambda d: [r.update(regime_rate_rps=None) for r in d["rows"][2:]], "row 2 (heavy/qkv)", "'regime_rate_rps'",
+     "is null while regime 'light' has one: the rate classifier could not place regime 'heavy'"),
+    (_set(1, "regime_index", 5), "row 1 (light/o)", "'regime_index'", "the rows of regime 'light' must agree"),
+    (_set(0, "created_at", "yesterday"), "row 0 (light/qkv)", "'created_at'", "must be an ISO 8601 time"),
+    (lambda d: d["rows"][0].pop("device"), "row 0 (light/qkv)", "'device'", "is missing"),
+    (lambda d: d["rows"].__setitem__(1, 42), "row 1", "", "a table row is a mapping"),
+    (_set(0, "params", "DEEP"), "row 0", "'params'", f"nests {DEEP + 3} levels deep"),
+    (_set(1, "shape", "x" * 10_000), "row 1 (light/o)", "'shape'", "must be JSON text"),
+    (lambda d: d["rows"].append(d["rows"][0].update(regime="r" * 10_000) or dict(d["rows"][0])), "'rrrrrrrrrr",
+     "/qkv: rows 0 and 4", "are both bucket 0"),  # a name is capped too
+    (lambda d: d["rows"][0].update(regime="r" * 10_000, bucket=0.5), "row 0 ('rrrrrrrrrr", "'bucket'",
+     "must be an integer"),
+])
+def test_a_malformed_row_is_one_warning_naming_the_file_row_and_field(tmp_path, caplog, damage, row, field, cause):
+    document = _export_document()
+    damage(document)
+    text = json.dumps(document).replace('"DEEP"', "[" * DEEP + "]" * DEEP)
+    path = tmp_path / "damaged.json"
+    path.write_text(text)
+    with caplog.at_level(logging.WARNING, LOGGER):
+        d = rt.load_table(path, fallback=FALLBACK)
+        assert dict(d.config("qkv", {"M": 20})) == FALLBACK and d.regime is None
+    [warning] = caplog.records
+    message = warning.getMessage()
+    assert f"{path}: {row}" in message and field in message and cause in message, message
+    assert "\n" not in message and len(message) < 300, message
+    assert message.endswith(d.fallback_reason)
+
+
+def test_duplicate_rows_are_refused_naming_both(tmp_path, caplog):
+    document = _export_document()
+    _duplicate(document)  # (light, o, bucket 0) twice
+    with caplog.at_level(logging.WARNING, LOGGER):
+        d = rt.load_table(_write(tmp_path / "dup.json", document), fallback=FALLBACK)
+    [warning] = caplog.records
+    assert "dup.json: light/o: rows 1 and 4 are both bucket 0" in warning.getMessage()
+    assert dict(d.config("o")) == FALLBACK
+    table_rows = bucketed([16, 64, 8192], regimes=("light",))
+    table_rows.insert(2, replace(table_rows[1], params={"BLOCK_M": 1}))  # bucket 1 twice, differently
+    d = rt.load_table(export_json("toy", table_rows, tmp_path / "dup2.json"), fallback=FALLBACK)
+    assert "light/qkv: rows 1 and 2 are both bucket 1" in d.fallback_reason
+
+
+def test_a_string_schema_version_is_reported_as_a_malformed_export(tmp_path, caplog):
+    document = _export_document()
+    document["schema_version"] = "1"
+    with caplog.at_level(logging.WARNING, LOGGER):
+        d = rt.load_table(_write(tmp_path / "v.json", document), fallback=FALLBACK)
+    [warning] = caplog.records
+    assert warning.getMessage().endswith("v.json: schema_version must be an integer, found the string '1'")
+    assert dict(d.config("qkv")) == FALLBACK
+
+
+def test_nesting_past_the_json_parser_outside_the_rows_names_the_key(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"schema_version": 3, "problem": ' + "[" * DEEP + "]" * DEEP + ', "rows": []}')
+    d = rt.load_table(path, fallback=FALLBACK)
+    assert d.fallback_reason == f"{path}: the value of 'problem' nests {DEEP + 1} levels deep, deeper than Python's JSON parser reads"
+
+
+def test_a_malformed_sqlite_row_is_named_too(tmp_path):
+    path = sqlite_table(tmp_path / "t.db")
+    with sqlite3.connect(path) as c:  # SQLite's columns take any type
+        c.execute("UPDATE tuner_configs SET op_index = 'first', params = '{\"BLOCK_M\": ' WHERE op = 'o' "
+                  "AND regime = 'heavy'")
+    d = rt.load_table(path, fallback=FALLBACK)
+    assert "t.db: row " in d.fallback_reason and "(heavy/o): field 'params' must be JSON text" in d.fallback_reason
+    with sqlite3.connect(path) as c:
+        c.execute("UPDATE tuner_configs SET params = '{}'")
+    assert "(heavy/o): field 'op_index' must be an integer, found the string 'first'" in \
+        rt.load_table(path).fallback_reason
+
+
+def test_regime_rates_that_leave_a_table_regime_unplaced_warn(exported, caplog):
+    with caplog.at_level(logging.WARNING, LOGGER):
+        d = rt.load_table(exported, regime_rates={"light": 1.0})
+    [warning] = caplog.records
+    assert "regime_rates gives no rate for heavy" in warning.getMessage() and d.regime == "light"
+
+
+BAD_ARGUMENTS = [
+    ({"fallback": 1}, TypeError, "fallback must be a mapping"),
+    ({"fallback": "BLOCK_M=64"}, TypeError, "fallback must be a mapping"),
+    ({"fallback": [("BLOCK_M", 64)]}, TypeError, "fallback must be a mapping"),
+    ({"fallback": {1: 64}}, TypeError, "fallback: names must be strings"),
+    ({"fallback": {"qkv": {2: 1}}}, TypeError, "fallback['qkv']: names must be strings"),
+    ({"fallback": {"qkv": {"BLOCK_M": 1}, "BLOCK_N": 2}}, ValueError, "mixes per-operator mappings"),
+    ({"problem": 3}, TypeError, "problem must be a string"),
+    ({"device": ["h100"]}, TypeError, "device must be a string"),
+    ({"confirm": 0}, ValueError, "confirm must be at least 1"),
+    ({"confirm": 2.5}, TypeError, "confirm must be an integer"),
+    ({"margin": 1.5}, ValueError, "margin must be in [0, 1)"),
+    ({"margin": "0.1"}, TypeError, "margin must be a number"),
+    ({"alpha": 0}, ValueError, "alpha must be in (0, 1]"),
+    ({"regime_rates": {}}, ValueError, "regime_rates is empty"),
+    ({"regime_rates": {"light": -1.0}}, ValueError, "regime_rates['light'] must be a finite number > 0"),
+    ({"regime_rates": [1.0, 2.0]}, TypeError, "regime_rates must map"),
+    ({"classifier": "rate"}, TypeError, "classifier must be a callable"),
+    ({"initial_regime": 0}, TypeError, "initial_regime must be a string"),
+    ({"clock": 0.0}, TypeError, "clock must be a callable"),
+    ({"fallbak": {}}, TypeError, "unknown option 'fallbak'"),
+    ({"reader": print}, TypeError, "unknown option 'reader'"),
+]
+
+
+@pytest.mark.parametrize("table", ["good", "missing"])
+@pytest.mark.parametrize("arguments, error, message", BAD_ARGUMENTS)
+def test_bad_arguments_raise_whatever_the_table(exported, tmp_path, caplog, table, arguments, error, message):
+    source = exported if table == "good" else tmp_path / "missing.json"
+    with caplog.at_level(logging.WARNING, LOGGER), pytest.raises(error) as info:
+        rt.load_table(source, **arguments)
+    assert message in str(info.value)
+    assert not caplog.records  # raised before the table is read: no warning about it
+
+
+def test_a_source_that_is_not_a_path_raises():
+    for source in (None, 3, b"table.json"):
+        with pytest.raises(TypeError, match="source must be a path"):
+            rt.load_table(source)  # type: ignore[arg-type]
+
+
+def _mutations(rng: random.Random, document: dict) -> None:
+    """One to three JSON-ish changes to an export: a field set to another kind of value,
+    dropped, or copied from another row; a row duplicated or replaced; a top-level key
+    replaced."""
+    def value(depth: int = 0):
+        kind = rng.randrange(9)
+        if kind == 0:
+            return rng.choice([None, True, False, "", "1", "light", "qkv", "x" * 300, "{", "2026-13-01"])
+        if kind == 1:
+            return rng.choice([0, -1, 7, 2 ** 70, 0.5, -0.0, 1e308, float("nan"), float("inf")])
+        if kind == 2 and depth < 3:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        if kind == 3 and depth < 3:
+            return {rng.choice(["M", "a", "", "BLOCK_M"]): value(depth + 1) for _ in range(rng.randrange(3))}
+        if kind == 4:
+            return [rng.choice([None, 16, "16", 16.0, True]), rng.choice([64, "64", None, [64], {"M": 1}])]
+        if kind == 5:
+            return "DEEP"  # replaced in the text by nesting past the parser's limit
+        return rng.choice([1, "a", {}, []])
+
+    for _ in range(rng.randint(1, 3)):
+        table = document.get("rows")
+        records = [r for r in table if isinstance(r, dict)] if isinstance(table, list) else []
+        kind = rng.randrange(7)
+        if not records or kind == 0:
+            document[rng.choice(["schema_version", "rows", "problem"])] = value()
+        elif kind == 1:
+            rng.choice(records)[rng.choice(ROW_FIELDS)] = value()
+        elif kind == 2:
+            rng.choice(records).pop(rng.choice(ROW_FIELDS), None)
+        elif kind == 3:
+            table.append(dict(rng.choice(records)))
+        elif kind == 4:
+            table[rng.randrange(len(table))] = value()
+        elif kind == 5:
+            name = rng.choice(["regime", "op", "bucket", "regime_index", "op_index", "regime_rate_rps"])
+            rng.choice(records)[name] = rng.choice(records).get(name)
+        else:
+            rng.choice(records)[rng.choice(["bucket_bounds", "params"])] = {rng.choice(["M", "BLOCK_M"]): value()}
+
+
+def test_random_mutations_of_a_valid_export_never_raise(tmp_path, caplog):
+    """Property: whatever a mutated export holds, ``load_table`` returns a dispatcher
+    whose lookups never raise; a refused table logs exactly one warning line, naming the
+    file; a served one serves only rows that passed the checks."""
+    rng = random.Random(16)
+    valid = _export_document(bucketed([16, 64, 8192]) + [row(r, "o") for r in TILES])
+    path = tmp_path / "mutated.json"
+    refused = 0
+    for case in range(300):
+        document = json.loads(json.dumps(valid))
+        _mutations(rng, document)
+        path.write_text(json.dumps(document).replace('"DEEP"', "[" * DEEP + "]" * DEEP))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, LOGGER):
+            d = rt.load_table(path, fallback=FALLBACK)
+            for shape in (None, {"M": 20}, {"M": 10 ** 6}, {"M": "x"}):
+                d.config("qkv", shape), d.config("o", shape), d.config_name("qkv", shape)
+            d.tick()
+        warnings = [r.getMessage() for r in caplog.records]
+        if d.table is None:
+            refused += 1
+            assert len(warnings) == 1 and str(path) in warnings[0] and "\n" not in warnings[0], (case, warnings)
+            assert len(warnings[0]) < 400, (case, warnings[0])
+            assert dict(d.config("qkv")) == FALLBACK
+        else:
+            for served in d.table.rows:
+                assert type(served.regime) is str and served.regime and type(served.bucket) is int, (case, served)
+    assert 150 < refused < 300  # the mutations reach both outcomes
 
 
 # --- threads -------------------------------------------------------------------------

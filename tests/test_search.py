@@ -14,7 +14,7 @@ import yaml
 from optuna.trial import TrialState
 
 from tuner.phases import WHOLE_DEVICE
-from tuner.errors import IllegalConfigError
+from tuner.errors import IllegalConfigError, StorageError
 from tuner.problem import Problem, load_problem
 from tuner.search import (
     ONE_CONFIG, PER_BUCKET, SMALLEST, JointSpace, SearchError, TuneSettings, check_constraints, ci_half_width,
@@ -504,3 +504,148 @@ def test_a_capacity_study_keeps_the_config_with_more_headroom_where_goodput_ties
         chosen[objective] = (names(outcome.tuned.assignment), outcome.tuned.capacity.mean)
     assert chosen["goodput"][0] == ("fast",) and chosen["capacity"][0] == ("lean",)
     assert chosen["capacity"][1] > 1.4 * chosen["goodput"][1]
+
+
+# ---- storage atomicity: a failed run writes nothing it cannot keep ------------------------
+
+QUICK = TuneSettings(trials=3, seeds=2, horizon_s=2)
+
+
+def sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def tuned_db(seed_problem, tmp_path) -> Path:
+    """A database holding seed_example's light regime, tuned and written."""
+    path = tmp_path / "tuner.db"
+    tune_problem(seed_problem, f"sqlite:///{path}", QUICK, ["light"])
+    return path
+
+
+class Failing:
+    """Replaces the simulator: raises ``error`` from the objective's ``after``-th evaluation on."""
+
+    def __init__(self, error: BaseException, after: int = 0) -> None:
+        self.error, self.after, self.calls = error, after, 0
+
+    def __call__(self, *args, **kwargs):
+        from tuner.search import evaluate as real
+
+        self.calls += 1
+        if self.calls > self.after:
+            raise self.error
+        return real(*args, **kwargs)
+
+
+@pytest.mark.parametrize("failure", ["bad regime", "error in the first trial", "Ctrl-C in the first trial",
+                                     "a new problem's first trial"])
+def test_a_run_that_fails_before_a_trial_finished_leaves_the_database_byte_identical(
+        failure, seed_problem, tradeoff, tuned_db, monkeypatch):
+    before = sha256(tuned_db)
+    url = f"sqlite:///{tuned_db}"
+    if failure == "bad regime":
+        with pytest.raises(SearchError):
+            tune_problem(seed_problem, url, QUICK, ["heavy", "nope"])
+    else:
+        error = KeyboardInterrupt() if failure.startswith("Ctrl-C") else RuntimeError("simulator failed")
+        monkeypatch.setattr("tuner.search.study.evaluate", Failing(error))
+        problem = tradeoff if failure.startswith("a new problem") else seed_problem
+        with pytest.raises(type(error)):
+            tune_problem(problem, url, QUICK, ["heavy"])
+    assert sha256(tuned_db) == before
+
+
+def test_a_rehearsed_study_is_the_study_a_plain_run_makes(seed_problem, monkeypatch):
+    """The rehearsal's trial is replayed, not simulated again: same trials, same simulations."""
+    from tuner.search import evaluate as real
+    from tuner.search.study import run_study
+
+    runs = {}
+    for rehearse in (False, True):
+        calls = []
+        monkeypatch.setattr("tuner.search.study.evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
+        study = run_study(seed_problem, "heavy", memory_store(), QUICK, rehearse=rehearse)
+        runs[rehearse] = ([(t.number, t.params, t.value, t.user_attrs, t.state) for t in study.trials], len(calls))
+    assert runs[True] == runs[False]
+
+
+def test_an_interrupted_run_keeps_its_finished_trials(seed_problem, tuned_db, monkeypatch):
+    url = f"sqlite:///{tuned_db}"
+    monkeypatch.setattr("tuner.search.study.evaluate", Failing(KeyboardInterrupt(), after=1))
+    with pytest.raises(KeyboardInterrupt):
+        tune_problem(seed_problem, url, QUICK, ["heavy"])
+    states = [t.state for t in optuna.load_study(study_name=study_name("seed_example", "heavy"), storage=url).trials]
+    assert states.count(TrialState.COMPLETE) == 1  # kept: a rerun resumes from it
+    monkeypatch.undo()
+    assert [o.regime for o in tune_problem(seed_problem, url, QUICK, ["heavy"])] == ["heavy"]
+
+
+def failing_rows(monkeypatch) -> None:
+    """Make the rows' transaction fail after its writes (so they must be rolled back)."""
+    from tuner.errors import StorageError
+    from tuner.store import store
+
+    def write(session, *args, **kwargs):
+        real(session, *args, **kwargs)
+        session.flush()
+        raise StorageError("disk full")
+
+    real = store.write_regime
+    monkeypatch.setattr(store, "write_regime", write)
+    monkeypatch.setattr("tuner.search.staging.write_regime", write)
+
+
+def test_a_failure_writing_the_rows_keeps_the_trials_and_the_old_rows(seed_problem, tuned_db, monkeypatch):
+    url = f"sqlite:///{tuned_db}"
+    with Store(url) as store:
+        old = store.rows()
+    failing_rows(monkeypatch)
+    with pytest.raises(StorageError, match="disk full"):
+        tune_problem(seed_problem, url, QUICK, ["heavy"])
+    with Store(url) as store:
+        assert store.rows() == old
+    monkeypatch.undo()
+    outcomes = tune_problem(seed_problem, url, QUICK, ["heavy"])
+    assert outcomes[0].study_simulations > 0 and outcomes[0].trials == 2  # the space's 2 points, from the study
+
+
+def test_a_failed_fresh_run_leaves_the_old_study_intact_and_usable(seed_problem, tuned_db, monkeypatch):
+    url = f"sqlite:///{tuned_db}"
+    before = sha256(tuned_db)
+    other = dataclasses.replace(QUICK, seeds=3)
+    for failure in (Failing(RuntimeError("simulator failed")), Failing(KeyboardInterrupt(), after=1)):  # after a trial finished
+        monkeypatch.setattr("tuner.search.study.evaluate", failure)
+        with pytest.raises(type(failure.error)):
+            tune_problem(seed_problem, url, other, ["light"], fresh=True)
+        assert sha256(tuned_db) == before
+    monkeypatch.undo()
+    failing_rows(monkeypatch)
+    with pytest.raises(StorageError, match="disk full"):
+        tune_problem(seed_problem, url, other, ["light"], fresh=True)
+    assert sha256(tuned_db) == before
+    monkeypatch.undo()
+    assert tune_problem(seed_problem, url, QUICK, ["light"]) == []  # the old study, complete and written
+
+    tune_problem(seed_problem, url, other, ["light"], fresh=True)
+    study = optuna.load_study(study_name=study_name("seed_example", "light"), storage=url)
+    assert study.user_attrs["seeds"] == [0, 1, 2]
+    assert all(len(t.intermediate_values) == 3 for t in study.trials if t.state == TrialState.COMPLETE)
+    with Store(url) as store:
+        assert {r.seeds for r in store.rows()} == {3}
+        assert store.written_key(study.study_name) is not None
+    with pytest.raises(SearchError, match="--fresh"):  # the old settings are the ones refused now
+        tune_problem(seed_problem, url, QUICK, ["light"])
+
+
+def test_a_fresh_run_keeps_the_other_regimes_and_warm_starts_from_them(seed_problem, tuned_db):
+    url = f"sqlite:///{tuned_db}"
+    tune_problem(seed_problem, url, QUICK, ["heavy"])
+    light = optuna.load_study(study_name=study_name("seed_example", "light"), storage=url).trials
+    tune_problem(seed_problem, url, QUICK, ["heavy"], fresh=True)
+    again = optuna.load_study(study_name=study_name("seed_example", "light"), storage=url).trials
+    assert [(t.params, t.value) for t in again] == [(t.params, t.value) for t in light]
+    names = {s.study_name for s in optuna.get_all_study_summaries(url)}
+    assert names == {study_name("seed_example", "light"), study_name("seed_example", "heavy")}

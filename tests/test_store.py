@@ -426,3 +426,43 @@ def test_results_db_example_loads_with_the_current_schema(tmp_path):
         assert r.goodput_rps <= sum(r.realized_rates_rps) / r.seeds + 1e-9  # goodput ≤ throughput ≤ arrivals
         if r.oracle_goodput_rps is not None:
             assert r.goodput_rps >= 0.99 * r.oracle_goodput_rps, r
+
+
+def test_a_read_only_database_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    """Read-only as the file's or its directory's permissions say (root ignores them, so
+    they are faked here), or as a ``mode=ro`` URI says; SQLite's own refusal, which Optuna
+    reports as "invalid data in the commit", is recognised through the wrapping."""
+    import hashlib
+    import os
+
+    from tuner.store import store as store_module
+    from tuner.store.store import is_read_only
+
+    path = tmp_path / "ro" / "results.db"
+    path.parent.mkdir()
+    shutil.copy(EXAMPLE, path)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    expected = r"read-only database \({}\): tuner tune writes its studies and rows there$"
+    with pytest.raises(StorageError, match=expected.format("opened with mode=ro")):
+        Store(f"sqlite:///file:{path}?mode=ro&uri=true", create=True)
+    real = os.access
+    for denied, why in ((path, "the file is not writable"), (path.parent, f"its directory {path.parent} is not writable")):
+        monkeypatch.setattr(store_module.os, "access", lambda p, mode, d=denied: Path(p) != d and real(p, mode))
+        with pytest.raises(StorageError, match=expected.format(why)) as info:
+            Store(f"sqlite:///{path}", create=True)
+        assert str(info.value).startswith(f"{path}: ")
+    monkeypatch.undo()
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    Store(f"sqlite:///{path}").close()  # reading needs no write access
+
+    class Wrapped(Exception):
+        pass
+
+    try:
+        try:
+            raise OSError("attempt to write a readonly database")
+        except OSError as cause:
+            raise Wrapped("(sqlite3.OperationalError) invalid data in the commit") from cause
+    except Wrapped as exc:
+        assert is_read_only(exc)
+    assert not is_read_only(ValueError("database is locked"))

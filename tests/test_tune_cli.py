@@ -209,9 +209,9 @@ def test_bad_input_is_one_line(tuned, tmp_path):
     one_line_error(run("tune", seed, "--storage", f"sqlite:///{notes}"), "is not a SQLite database")
     assert notes.read_text() == "not a database\n"
     one_line_error(run("tune", seed, "--trials", 0, "--storage", f"sqlite:///{tmp_path}/y.db"),
-                   "trials must be at least 1 but got 0")
+                   "--trials: '0' is below the minimum 1")
     one_line_error(run("tune", seed, "--horizon", -1, "--storage", f"sqlite:///{tmp_path}/y.db"),
-                   "horizon must be a finite number")
+                   "--horizon: '-1' is not a finite number of seconds above 0")
     one_line_error(run("table", "show", "--storage", f"sqlite:///{tmp_path}/none.db"), "no such database file")
     assert not (tmp_path / "none.db").exists()
     one_line_error(run("table", "show", "--storage", db(tuned), "--problem", "toy"),
@@ -219,6 +219,43 @@ def test_bad_input_is_one_line(tuned, tmp_path):
     one_line_error(run("table", "export", "--format", "json", tmp_path, "--storage", db(tuned)), "is a directory")
     one_line_error(run("table", "export", "--format", "vllm", notes, "--storage", db(tuned)), "not a directory")
     assert notes.read_text() == "not a database\n"
+
+
+def test_a_regime_named_twice_is_tuned_and_counted_once(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    args = ("tune", SPACES / "seed_example.yaml", "--storage", url, "--trials", 2, "--seeds", 1, "--horizon", 1,
+            "--regimes", "light,light", "-q")
+    first = run(*args)
+    assert first.exit_code == 0, first.output
+    assert "1 rows written" in first.stdout and first.stdout.count("light: tuned") == 1, first.stdout
+    assert [r["regime"] for r in json.loads(run("table", "show", "--storage", url, "--json").stdout)] == ["light"]
+    again = run(*args)
+    assert again.exit_code == 0 and again.stdout.count("regime light: rows already written") == 1, again.stdout
+
+
+@pytest.mark.parametrize("command", ["tune", "worker"])
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///file::memory:?uri=true"])
+def test_an_in_memory_database_is_refused_by_the_commands_that_write(tmp_path, monkeypatch, command, url):
+    """It used to tune, report the rows written, and lose them at exit."""
+    monkeypatch.chdir(tmp_path)
+    line = one_line_error(run(command, SPACES / "seed_example.yaml", "--storage", url, "--trials", 1))
+    assert line == (f"tuner: error: --storage: {url!r} is an in-memory database, gone when tuner exits; "
+                    "name a file (results.db) or a database server's URL")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_negative_seed_is_refused_by_tune_and_simulate_alike(tmp_path):
+    """simulate used to end in numpy's ValueError; tune named the setting ``seed``."""
+    expected = "tuner: error: --seed: '-1' is below the minimum 0 (workload seeds are numbered from 0)"
+    for args in (("tune", "--storage", f"sqlite:///{tmp_path / 'r.db'}"), ("simulate", "--regime", "light")):
+        assert one_line_error(run(*args, SPACES / "seed_example.yaml", "--seed", -1)) == expected
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_setting_is_named_as_its_option(tmp_path):
+    line = one_line_error(run("tune", SPACES / "seed_example.yaml", "--storage", f"sqlite:///{tmp_path / 'r.db'}",
+                              "--oracle", "--oracle-limit", 0))
+    assert line == "tuner: error: --oracle-limit: '0' is below the minimum 1"
 
 
 def test_oracle_too_large_is_reported_with_the_size(tmp_path):
@@ -262,3 +299,23 @@ def test_progress_lines_on_a_non_terminal_and_none_with_quiet(monkeypatch, tmp_p
     else:
         assert any("2/2 trials, best " in line for line in lines), result.stderr
         assert any("baselines and capacities" in line for line in lines), result.stderr
+
+
+def test_tune_on_a_read_only_database_says_so_in_one_line(tuned, tmp_path, monkeypatch):
+    """Not Optuna's "invalid data in the commit": the file, why, and what tune writes there."""
+    import os
+
+    from tuner.store import store as store_module
+
+    path = tmp_path / "results.db"
+    path.write_bytes((tuned / "results.db").read_bytes())
+    before = path.read_bytes()
+    real = os.access
+    monkeypatch.setattr(store_module.os, "access", lambda p, mode: Path(p) != path and real(p, mode))
+    result = run("tune", SPACES / "seed_example.yaml", "--storage", f"sqlite:///{path}", "--horizon", 10)
+    one_line_error(result, f"{path}: read-only database (the file is not writable): "
+                           "tuner tune writes its studies and rows there")
+    monkeypatch.undo()
+    result = run("tune", SPACES / "seed_example.yaml", "--storage", f"sqlite:///file:{path}?mode=ro&uri=true")
+    one_line_error(result, "read-only database (opened with mode=ro)")
+    assert path.read_bytes() == before

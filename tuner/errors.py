@@ -47,3 +47,31 @@ class SearchError(TunerError):
 
 class SchemaMismatchError(StorageError):
     """The database's ``tuner_schema`` version is not the one this code reads and writes."""
+
+
+#: The most characters of a user's input that an error message echoes.
+SHOWN_CHARS = 80
+
+
+def shown_value(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``value`` quoted as an error message echoes it (``'abc'``), cut to ``limit``
+    characters with its length said (``'aaa…' (20,000 characters)``): a reason after a
+    20,000-character expression is lost, and ``repr`` keeps a newline from splitting
+    the one error line."""
+    text = str(value)
+    head = repr(text[:limit])
+    if len(text) <= limit:
+        return head
+    return f"{head[:-1]}…{head[-1]} ({len(text):,} characters)"
+
+
+#: The most characters of a path or URL that a message shows (a real one fits; a message
+#: echoing a 5,000-character path is not one readable line).
+PATH_CHARS = 240
+
+
+def shortened(text: object, limit: int = PATH_CHARS) -> str:
+    """A path or URL as a message shows it, unquoted: cut past ``limit`` characters with
+    its length said."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"

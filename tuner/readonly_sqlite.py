@@ -1,4 +1,5 @@
-"""Open a SQLite file read-only, whatever characters its path holds.
+"""SQLite files below SQLAlchemy: the header that marks one, and opening one read-only
+whatever characters its path holds.
 
 ``sqlite:///file:PATH?mode=ro&uri=true`` breaks on ``#`` or ``%`` in PATH (the URL is
 decoded before SQLite reads the URI); a connection factory given a percent-encoded
@@ -12,6 +13,20 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from urllib.request import pathname2url
+
+
+#: The first 16 bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def is_sqlite_file(path: Path) -> bool:
+    """Whether ``path`` is a file that starts as a SQLite database does (False when it is
+    absent, a directory or unreadable: the caller says what is wrong with it)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(16) == SQLITE_HEADER
+    except OSError:
+        return False
 
 
 def read_only_connect(path: Path) -> Callable[[], sqlite3.Connection]:

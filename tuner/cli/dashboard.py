@@ -14,7 +14,8 @@ import click
 
 from .. import bundled
 from ..errors import TunerError
-from . import database_url, main, one_line_errors
+from . import database_error, database_url, main, one_line_errors
+from .params import Integer, OutputFile
 from .progress import Progress, quiet_option
 
 STORAGE_HELP = ("SQLAlchemy URL of the tuner database, opened read-only "
@@ -29,10 +30,12 @@ def _storage(storage: str | None) -> str:
 
 def _common(command):
     """Options both commands take: where the data and the problem files are."""
-    command = click.option("--jobs", "-j", default=None, type=click.IntRange(1, 256),
-                           help="Worker processes for the simulations [default: the number of CPUs].")(command)
-    command = click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 50),
-                           help="Seeds per point of the goodput-vs-load curves (the error bars are their 95% CI).")(command)
+    command = click.option("--jobs", "-j", default=None, type=Integer(1, 256),
+                           help="Worker processes for the simulations, 1 to 256 "
+                                "[default: the number of CPUs].")(command)
+    command = click.option("--seeds", default=3, show_default=True, type=Integer(1, 50),
+                           help="Seeds per point of the goodput-vs-load curves, 1 to 50 (the error bars are their "
+                                "95% CI).")(command)
     command = click.option("--problems", "problems_dir", default=bundled.PROBLEMS_DIR,
                            type=click.Path(path_type=Path),
                            help="Directory of problem files <problem>.yaml, for the simulated plots "
@@ -44,7 +47,8 @@ def _common(command):
 @main.command()
 @_common
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
-@click.option("--port", default=8050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port).")
+@click.option("--port", default=8050, show_default=True, type=Integer(0, 65535),
+              help="Port, 0 to 65535 (0: any free port).")
 @click.option("--optuna-dashboard/--no-optuna-dashboard", "with_optuna", default=True, show_default=True,
               help="Also serve optuna-dashboard (read-only) on the next free port, linked from each study page.")
 @click.option("--warm/--no-warm", default=True, show_default=True,
@@ -115,7 +119,7 @@ def _warm(board) -> None:
 
 @main.command()
 @_common
-@click.option("--html", "out", type=click.Path(path_type=Path), help="Write one self-contained HTML file.")
+@click.option("--html", "out", type=OutputFile(), help="Write one self-contained HTML file.")
 @click.option("--into-studies", is_flag=True,
               help="Save the goodput-vs-load, timeline and attribution figures and a Markdown summary into each "
                    "Optuna study (optuna-dashboard shows them). Writes to the database named by --storage.")
@@ -126,7 +130,7 @@ def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None
            into_studies: bool, only: tuple[str, ...], quiet: bool) -> None:
     """Write the dashboard's pages as one HTML file (plotly.js inline, works offline), and/or
     save its figures and a summary into each Optuna study for optuna-dashboard."""
-    from ..dashboard import Dashboard, save_into_studies, write_report
+    from ..dashboard import Dashboard, write_report
     from ..dashboard.report import sections
 
     if out is None and not into_studies:
@@ -148,11 +152,26 @@ def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None
                 click.echo(f"report written to {path}")
             if into_studies:
                 with _progress("studies", quiet) as step:
-                    written = save_into_studies(board, list(only) or None, progress=step)
+                    written = _saved_into_studies(board, list(only) or None, step)
                 click.echo(f"figures and a note saved into {len(written)} studies; open them with "
                            f"optuna-dashboard {board.storage}")
     finally:
         board.close()
+
+
+def _saved_into_studies(board, only: list[str] | None, step) -> list[str]:
+    """:func:`tuner.dashboard.save_into_studies`, a database that refuses the write (a
+    read-only file) one line: Optuna's error has a 100-line chain of causes."""
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ..dashboard import save_into_studies
+
+    try:
+        return save_into_studies(board, only, progress=step)
+    except (SQLAlchemyError, optuna.exceptions.OptunaError) as exc:
+        raise TunerError(database_error(f"{board.storage}: --into-studies cannot write into the studies", exc)) \
+            from None
 
 
 @contextmanager

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from . import main, one_line_errors
+from .params import Number, OutputFile
 from .attribute import ASSIGNMENT_HELP, common_options, load_inputs
 
 
@@ -15,12 +16,12 @@ from .attribute import ASSIGNMENT_HELP, common_options, load_inputs
                                        "stated confidence; 1: worse somewhere; 2: bad input.")
 @click.argument("base")
 @click.argument("cand")
-@common_options
-@click.option("--tolerance", default=0.02, show_default=True,
+@common_options(min_seeds=2, why="a paired comparison needs two seeds")
+@click.option("--tolerance", default=0.02, show_default=True, type=Number(),
               help="Largest accepted loss of the metric, as a fraction of the base's.")
-@click.option("--confidence", default=0.95, show_default=True,
+@click.option("--confidence", default=0.95, show_default=True, type=Number(),
               help="Confidence of the one-sided bound on the paired difference.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--report", "report_path", type=OutputFile(), default=None,
               help="Write a Markdown report (a PR comment) to this file.")
 @one_line_errors
 def gate(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: float | None,
@@ -29,7 +30,7 @@ def gate(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], s
     from ..attribution import gate as run_gate
     from ..attribution.render import markdown_report, verdict_line
 
-    loaded, _, base_a, cand_a = load_inputs(problem, base, cand, regimes, seeds, horizon)
+    loaded, _, base_a, cand_a = load_inputs(problem, base, cand, regimes)
     result = run_gate(loaded, base_a, cand_a, range(seeds), horizon, tolerance, confidence,
                       attribute_all=report_path is not None, metric=metric)
     if report_path is not None:

@@ -11,6 +11,7 @@ import click
 
 from ..errors import TunerError
 from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option
+from .params import COUNT, Choice
 from .progress import Progress, quiet_option
 
 DEVICES = ["a100", "h100", "h200", "cuda"]
@@ -42,10 +43,10 @@ def _pairs(texts: tuple[str, ...], what: str) -> dict[str, object]:
 
 @main.command()
 @click.argument("problem", required=False, type=click.Path(path_type=Path))
-@click.option("--device", type=click.Choice(DEVICES), default=None,
+@click.option("--device", type=Choice(DEVICES), default=None,
               help="Device preset to profile on (default: the problem's); 'cuda' measures on this machine's GPU.")
-@storage_option("Database of the compile cache.")
-@click.option("--workers", default=2, show_default=True, help="Processes compiling at once.")
+@storage_option("Database of the compile cache.", writes=True)
+@click.option("--workers", default=2, show_default=True, type=COUNT, help="Processes compiling at once.")
 @click.option("--family", default=None, help="Profile one shape of this kernel family instead of a problem.")
 @click.option("--option", "options", multiple=True, metavar="K=V", help="Family option, e.g. epilogue=gated_silu.")
 @click.option("--shape", "shape", multiple=True, metavar="K=V,...", help="Shape, e.g. M=16,N=4096,K=4096.")
@@ -65,8 +66,6 @@ def profile(problem: Path | None, device: str | None, storage: str, workers: int
     from ..profile.cache import CompileCache
     from ..bundled import EXAMPLE_DATABASE
 
-    if workers < 1:
-        raise TunerError(f"--workers must be at least 1 but got {workers}")
     with CompileCache(storage, fallback=CompileCache.read_only(EXAMPLE_DATABASE)) as cache:
         if family is not None:
             _one(family, options, shape, config, best, device, cache, as_json)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import click
 
 from ..errors import TunerError
 from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option, warn
+from .params import SECONDS, SEED, SEEDS, OutputFile
 
 if TYPE_CHECKING:
     from ..sim import SimResult
@@ -46,15 +46,15 @@ def validate(problem: Path | None) -> None:
 @click.option("--assign", "assign", multiple=True, metavar="OP[@BUCKET]=CONFIG",
               help="Config for an operator (every bucket) or one bucket of it (OP@M17..32=…, labels as "
                    "`tuner validate` lists them), by name or by parameters (OP=K=V,K=V). Repeatable.")
-@click.option("--seed", default=0, show_default=True, help="Workload seed (same seed, same requests).")
-@click.option("--horizon", type=float, default=None, help="Measurement window in seconds (default: the regime's).")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Workload seed (same seed, same requests).")
+@click.option("--horizon", type=SECONDS, default=None, help="Measurement window in seconds (default: the regime's).")
 @click.option("--capacity", is_flag=True,
               help="Report the capacity at the SLO instead: the highest rate at which the SLO's attainment "
                    "target holds on each regime's traffic shape (about ten simulations per seed).")
-@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--seeds", type=SEEDS, default=3, show_default=True,
               help="With --capacity: seeds --seed, --seed+1, … (the CI is over them).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--trace", "trace_path", type=OutputFile(), default=None,
               help="Write a Chrome Trace Event file (open it in Perfetto; gzipped when FILE ends in .gz); one "
                    "regime only. An existing FILE is overwritten, with a warning. A short pilot run estimates "
                    f"the size first and warns above ${TRACE_WARN_ENV} MB (default {TRACE_WARN_MB:g}).")
@@ -80,8 +80,6 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     for name in regimes:
         if name not in loaded.regimes:
             raise TunerError(f"{loaded.path}: regimes: no regime {name!r} (regimes: {', '.join(loaded.regimes)})")
-    if horizon is not None and not (math.isfinite(horizon) and horizon > 0):
-        raise TunerError(f"--horizon must be a finite number of seconds > 0 but got {horizon}")
     chosen = list(regimes) or list(loaded.regimes)
     if trace_path is not None and len(chosen) != 1:
         raise TunerError("--trace needs exactly one --regime")

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import TunerError
+from ..errors import TunerError, shown_value
 from ..stats import delta_text, ratio_text
 from ..store.table import bucket_label
 from . import main, one_line_errors, storage_option
+from .params import Choice
 
 if TYPE_CHECKING:
     from ..store.table import TableRow
@@ -34,7 +35,7 @@ def _rows(storage: str, problem: str | None, *, one_problem: bool):
     with Store(storage) as store:
         problems = store.problems()
         if problem is not None and problem not in problems:
-            raise TunerError(f"{store.url}: no rows for problem {problem!r} "
+            raise TunerError(f"{store.url}: no rows for problem {shown_value(problem)} "
                              f"(problems: {', '.join(problems) or 'none yet'})")
         if one_problem and problem is None:
             if len(problems) > 1:
@@ -150,7 +151,7 @@ def _rate(value: float | None) -> str:
 
 
 @table.command()
-@click.option("--format", "fmt", type=click.Choice(["json", "vllm"]), required=True,
+@click.option("--format", "fmt", type=Choice(["json", "vllm"]), required=True,
               help="json: one project file the runtime loads; vllm: one file per (regime, op) in OUT/, "
                    "keyed by M so that vLLM's nearest-M lookup serves each bucket's config.")
 @click.argument("out", type=click.Path(path_type=Path))
@@ -159,9 +160,13 @@ def _rate(value: float | None) -> str:
 @one_line_errors
 def export(fmt: str, out: Path, storage: str, problem: str | None) -> None:
     """Export one problem's config table to OUT (a file for json, a directory for vllm)."""
+    from ..readonly_sqlite import is_sqlite_file
     from ..store.export import export_json, export_vllm
 
     chosen, rows = _rows(storage, problem, one_problem=True)
+    if is_sqlite_file(out):
+        raise TunerError(f"{out}: is a SQLite database (the table's own, or another); an export never overwrites "
+                         "one: name another OUT")
     if fmt == "json":
         if out.is_dir():
             raise TunerError(f"{out}: is a directory; --format json writes one file")

@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, fail, main, one_line_errors, storage_option, warn
+from . import DEFAULT_PROBLEM, database_error, fail, main, one_line_errors, storage_option, warn
+from .params import COUNT, SECONDS, SEED, SEEDS
 from .progress import Progress, quiet_option
 
 
@@ -18,21 +19,21 @@ def tune_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options ``tuner tune`` and ``tuner worker`` share (a worker joins a tune)."""
     options = [
         click.argument("problem", required=False, type=click.Path(path_type=Path)),
-        storage_option(),
-        click.option("--trials", default=30, show_default=True, type=int,
+        storage_option(writes=True),
+        click.option("--trials", default=30, show_default=True, type=COUNT,
                      help="Finished trials per regime's study (a rerun continues to this number)."),
-        click.option("--seeds", default=3, show_default=True, type=int, help="Traffic samples per assignment (K)."),
+        click.option("--seeds", default=3, show_default=True, type=SEEDS, help="Traffic samples per assignment (K)."),
         click.option("--regimes", default=None, metavar="A,B", help="Regimes to tune, comma-separated (default: all)."),
         click.option("--oracle", is_flag=True, help="Also evaluate every joint assignment (when the space is small)."),
-        click.option("--oracle-limit", default=512, show_default=True, type=int,
+        click.option("--oracle-limit", default=512, show_default=True, type=COUNT,
                      help="Largest joint space --oracle evaluates exhaustively."),
-        click.option("--horizon", type=float, default=None,
+        click.option("--horizon", type=SECONDS, default=None,
                      help="Seconds of traffic per simulation (default: the regime's)."),
-        click.option("--seed", default=0, show_default=True, type=int,
+        click.option("--seed", default=0, show_default=True, type=SEED,
                      help="First workload seed; also seeds the sampler."),
-        click.option("--jobs", "-j", default=1, show_default=True, type=int,
+        click.option("--jobs", "-j", default=1, show_default=True, type=COUNT,
                      help="Worker processes on this machine (each runs trials; see the README on fleets)."),
-        click.option("--heartbeat", default=5, show_default=True, type=int, metavar="SECONDS",
+        click.option("--heartbeat", default=5, show_default=True, type=COUNT, metavar="SECONDS",
                      help="Seconds between a running trial's heartbeats; a trial silent for 4x this is "
                           "marked failed and retried."),
         quiet_option,
@@ -84,7 +85,7 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     loaded = load_for_tuning(problem or DEFAULT_PROBLEM, storage)
     warn(loaded.warnings)
     where = shown(parse_url(storage))  # the password hidden
-    chosen = [name.strip() for name in regimes.split(",") if name.strip()] if regimes else None
+    chosen = _regimes(regimes)
     settings = TuneSettings(trials=trials, seeds=seeds, base_seed=seed, horizon_s=horizon, oracle=oracle,
                             oracle_limit=oracle_limit)
     quiet_logs()
@@ -94,20 +95,28 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
                                     worker=Worker.here(salt, heartbeat_s=heartbeat),
                                     warn=lambda message: warn([message]))
     except KeyboardInterrupt:
-        click.echo(f"tuner: interrupted; finished trials are kept in {where}; rerun the same command to resume",
+        click.echo(f"tuner: interrupted; the studies and table in {where} are as they were (--fresh swaps in "
+                   "its studies only once it has succeeded)" if fresh
+                   else f"tuner: interrupted; finished trials are kept in {where}; rerun the same command to resume",
                    err=True)
         exit_interrupted()
     except TunerError:
         raise
     except (SQLAlchemyError, optuna.exceptions.OptunaError) as exc:
-        text = str(exc).strip().splitlines()
-        fail(f"{where}: {text[0] if text else type(exc).__name__}")
+        fail(database_error(where, exc))
     print_outcomes(loaded, outcomes, where)
     written = {outcome.regime for outcome in outcomes}
     for name in chosen or loaded.regimes:
         if name not in written:
             click.echo(f"regime {name}: rows already written from its study with these settings (by another "
                        f"worker or an earlier run); `tuner table show --storage {where}` lists them")
+
+
+def _regimes(text: str | None) -> list[str] | None:
+    """``--regimes A,B`` as names, each once (``light,light`` tunes and counts light once)."""
+    if not text:
+        return None
+    return list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip())) or None
 
 
 class TrialProgress:

@@ -84,8 +84,10 @@ class Dashboard:
         self._pending: dict[Any, threading.Event] = {}
         self._executor = None
         self._study_storage = None
-        with open_readonly(storage) as store:  # fail early on a bad URL
-            store.problems()
+        # Refuse at start, as `table show` does, a database whose table cannot be read: a
+        # bad URL, or a damaged file (reading every row, not the problems' index alone,
+        # which a zeroed table page leaves intact while every page would answer 500).
+        self.rows()
 
     # ---- data -------------------------------------------------------------------------
     def rows(self) -> list[TableRow]:

@@ -55,7 +55,29 @@ def save_into_studies(board: Dashboard, problems: list[str] | None = None,
                       progress: Callable[[str], None] | None = None) -> list[str]:
     """Save each regime's goodput-vs-load, timeline and attribution figures and a Markdown
     note into its study (writes to the database: only on the user's explicit request).
-    Returns the study names written."""
+    Returns the study names written.
+
+    Raises:
+        StorageError: the database is read-only (checked first, and on SQLite's refusal).
+    """
+    from ..store.store import check_writable, is_read_only, parse_url, read_only_error, resolve_url, shown
+
+    url = parse_url(resolve_url(board.storage))
+    check_writable(url, INTO_STUDIES_WRITES)
+    try:
+        return _save(board, problems, progress)
+    except Exception as exc:  # SQLite's refusal arrives wrapped in Optuna's "invalid data in the commit"
+        if is_read_only(exc):
+            raise read_only_error(shown(url), "SQLite: attempt to write a readonly database",
+                                  INTO_STUDIES_WRITES) from None
+        raise
+
+
+#: What a read-only database error says ``--into-studies`` writes there.
+INTO_STUDIES_WRITES = "report --into-studies saves its figures and notes into the studies there"
+
+
+def _save(board: Dashboard, problems: list[str] | None, progress: Callable[[str], None] | None) -> list[str]:
     import optuna
     from optuna_dashboard import save_note, save_plotly_graph_object
 

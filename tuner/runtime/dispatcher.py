@@ -23,9 +23,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
+from ..errors import TunerError
+from ..store.table import short_repr
+from .arguments import check_dispatcher, check_load, split_fallback
 from .classify import RateClassifier
 from .monitor import LoadMonitor, LoadSnapshot
 from .table import OpConfigs, Table, read_table
@@ -36,7 +38,6 @@ logger = logging.getLogger("tuner.runtime")
 
 Params = Mapping[str, Any]
 Classifier = Callable[[LoadSnapshot, str], str]
-_EMPTY: Params = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,10 @@ class Dispatcher:
         clock: time source of the monitor.
         reader: how :meth:`reload` reads a table (``source -> Table``).
         source: what :meth:`reload` reads by default (else the table's own source).
+
+    Raises:
+        TypeError, ValueError: a setting or fallback of the wrong type or value (a mistake
+            in the service's code, unlike a bad table: see :func:`load_table`).
     """
 
     def __init__(
@@ -97,10 +102,10 @@ class Dispatcher:
         reader: Callable[[str | Path], Table] | None = None,
         source: str | Path | None = None,
     ) -> None:
-        if confirm < 1:
-            raise ValueError(f"confirm must be at least 1 but got {confirm!r}.")
+        check_dispatcher(regime_rates=regime_rates, classifier=classifier, initial_regime=initial_regime,
+                         confirm=confirm, margin=margin, alpha=alpha, clock=clock)
         self.monitor = LoadMonitor(alpha=alpha, clock=clock)
-        self._per_op, self._default = _split_fallback(fallback)
+        self._per_op, self._default = split_fallback(fallback)
         self._regime_rates = dict(regime_rates) if regime_rates is not None else None
         self._custom = classifier
         self._initial = initial_regime
@@ -236,7 +241,8 @@ class Dispatcher:
         try:
             table = self._reader(where)
         except Exception as exc:  # noqa: BLE001 — a bad new table keeps the old one serving
-            logger.warning("tuner.runtime: reload of %s failed, keeping the current configs: %s", where, exc)
+            logger.warning("tuner.runtime: reload of %s failed, keeping the current configs: %s", where,
+                           _why(exc, where))
             return False
         with self._lock:
             keep = self._state.regime
@@ -246,16 +252,30 @@ class Dispatcher:
 
     # --- internals -------------------------------------------------------------------
 
+    def _load(self, source: str | Path) -> None:
+        """:func:`load_table`'s read: the table, or one warning and the fallback (with why)."""
+        try:
+            table = self._reader(source)  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 — the serving path never raises for a table
+            reason = _why(exc, source)
+            logger.warning("tuner.runtime: cannot serve the config table, serving the fallback: %s", reason)
+            self._state = _State(None, None, reason)
+            return
+        self._install(table, self._initial)
+
     def _install(self, table: Table, regime: str | None) -> None:
         rates = self._regime_rates if self._regime_rates is not None else table.rates
         known = {k: v for k, v in (rates or {}).items() if k in table.configs}
         if self._custom is not None:
             self._classifier = self._custom
-        elif known:
-            self._classifier = RateClassifier(known, margin=self._margin)
         else:
-            self._classifier = None
-            if len(table.regimes) > 1:
+            self._classifier = RateClassifier(known, margin=self._margin) if known else None
+            unplaced = [name for name in table.regimes if name not in known]
+            if self._regime_rates is not None and unplaced:
+                logger.warning("tuner.runtime: regime_rates gives no rate for %s of the table %s: the rate "
+                               "classifier never switches to %s (set_regime() does)", ", ".join(unplaced),
+                               table.source, "it" if len(unplaced) == 1 else "them")
+            elif not known and len(table.regimes) > 1:
                 logger.info("tuner.runtime: the rows of %s carry no regime_rate_rps; serving one regime "
                             "until set_regime() (pass regime_rates= to switch with the load)", table.source)
         if regime is None or regime not in table.configs:
@@ -282,16 +302,6 @@ class Dispatcher:
         logger.warning(message)
 
 
-def _split_fallback(fallback: Mapping[str, Any] | None) -> tuple[dict[str, Params], Params]:
-    """(per-op fallbacks, the default for any other op)."""
-    if not fallback:
-        return {}, _EMPTY
-    if all(isinstance(v, Mapping) for v in fallback.values()):
-        per_op = {op: MappingProxyType(dict(v)) for op, v in fallback.items() if op != "*"}
-        return per_op, MappingProxyType(dict(fallback.get("*", {})))
-    return {}, MappingProxyType(dict(fallback))
-
-
 def load_table(
     source: str | Path,
     problem: str | None = None,
@@ -310,17 +320,33 @@ def load_table(
             (``regime_rates``, ``classifier``, ``initial_regime``, ``confirm``, ``margin``,
             ``alpha``, ``clock``).
 
-    A missing, corrupt or empty table, another schema version, another device or an
-    unknown problem logs one warning naming the cause, and the dispatcher serves
-    ``fallback`` (:attr:`Dispatcher.fallback_reason` says why).
+    A table that cannot be served (missing, corrupt or empty; another schema version,
+    device or problem; a malformed row, a duplicate row) logs one warning naming the file
+    and the cause (the row and field for a malformed row), and the dispatcher serves
+    ``fallback`` (:attr:`Dispatcher.fallback_reason` says why). The table is data the
+    service did not write; its arguments are its own code, so:
+
+    Raises:
+        TypeError: an argument of the wrong type (``source`` not a path, ``fallback`` not
+            a mapping, a ``confirm`` that is not an integer, …) or an unknown option.
+        ValueError: an argument of the right type but a wrong value (``confirm=0``,
+            ``margin=1.5``, an empty or non-positive ``regime_rates``, a ``fallback``
+            mixing per-operator mappings with parameters).
     """
+    check_load(source, problem, device, options)
+
     def reader(where: str | Path) -> Table:
         return read_table(where, problem=problem, device=device)
 
-    try:
-        table = reader(source)
-    except Exception as exc:  # noqa: BLE001 — the serving path never raises for a table
-        reason = str(exc) or repr(exc)
-        logger.warning("tuner.runtime: cannot serve the config table, serving the fallback: %s", reason)
-        return Dispatcher(None, fallback=fallback, reason=reason, reader=reader, source=source, **options)
-    return Dispatcher(table, fallback=fallback, reader=reader, source=source, **options)
+    dispatcher = Dispatcher(None, fallback=fallback, reason="not loaded yet", reader=reader, source=source,
+                            **options)  # checks the options before the table is read
+    dispatcher._load(source)
+    return dispatcher
+
+
+def _why(exc: Exception, where: str | Path) -> str:
+    """An error reading a table in one line naming the file: tuner's own errors name it;
+    anything else (a bug here, found by a table nobody foresaw) is named for what it is."""
+    if isinstance(exc, TunerError) and str(exc):
+        return str(exc)
+    return f"{where}: unexpected {type(exc).__name__} reading the table: {short_repr(str(exc))}"

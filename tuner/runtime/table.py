@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import gc
 from bisect import bisect_left
-import json
 import math
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import attrgetter
@@ -29,12 +28,14 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import StorageError
-from ..store.table import ROW_FIELDS, TableRow, bucket_label
-from ..store.version import check_export, check_version
+from ..readonly_sqlite import SQLITE_HEADER
+from ..store.table import ROW_FIELDS, TableRow, bucket_label, short_repr
+from ..store.version import check_version
+from .jsonfile import json_records
+from .rows import brief, check_regimes, decode_rows, disagree
 
 __all__ = ["OpConfigs", "Table", "read_table"]
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _CONFIGS = "tuner_configs"
 _SCHEMA = "tuner_schema"
 
@@ -155,7 +156,7 @@ def _dense_index(edges: tuple[float, ...]) -> tuple[int, ...] | None:
     integers up to :data:`DENSE_LIMIT`. A tuple of small ints (8 bytes a value, shared by
     every operator with these edges): the fastest index there is; callers skip negative
     values, which would wrap around."""
-    if not all(float(e).is_integer() for e in edges) or edges[-1] > DENSE_LIMIT or edges[0] < 0:
+    if edges[0] < 0 or edges[-1] > DENSE_LIMIT or not all(float(e).is_integer() for e in edges):
         return None
     index: list[int] = []
     for i, edge in enumerate(edges):
@@ -228,12 +229,8 @@ def _read(path: Path, problem: str | None, device: str | None) -> Table:
         raise StorageError(f"{path}: cannot read the table file ({exc.strerror or exc})") from None
     if not head:
         raise StorageError(f"{path}: the table file is empty")
-    records = _sqlite_records(path) if head == _SQLITE_MAGIC else _json_records(path)
-    try:
-        rows = [TableRow.decode(record) for record in records]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise StorageError(f"{path}: malformed row in the config table ({exc!r})") from None
-    return _build(rows, str(path), problem, device)
+    records = _sqlite_records(path) if head == SQLITE_HEADER else json_records(path)
+    return _build(decode_rows(records, str(path)), str(path), problem, device)
 
 
 def _path(source: str | Path) -> Path:
@@ -268,22 +265,13 @@ def _sqlite_records(path: Path) -> list[tuple[Any, ...]]:
         connection.close()
 
 
-def _json_records(path: Path) -> list[Any]:
-    try:
-        document = json.loads(path.read_bytes())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StorageError(f"{path}: neither a SQLite database nor JSON ({exc})") from None
-    check_export(document, path)
-    records = document.get("rows")
-    if not isinstance(records, list):
-        raise StorageError(f"{path}: the exported table has no list of rows")
-    return records
-
-
 _TABLE_ORDER = attrgetter("regime_index", "regime", "op_index", "op", "bucket")
 
 
 def _build(rows: Sequence[TableRow], source: str, problem: str | None, device: str | None) -> Table:
+    """The table of ``problem`` from checked rows (:func:`~tuner.runtime.rows.decode_rows`):
+    one problem, one device, one rate per regime, no (regime, op, bucket) twice (found
+    by :func:`_op_configs`)."""
     if not rows:
         raise StorageError(f"{source}: the config table holds no row")
     problems = sorted({r.problem for r in rows})
@@ -299,91 +287,92 @@ def _build(rows: Sequence[TableRow], source: str, problem: str | None, device: s
         raise StorageError(f"{source}: problem {problem!r} mixes rows of devices {', '.join(devices)}")
     if device is not None and devices[0] != device:
         raise StorageError(f"{source}: tuned for device {devices[0]!r}, not {device!r}")
+
+    def position(row: TableRow) -> int:  # for messages only: a search, not an index kept for every row
+        return next(i for i, r in enumerate(rows) if r is row)
+
     grouped: dict[str, dict[str, list[TableRow]]] = {}
-    rates: dict[str, float] = {}
     for row in mine:
         grouped.setdefault(row.regime, {}).setdefault(row.op, []).append(row)
-        if row.regime_rate_rps is not None:
-            rates[row.regime] = float(row.regime_rate_rps)
-    configs = {regime: MappingProxyType({op: _op_configs(group, source) for op, group in ops.items()})
+    rates = check_regimes(grouped, position, source)
+    configs = {regime: MappingProxyType({op: _op_configs(group, source, position) for op, group in ops.items()})
                for regime, ops in grouped.items()}
     return Table(problem=problem, device=devices[0], regimes=tuple(configs), configs=MappingProxyType(configs),
                  rates=MappingProxyType(rates) if rates else None, rows=tuple(mine), source=source)
 
 
-def _op_configs(rows: list[TableRow], source: str) -> OpConfigs:
+def _op_configs(rows: list[TableRow], source: str, position: Callable[[TableRow], int]) -> OpConfigs:
     """The lookup of one (regime, operator) from its rows, checked: buckets ``0..n-1``
-    whose bounds are the cells of a grid of ascending edges, first dimension slowest."""
-    where = f"{source}: {rows[0].regime}/{rows[0].op}"
+    (no bucket twice: which of two rows to serve would be a guess) whose bounds are the
+    cells of a grid of ascending edges, first dimension slowest. ``position`` gives a
+    row's index in the file, for messages."""
+    where = f"{source}: {brief(rows[0].regime)}/{brief(rows[0].op)}"
+
+    def bucket(r: TableRow) -> str:
+        return f"bucket {r.bucket} (row {position(r)}, {bucket_label(r.bucket_bounds)})"
+
+    disagree(rows, "op_index", f"operator {short_repr(rows[0].op)} in regime {short_repr(rows[0].regime)}", position, source)
     if [r.bucket for r in rows] != list(range(len(rows))):
-        raise StorageError(f"{where}: buckets {[r.bucket for r in rows]} are not 0..{len(rows) - 1}")
+        seen: dict[int, TableRow] = {}
+        for r in rows:
+            first = seen.setdefault(r.bucket, r)
+            if first is not r:
+                raise StorageError(f"{where}: rows {position(first)} and {position(r)} are both bucket {r.bucket}; "
+                                   "a table has one row per (regime, op, bucket)")
+        shown = short_repr([position(r) for r in rows[:7]])  # (short_repr shows 6, then "...")
+        raise StorageError(f"{where}: buckets {short_repr([r.bucket for r in rows])} (rows {shown}) are not "
+                           f"0..{len(rows) - 1}")
     params = tuple(MappingProxyType(dict(r.params)) for r in rows)
-    names = tuple(str(r.config) for r in rows)
-    bounds = rows[0].bucket_bounds
-    if not bounds:
+    names = tuple(r.config for r in rows)
+    key = tuple(rows[0].bucket_bounds or ())
+    if not key:
         if len(rows) != 1:
             raise StorageError(f"{where}: {len(rows)} rows but no bucket bounds")
         return OpConfigs((), (), params, names, params[0])
-    key = tuple(bounds)
-    if len(key) == 1:
-        return _one_dimension(rows, key[0], params, names, where)
     try:
         cells = []
         for r in rows:
             b = r.bucket_bounds
-            if not isinstance(b, Mapping) or len(b) != len(key) or any(dim not in b for dim in key):
-                raise ValueError(f"bucket {r.bucket} has bounds {b!r}, not over {', '.join(key)}")
+            if b is None or b.keys() != rows[0].bucket_bounds.keys():
+                raise ValueError(f"bucket {r.bucket} (row {position(r)}) has bounds "
+                                 f"{short_repr(b)}, not over {', '.join(key)}")
             cell = tuple((_bound(b[dim][0]), _bound(b[dim][1])) for dim in key)
             if any(high is None for _, high in cell):
-                raise ValueError(f"bucket {r.bucket} has no upper edge")
+                raise ValueError(f"bucket {r.bucket} (row {position(r)}) has no upper edge")
             cells.append(cell)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except ValueError as exc:
         raise StorageError(f"{where}: malformed bucket bounds ({exc})") from None
+    if len(key) == 1:
+        return _one_dimension(rows, key[0], [cell[0] for cell in cells], params, names, where, bucket)
     edges = tuple(tuple(sorted({cell[d][1] for cell in cells})) for d in range(len(key)))
     if math.prod(len(e) for e in edges) != len(rows):
         raise StorageError(f"{where}: {len(rows)} buckets do not form a grid over {', '.join(key)}")
-    positions = [{edge: i for i, edge in enumerate(dim_edges)} for dim_edges in edges]
+    indices = [{edge: i for i, edge in enumerate(dim_edges)} for dim_edges in edges]
     for r, cell in zip(rows, cells):  # each row where a lookup will look for it
         flat = 0
-        for (low, high), dim_edges, position in zip(cell, edges, positions):
-            i = position[high]
+        for (low, high), dim_edges, index in zip(cell, edges, indices):
+            i = index[high]
             if i and low != dim_edges[i - 1]:
-                raise StorageError(f"{where}: bucket {r.bucket} ({bucket_label(r.bucket_bounds)}) does not start "
-                                   "where the bucket before it ends")
+                raise StorageError(f"{where}: {bucket(r)} does not start where the bucket before it ends")
             flat = flat * len(dim_edges) + i
         if flat != r.bucket:
-            raise StorageError(f"{where}: bucket {r.bucket} ({bucket_label(r.bucket_bounds)}) is out of order "
-                               f"(its bounds are bucket {flat}'s)")
+            raise StorageError(f"{where}: {bucket(r)} is out of order (its bounds are bucket {flat}'s)")
     return OpConfigs(key, edges, params, names, params[0] if len(rows) == 1 else None)
 
 
-def _one_dimension(rows: list[TableRow], dim: str, params: tuple[Params, ...], names: tuple[str, ...],
-                   where: str) -> OpConfigs:
-    """:func:`_op_configs` for the common key of one dimension, with the same checks."""
-    lows, highs = [], []
-    try:
-        for r in rows:
-            b = r.bucket_bounds
-            if not isinstance(b, Mapping) or len(b) != 1 or dim not in b:
-                raise ValueError(f"bucket {r.bucket} has bounds {b!r}, not over {dim}")
-            low, high = b[dim]
-            high = _bound(high)
-            if high is None:
-                raise ValueError(f"bucket {r.bucket} has no upper edge")
-            lows.append(_bound(low))
-            highs.append(high)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise StorageError(f"{where}: malformed bucket bounds ({exc})") from None
+def _one_dimension(rows: list[TableRow], dim: str, cells: list[tuple[Any, Any]], params: tuple[Params, ...],
+                   names: tuple[str, ...], where: str, bucket: Callable[[TableRow], str]) -> OpConfigs:
+    """:func:`_op_configs` for the common key of one dimension (``cells``: each row's
+    ``(low, high)``), with the same checks."""
+    highs = [high for _, high in cells]
     edges = sorted(highs)
     if len(set(edges)) != len(edges):
         raise StorageError(f"{where}: {len(rows)} buckets do not form a grid over {dim}")
-    for i, r in enumerate(rows):
-        if highs[i] != edges[i]:
-            raise StorageError(f"{where}: bucket {r.bucket} ({bucket_label(r.bucket_bounds)}) is out of order "
-                               f"(its bounds are bucket {edges.index(highs[i])}'s)")
-        if i and lows[i] != edges[i - 1]:
-            raise StorageError(f"{where}: bucket {r.bucket} ({bucket_label(r.bucket_bounds)}) does not start "
-                               "where the bucket before it ends")
+    for i, (r, (low, high)) in enumerate(zip(rows, cells)):
+        if high != edges[i]:
+            raise StorageError(f"{where}: {bucket(r)} is out of order (its bounds are bucket {edges.index(high)}'s)")
+        if i and low != edges[i - 1]:
+            raise StorageError(f"{where}: {bucket(r)} does not start where the bucket before it ends")
     return OpConfigs((dim,), (tuple(edges),), params, names, params[0] if len(rows) == 1 else None)
 
 
@@ -391,6 +380,6 @@ def _bound(value: Any) -> float | int | None:
     """A bucket bound as a number (int when integral: faster to compare with int shapes)."""
     if value is None or type(value) is int:
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"bound {value!r} is not a number")
+    if type(value) is not float or not math.isfinite(value):
+        raise ValueError(f"bound {short_repr(value)} is not a finite number")
     return int(value) if float(value).is_integer() else float(value)

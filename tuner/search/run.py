@@ -2,10 +2,14 @@
 
 The order of writes is what makes an interruption safe: the store's schema is checked
 before Optuna touches the database (a database of another schema version is refused
-with nothing written); each trial is committed by Optuna as it finishes; a regime's
+with nothing written); nothing is written until a trial has finished (each regime's
+next trial is rehearsed in memory first, :func:`tuner.search.study.run_study`), so a
+run that fails before then leaves the database byte-identical; each trial is committed
+by Optuna as it finishes; a regime's
 table rows are replaced in one transaction only after its study, baselines and oracle
 are done. Regimes run in the problem file's order, so later regimes warm-start from
-the earlier ones' best assignments. Any number of workers may run this at once on one
+the earlier ones' best assignments. ``--fresh`` tunes in a scratch database and swaps
+the result in at the end (:mod:`tuner.search.staging`). Any number of workers may run this at once on one
 storage (:mod:`tuner.search.fleet` says how they stay exact).
 """
 
@@ -25,11 +29,14 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError, SQLAlchemyError
 from ..problem.model import Problem
 from ..errors import StorageError
 from ..store import Store, TableRow
-from ..store.store import parse_url, resolve_url, serialise_sqlite_writes, shown, writer_engine_kwargs
+from ..store.store import (
+    is_read_only, parse_url, read_only_error, resolve_url, serialise_sqlite_writes, shown, writer_engine_kwargs,
+)
 from ..errors import SearchError
 from ..stats import paired_delta
 from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
+from .staging import Staging
 from .fleet import MAX_RETRY, ROWS_LEASE_S, Helpers, LeaseGate, Worker, fail_running, held
 from .study import Progress, RegimeOutcome, TuneSettings, regime_outcome, run_study, study_name
 
@@ -59,6 +66,8 @@ def open_storage(url: str, worker: Worker | None = None) -> optuna.storages.RDBS
                 raise
             time.sleep(0.5)
         except (SQLAlchemyError, optuna.exceptions.OptunaError, RuntimeError, ValueError, ImportError) as exc:
+            if is_read_only(exc):
+                raise read_only_error(shown(parsed), "SQLite: attempt to write a readonly database") from None
             text = str(exc).strip().splitlines()
             raise StorageError(f"{shown(parsed)}: Optuna cannot use this storage: "
                                f"{text[0] if text else type(exc).__name__}") from None
@@ -83,8 +92,9 @@ def tune_problem(
     """Tune ``regimes`` (default: all, in file order) and write their table rows to ``url``.
 
     Args:
-        fresh: delete the chosen regimes' studies first (their table rows stay until
-            replaced).
+        fresh: start the chosen regimes' studies over: they are tuned in a scratch
+            database and replace the old studies and rows in one transaction at the end
+            (:mod:`tuner.search.staging`); a fresh run that fails writes nothing.
         on_regime: called with each regime's outcome once its rows are written.
         jobs: worker processes on this machine, this one included (``jobs - 1`` helpers
             run trials; this one also writes the rows).
@@ -109,19 +119,21 @@ def tune_problem(
             raise SearchError(f"{problem.path}: no regime {name!r} (regimes: {', '.join(problem.regimes)})")
     if jobs < 1:
         raise SearchError(f"--jobs must be at least 1 but got {jobs}")
+    if fresh:
+        with Store(url, create=True) as store, Staging.of(problem, chosen, open_storage(url)) as staging:
+            outcomes = tune_problem(problem, staging.url, settings, chosen, progress=progress, callbacks=callbacks,
+                                    jobs=jobs, worker=worker, orphaned=orphaned, warn=warn)
+            staging.publish(store)
+        for outcome in outcomes:
+            if on_regime is not None:
+                on_regime(outcome)
+        return outcomes
     store = Store(url, create=True)
     helpers: Helpers | None = None
     storage: optuna.storages.RDBStorage | None = None
     stopped = False
     try:
         storage = open_storage(url, worker)
-        if fresh:
-            existing = {s.study_name for s in storage.get_all_studies()}
-            names = [study_name(problem.name, name) for name in chosen]
-            for name in names:
-                if name in existing:
-                    optuna.delete_study(study_name=name, storage=storage)
-            store.forget_written(names)
         if jobs > 1:
             helpers = Helpers.start(jobs - 1, problem.path, url, settings, chosen, worker.heartbeat_s)
         rows = _Rows(store, problem, settings, worker, progress, on_regime)
@@ -129,7 +141,7 @@ def tune_problem(
         for name in chosen:
             gate = LeaseGate(store, study_name(problem.name, name), worker.id, orphaned)
             study = run_study(problem, name, storage, settings, callbacks=callbacks, progress=progress, gate=gate,
-                              salt=worker.salt)
+                              salt=worker.salt, rehearse=worker.writes_rows)
             if worker.writes_rows and rows.write(name, study, wait=False) is None:
                 held_elsewhere.append((name, study))
         for name, study in held_elsewhere:  # another worker was writing them: wait, write if it died first

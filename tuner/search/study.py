@@ -260,6 +260,8 @@ def run_study(
     progress: Progress | None = None,
     gate: TrialGate | None = None,
     salt: str = "",
+    rehearse: bool = False,
+    neighbours: optuna.storages.BaseStorage | None = None,
 ) -> optuna.Study:
     """Open (or create) the regime's study and run trials until it holds ``settings.trials``
     finished ones, or every point of the space has been tried.
@@ -268,6 +270,11 @@ def run_study(
         gate: how trials start when other workers share the study (default: alone).
         salt: mixed into the sampler's seed, so workers that start together propose
             different points ("" for the first or only worker: same seed, same table).
+        rehearse: run the study's next trial in a copy in memory before writing anything
+            (:func:`_rehearsal`), so that a run that fails before a trial finished leaves
+            the storage as it was.
+        neighbours: where the other regimes' studies are read for warm starts (default:
+            ``storage``).
 
     Raises:
         SearchError: the regime is unknown, or the stored study was made with other seeds,
@@ -284,6 +291,7 @@ def run_study(
         baseline.assignment(space)
     if isinstance(storage, str):
         storage = optuna.storages.RDBStorage(storage)
+    rehearsed = _rehearsal(problem, regime, storage, settings, salt) if rehearse else {}
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -301,9 +309,9 @@ def run_study(
     )
     progress.start(regime, len(finished), settings.trials)
     if len(finished) < settings.trials and len(names_of(finished, space)) < space.size:
-        objective = _Objective(problem, regime, space, seeds, horizon, _Counter(), settings.p_threshold)
+        objective = _Objective(problem, regime, space, seeds, horizon, _Counter(), settings.p_threshold, rehearsed)
         # a baseline with a dominated config is evaluated apart
-        starts = [a for a in warm_starts(problem, regime, space, storage) if space.contains(a)]
+        starts = [a for a in warm_starts(problem, regime, space, neighbours or storage) if space.contains(a)]
         with gate.exclusive():
             for assignment in starts:
                 study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
@@ -330,6 +338,30 @@ def run_study(
                 gate.wait()
     progress.finish()
     return study
+
+
+def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStorage,
+               settings: TuneSettings, salt: str) -> dict[Point, FrozenTrial]:
+    """The study's next trial, run on a copy of the study in memory: its point and the
+    finished trial (empty when the study needs no trial).
+
+    Nothing is written to ``storage`` until a trial has finished, so an error or a Ctrl-C
+    in a run's first trial — or a study refused for its settings — leaves the storage
+    byte-identical. A lone worker's real run then proposes the same point (same seed,
+    same trials) and replays the rehearsal instead of simulating it again; in a fleet
+    another worker may have taken that point, and the rehearsal was a wasted simulation."""
+    name = study_name(problem.name, regime)
+    memory = optuna.storages.InMemoryStorage()
+    done = 0
+    if name in {s.study_name for s in storage.get_all_studies()}:
+        optuna.copy_study(from_study_name=name, from_storage=storage, to_storage=memory)
+        done = len(memory.get_all_trials(memory.get_study_id_from_name(name), deepcopy=False, states=FINISHED))
+    if done >= settings.trials:
+        return {}
+    study = run_study(problem, regime, memory, dataclasses.replace(settings, trials=done + 1), salt=salt,
+                      neighbours=storage)
+    space = JointSpace.of(problem)
+    return {space.point(t.params): t for t in _finished(study)[done:] if space.point(t.params) is not None}
 
 
 def regime_outcome(
@@ -638,10 +670,13 @@ class _Objective:
     horizon: float
     counter: _Counter = field(default_factory=_Counter)
     p_threshold: float = 0.1
+    rehearsed: dict[Point, FrozenTrial] = field(default_factory=dict)
 
     def __call__(self, trial: optuna.Trial) -> float:
         space = self.space
         point = suggest(trial, space)
+        if point in self.rehearsed:
+            return _repeat(trial, self.rehearsed.pop(point))
         prior = self._prior(trial, point)
         if prior is not None:
             return self._replay(trial, prior)
@@ -710,6 +745,20 @@ class _Objective:
         if prior.state == TrialState.PRUNED:
             raise optuna.TrialPruned(f"same assignment as pruned trial {prior.number}")
         return float(prior.value)
+
+
+def _repeat(trial: optuna.Trial, rehearsed: FrozenTrial) -> float:
+    """Record the rehearsed trial of this point as this trial, as it was (simulations
+    included: the rehearsal ran them for this trial)."""
+    for step, value in sorted(rehearsed.intermediate_values.items()):
+        trial.report(value, step)
+    for key, value in rehearsed.constraints.items():
+        trial.set_constraint(key, value)
+    for key, value in rehearsed.user_attrs.items():
+        trial.set_user_attr(key, value)
+    if rehearsed.state == TrialState.PRUNED:
+        raise optuna.TrialPruned("pruned in its rehearsal")
+    return float(rehearsed.value)
 
 
 def _record(trial: optuna.Trial, constraints: Constraints, simulations: int, latency: float | None = None) -> None:

@@ -19,6 +19,7 @@ begins every transaction with ``BEGIN IMMEDIATE`` (:func:`serialise_sqlite_write
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -31,7 +32,8 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..errors import SchemaMismatchError, StorageError
+from ..errors import SchemaMismatchError, StorageError, shortened
+from ..readonly_sqlite import SQLITE_HEADER
 from .models import SCHEMA_VERSION, Base, ConfigEntry, Lease, RegimeWritten, SchemaVersion
 from .table import ROW_FIELDS, TableRow
 from .version import check_version
@@ -70,7 +72,8 @@ def _importable(module: str) -> bool:
 
 
 def shown(url: URL) -> str:
-    return url.render_as_string(hide_password=True)
+    """The URL as messages show it: the password hidden, a very long one cut."""
+    return shortened(url.render_as_string(hide_password=True))
 
 
 def writer_engine_kwargs(url: URL) -> dict[str, Any]:
@@ -117,6 +120,8 @@ class Store:
         self.url = shown(parsed)
         if parsed.get_backend_name() == "sqlite":
             _check_sqlite_path(parsed, self.url, create)
+            if create:
+                check_writable(parsed)
         kwargs = {**writer_engine_kwargs(parsed), **(engine_kwargs or {})} if create else dict(engine_kwargs or {})
         try:
             self.engine: Engine = create_engine(parsed, **kwargs)
@@ -127,15 +132,21 @@ class Store:
         self._check_schema(create)
 
     @contextmanager
-    def _session(self, what: str) -> Iterator[Session]:
-        """A session in one transaction; database errors become one-line StorageErrors."""
+    def transaction(self, what: str) -> Iterator[Session]:
+        """A session in one transaction (committed at the end of the block, rolled back on
+        any error); database errors become one-line StorageErrors saying ``what`` failed."""
         try:
             with Session(self.engine) as session, session.begin():
                 yield session
         except StorageError:
             raise
         except SQLAlchemyError as exc:
-            raise StorageError(f"{self.url}: cannot {what}: {_first_line(exc)}") from exc
+            raise self._failure(what, exc) from exc
+
+    def _failure(self, what: str, exc: SQLAlchemyError) -> StorageError:
+        if is_read_only(exc):
+            return read_only_error(self.url, "SQLite: attempt to write a readonly database")
+        return StorageError(f"{self.url}: cannot {what}: {_first_line(exc)}")
 
     def _check_schema(self, create: bool) -> None:
         try:
@@ -153,7 +164,7 @@ class Store:
                 raise StorageError(f"{self.url}: holds no tuner table (run `tuner tune --storage {self.url}` first)")
             self._create()
             return
-        with self._session("read the schema version") as session:
+        with self.transaction("read the schema version") as session:
             versions = session.scalars(select(SchemaVersion.version)).all()
         if not versions and create:  # another worker is creating the tables: write the version as it would
             self._create()
@@ -171,7 +182,7 @@ class Store:
                 # another worker created one meanwhile: look again, once
                 if attempt == 0 and isinstance(exc, (IntegrityError, ProgrammingError)):
                     continue
-                raise StorageError(f"{self.url}: cannot create the tuner tables: {_first_line(exc)}") from exc
+                raise self._failure("create the tuner tables", exc) from exc
 
     def _create(self) -> None:
         self._create_tables()
@@ -182,7 +193,7 @@ class Store:
         except IntegrityError:  # another worker wrote it first
             pass
         except SQLAlchemyError as exc:
-            raise StorageError(f"{self.url}: cannot write the schema version: {_first_line(exc)}") from exc
+            raise self._failure("write the schema version", exc) from exc
         self._check_schema(create=False)
 
     def replace_regime(self, problem: str, regime: str, rows: Sequence[TableRow],
@@ -193,34 +204,27 @@ class Store:
             written: ``(study_name, key, holder)`` to mark in the same transaction (see
                 :meth:`written_key`).
         """
-        for row in rows:
-            if (row.problem, row.regime) != (problem, regime):
-                raise ValueError(f"row {row.problem}/{row.regime}/{row.op}/{row.bucket} is not of {problem}/{regime}")
-        with self._session(f"write the rows of {problem}/{regime}") as session:
-            session.execute(delete(ConfigEntry).where(ConfigEntry.problem == problem, ConfigEntry.regime == regime))
-            session.add_all(ConfigEntry(**{name: getattr(row, name) for name in ROW_FIELDS}) for row in rows)
-            if written is not None:
-                study, key, holder = written
-                session.merge(RegimeWritten(study_name=study, key=key, holder=holder,
-                                            written_at=datetime.now(timezone.utc)))
+        with self.transaction(f"write the rows of {problem}/{regime}") as session:
+            write_regime(session, problem, regime, rows, written)
 
     def written_key(self, study_name: str) -> str | None:
         """The settings key the rows of ``study_name``'s regime were last written with, if any."""
-        with self._session("read which regimes are written") as session:
+        with self.transaction("read which regimes are written") as session:
             return session.scalar(select(RegimeWritten.key).where(RegimeWritten.study_name == study_name))
 
-    def forget_written(self, study_names: Iterable[str]) -> None:
-        """Drop the written-marks of these studies (they are being started over)."""
+    def written_marks(self, study_names: Iterable[str]) -> dict[str, tuple[str, str, str]]:
+        """The written-marks of these studies: ``(study_name, key, holder)`` by study name."""
         names = list(study_names)
-        with self._session("reset which regimes are written") as session:
-            session.execute(delete(RegimeWritten).where(RegimeWritten.study_name.in_(names)))
+        with self.transaction("read which regimes are written") as session:
+            return {mark.study_name: (mark.study_name, mark.key, mark.holder)
+                    for mark in session.scalars(select(RegimeWritten).where(RegimeWritten.study_name.in_(names)))}
 
     def try_lease(self, name: str, holder: str, seconds: float) -> bool:
         """Take (or renew) the lease ``name`` for ``seconds`` unless another holder's is
         still running; atomic on every backend (a conditional update, else an insert
         that only one writer can make)."""
         now = time.time()
-        with self._session(f"take the lease {name}") as session:
+        with self.transaction(f"take the lease {name}") as session:
             taken = session.execute(
                 update(Lease).where(Lease.name == name, or_(Lease.expires_at < now, Lease.holder == holder))
                 .values(holder=holder, expires_at=now + seconds)
@@ -233,11 +237,11 @@ class Store:
         except IntegrityError:
             return False
         except SQLAlchemyError as exc:
-            raise StorageError(f"{self.url}: cannot take the lease {name}: {_first_line(exc)}") from exc
+            raise self._failure(f"take the lease {name}", exc) from exc
         return True
 
     def release_lease(self, name: str, holder: str) -> None:
-        with self._session(f"release the lease {name}") as session:
+        with self.transaction(f"release the lease {name}") as session:
             session.execute(delete(Lease).where(Lease.name == name, Lease.holder == holder))
 
     def rows(self, problem: str | None = None) -> list[TableRow]:
@@ -246,12 +250,12 @@ class Store:
                                              ConfigEntry.op_index, ConfigEntry.op, ConfigEntry.bucket)
         if problem is not None:
             query = query.where(ConfigEntry.problem == problem)
-        with self._session("read the config table") as session:
+        with self.transaction("read the config table") as session:
             return [TableRow.decode({name: getattr(entry, name) for name in ROW_FIELDS})
                     for entry in session.scalars(query)]
 
     def problems(self) -> list[str]:
-        with self._session("read the config table") as session:
+        with self.transaction("read the config table") as session:
             return list(session.scalars(select(ConfigEntry.problem).distinct().order_by(ConfigEntry.problem)))
 
     def close(self) -> None:
@@ -262,6 +266,59 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_regime(session: Session, problem: str, regime: str, rows: Sequence[TableRow],
+                 written: tuple[str, str, str] | None = None) -> None:
+    """:meth:`Store.replace_regime` inside a caller's transaction (which may write more)."""
+    for row in rows:
+        if (row.problem, row.regime) != (problem, regime):
+            raise ValueError(f"row {row.problem}/{row.regime}/{row.op}/{row.bucket} is not of {problem}/{regime}")
+    session.execute(delete(ConfigEntry).where(ConfigEntry.problem == problem, ConfigEntry.regime == regime))
+    session.add_all(ConfigEntry(**{name: getattr(row, name) for name in ROW_FIELDS}) for row in rows)
+    if written is not None:
+        study, key, holder = written
+        session.merge(RegimeWritten(study_name=study, key=key, holder=holder, written_at=datetime.now(timezone.utc)))
+
+
+#: What a read-only database error says a writer of the database does there.
+TUNE_WRITES = "tuner tune writes its studies and rows there"
+
+
+def read_only_error(where: str, why: str, writes: str = TUNE_WRITES) -> StorageError:
+    """The one line for a database this process cannot write."""
+    return StorageError(f"{where}: read-only database ({why}): {writes}")
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from: Optuna wraps the driver's) is
+    SQLite's refusal to write a read-only database."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "readonly database" in str(getattr(seen, "orig", None) or seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def check_writable(url: URL, writes: str = TUNE_WRITES) -> None:
+    """Refuse, before anything is written, a SQLite file this process cannot write: the
+    file or its directory (where SQLite writes its journal) not writable, or a ``file:``
+    URI opened with ``mode=ro``. (Root writes whatever the permissions say; SQLite's own
+    refusal is caught where it is raised, :func:`is_read_only`.)"""
+    if url.get_backend_name() != "sqlite":
+        return
+    database = url.database or ""
+    if database.startswith("file:") and ("mode=ro" in database or url.query.get("mode") == "ro"):
+        raise read_only_error(shown(url), "opened with mode=ro", writes)
+    path = sqlite_file(url)
+    if path is None:
+        return
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise read_only_error(str(path), "the file is not writable", writes)
+    directory = path.parent if str(path.parent) else Path(".")
+    if directory.is_dir() and not os.access(directory, os.W_OK):
+        raise read_only_error(str(path), f"its directory {directory} is not writable", writes)
 
 
 def sqlite_file(url: URL) -> Path | None:
@@ -288,7 +345,7 @@ def _check_sqlite_path(url: URL, shown_url: str, create: bool) -> None:
         return
     with path.open("rb") as file:
         header = file.read(16)
-    if header and header != b"SQLite format 3\x00":
+    if header and header != SQLITE_HEADER:
         raise StorageError(f"{shown_url}: {path} is not a SQLite database")
 
 

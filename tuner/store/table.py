@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from functools import lru_cache
+from numbers import Integral
 from typing import Any
 
 #: Fields stored as JSON (a ``sqlite3`` cursor hands them over as text).
@@ -119,7 +121,8 @@ class TableRow:
         naive ``created_at`` is UTC (SQLite drops the zone).
 
         Raises:
-            KeyError, TypeError, ValueError: a missing field or a malformed value.
+            KeyError: a missing field (the field's name).
+            TypeError, ValueError: a malformed value, the message naming the field.
         """
         # The generated __init__ (one object.__setattr__ per field of a frozen dataclass)
         # is skipped: every field is set here, and a runtime decodes thousands of rows.
@@ -136,12 +139,16 @@ class TableRow:
             raise TypeError(f"a table row is a mapping or {len(ROW_FIELDS)} values, not {type(record).__name__}")
         for name in JSON_FIELDS:
             if isinstance(values[name], str):
-                values[name] = _json(values[name])
+                values[name] = _json(name, values[name])
         if not isinstance(values["params"], dict):
-            raise TypeError(f"params {values['params']!r} is not an object")
+            raise TypeError(f"field 'params' must be an object, found {short_repr(values['params'])}")
         created = values["created_at"]
         values["created_at"] = _time(created) if isinstance(created, str) else _utc(created)
-        values["bucket"] = int(values["bucket"])
+        bucket = values["bucket"]
+        if type(bucket) is not int:
+            if isinstance(bucket, bool) or not isinstance(bucket, Integral):
+                raise TypeError(f"field 'bucket' must be an integer, found {short_repr(bucket)}")
+            values["bucket"] = int(bucket)
         return row
 
 
@@ -151,27 +158,47 @@ _FIELD_SET = frozenset(ROW_FIELDS)
 _scan = json.JSONDecoder().scan_once
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 40
+_SHORT.maxlevel = 2
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` for a message about a malformed value: capped, and two levels deep
+    at most (a table file is not ours: a full repr could be megabytes, and one of a value
+    nested thousands deep would recurse past Python's limit)."""
+    return _SHORT.repr(value)
+
+
 @lru_cache(maxsize=256)
 def _time(text: str) -> datetime:
     """An ISO 8601 time, naive meaning UTC (every row of a regime has the same one:
     parsed once; datetimes are immutable, so sharing them is safe)."""
-    return _utc(datetime.fromisoformat(text))
+    try:
+        return _utc(datetime.fromisoformat(text))
+    except ValueError:
+        raise ValueError(f"field 'created_at' must be an ISO 8601 time, found {short_repr(text)}") from None
 
 
 def _utc(value: datetime) -> datetime:
     if not isinstance(value, datetime):
-        raise TypeError(f"created_at {value!r} is not a time")
+        raise TypeError(f"field 'created_at' must be a time, found {short_repr(value)}")
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
-def _json(text: str) -> Any:
-    """``json.loads`` for a JSON cell, calling the C scanner directly when the text is one
-    value without surrounding whitespace (what the store writes)."""
+def _json(name: str, text: str) -> Any:
+    """``json.loads`` for the JSON cell ``name``, calling the C scanner directly when the
+    text is one value without surrounding whitespace (what the store writes)."""
     try:
-        value, end = _scan(text, 0)
-    except StopIteration:
-        return json.loads(text)  # raises the usual JSONDecodeError
-    return value if end == len(text) else json.loads(text)
+        try:
+            value, end = _scan(text, 0)
+        except StopIteration:
+            return json.loads(text)  # raises the usual JSONDecodeError
+        return value if end == len(text) else json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"field {name!r} must be JSON text, found {short_repr(text)} ({exc.msg})") from None
+    except RecursionError:
+        raise ValueError(f"field {name!r} nests deeper than Python's JSON parser reads") from None
 
 
 def bucket_label(bounds: Mapping[str, Any] | None) -> str:
