@@ -108,7 +108,7 @@ def test_evaluate_array_is_elementwise() -> None:
 
 
 def test_integer_literals_are_floats_so_powers_overflow_fast() -> None:
-    with pytest.raises(ValueError, match="cannot be evaluated"):
+    with pytest.raises(ValueError, match="overflows"):
         compile_expr("9 ** 9 ** 9", VARS)
     expr = compile_expr("batch ** 9 ** 9", VARS)
     with pytest.raises(EVALUATION_ERRORS):
@@ -136,12 +136,38 @@ def test_integer_literals_are_floats_so_powers_overflow_fast() -> None:
     ("foo * 2", "unknown variable 'foo' \\(known: B, K, M, N, batch, tokens\\)"),
     ("_hidden", "may not start with '_'"),
     ("batch +", "cannot parse expression"),
-    ("1 / 0", "cannot be evaluated"),
+    ("1 / 0", "divides by zero"),
     ("sqrt(-1)", "cannot be evaluated"),
 ])
 def test_refuses(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         compile_expr(text, VARS)
+
+
+def test_an_overflow_says_so_in_words() -> None:
+    with pytest.raises(ValueError) as info:
+        compile_expr("10**10**10", VARS)
+    message = str(info.value)
+    assert message == "expression '10**10**10' overflows: its value is beyond the largest float (about 1.8e308)"
+
+
+@pytest.mark.parametrize(("text", "where", "reason"), [
+    ("(" * 20000, "at character 201", "too many nested parentheses"),   # the parser stops at depth 200
+    ("a b" + " c" * 10000, "", "too long or too deeply nested to parse"),  # a MemoryError with no text
+    ("1 + " * 5000 + "$", "at character 20001", "invalid syntax"),
+])
+def test_a_long_expression_is_echoed_in_80_characters_with_the_position(text: str, where: str, reason: str) -> None:
+    with pytest.raises(ValueError) as info:
+        compile_expr(text, VARS)
+    message = str(info.value)
+    assert len(message) < 80 + 120, message
+    assert f"({len(text)} characters)" in message
+    assert where in message and message.endswith(f": {reason}"), message
+
+
+def test_a_short_expression_is_echoed_whole_with_the_position() -> None:
+    with pytest.raises(ValueError, match=r"^cannot parse expression '1 \+ \(2 \* 3' at character 5: '\(' was never closed$"):
+        compile_expr("1 + (2 * 3", VARS)
 
 
 @pytest.mark.parametrize("bad", [True, None, [1], {"a": 1}])

@@ -212,7 +212,22 @@ SEED_CASES = [
      "service.neighbors[0].profile.latency", "unknown variable 'batch' (known: none)"),
     ([("constants", {"batch": 3})], "constants.batch", "already a batch variable"),
     ([("constants", {"2x": 3})], "constants.2x", "must be an identifier"),
-    ([("constants", {"a": "b + 1", "b": 1})], "constants.a", "unknown variable 'b'"),
+    ([("constants", {"a": "b + 1", "b": 1})], "constants.a",
+     "'b' is defined after 'a'; constants may only use those above them"),
+    ([("constants", {"a": "c + 1", "b": 1})], "constants.a", "unknown variable 'c' (known: none)"),
+    ([("constants", {"a": "10**10**10"})], "constants.a", "'10**10**10' overflows"),
+    # resource bounds: 1e12 req/s × 60 s; 100 req/s × 1e9 s; a bucket counts at its top, 1e6 × 60 s
+    ([("regimes.heavy.arrivals.rate", 1e12)], "regimes.heavy",
+     "rate × horizon = 1e+12 req/s × 60 s = 6e+13 expected arrivals; at most 5e+06 can be simulated"),
+    ([("regimes.light.horizon", "1e9 s")], "regimes.light", "= 1e+11 expected arrivals; at most 5e+06"),
+    ([("regimes.light.arrivals.rate", [1, 1e6])], "regimes.light", "= 6e+07 expected arrivals"),
+    ([("regimes.light.arrivals", {"process": "onoff", "rate": 1, "on": "1 ns", "off": "1 ns"})],
+     "regimes.light", "horizon / (on + off) = 3e+10 on/off cycles; at most 5e+06"),
+    ([("service.executors", 10**12)], "service.executors",
+     "1000000000000 executors; at most 1024 can be simulated (a GPU runs at most 128 kernels at once"),
+    ([("service.executors", 1025)], "service.executors", "at most 1024"),
+    ([("service.max_batch", 65537)], "service.max_batch", "65537 requests per batch; at most 65536"),
+    ([("service.max_context", 2**24 + 1)], "service.max_context", "16777217 tokens; at most 16777216"),
     ([("constants", {"a": [1]})], "constants.a", "expected a number, a quantity"),
     ([("families.stage.configs[1].name", "lean")], "families.stage.configs[1].name", "used twice"),
     ([("families.stage.configs[1].name", "fast,x")], "families.stage.configs[1].name", "without '=' or ','"),
@@ -455,3 +470,107 @@ def test_doc_example_loads(tmp_path: Path, attrs: dict[str, str], body: str, pro
         path = write(tmp_path, _merge(base, parse_yaml(body)))
     problem = load_problem(path)
     assert problem.regimes
+
+
+def test_bounds_just_inside_still_load(tmp_path: Path) -> None:
+    # 83,333 req/s × 60 s = 4,999,980 expected arrivals: under the 5,000,000 the simulator holds
+    problem = load_problem(variant(tmp_path, "seed_example", ("regimes.heavy.arrivals.rate", 83_333),
+                                   ("service.executors", 1024), ("service.max_batch", 65536)))
+    assert problem.service.executors == 1024
+    assert problem.regimes["heavy"].arrivals.declared_rate * problem.regimes["heavy"].horizon_s < 5_000_000
+
+
+def test_a_horizon_override_goes_through_the_same_bound_before_allocating() -> None:
+    problem = load_problem(SPACES / "seed_example.yaml")
+    light = problem.regimes["light"]  # 100 req/s: 1e6 s would be 1e8 arrivals
+    with pytest.raises(ProblemError) as info:
+        light.workload(0, problem.service.jitter, horizon_s=1e6)
+    assert str(info.value).startswith(
+        "a horizon of 1e+06 s: regimes.light: rate × horizon = 100 req/s × 1e+06 s = 1e+08 expected arrivals; "
+        "at most 5e+06 can be simulated"), info.value
+    with pytest.raises(ProblemError, match="= 1e\\+07 expected arrivals"):  # a capacity search's rate, too
+        light.workload(0, problem.service.jitter, rate_rps=1e7 / 60)
+    assert len(light.workload(0, problem.service.jitter, horizon_s=120)) > 0
+
+
+def _bomb(levels: int) -> str:
+    """A billion-laughs block: each level is a list of ten aliases of the level below."""
+    lines = ["  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"  a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_under_an_unknown_key_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text((SPACES / "seed_example.yaml").read_text() + "bogus:\n" + _bomb(9))  # 10**9 values
+    with pytest.raises(ProblemError) as info:
+        load_problem(path)
+    message = str(info.value)
+    assert "expands to more than 100,000 values through its aliases" in message and len(message) < 300
+
+
+def test_a_self_containing_alias_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "loop.yaml"
+    path.write_text("name: &a [*a]\n")
+    with pytest.raises(ProblemError, match="refers to a value that contains it"):
+        load_problem(path)
+
+
+def test_aliases_below_the_bound_still_parse() -> None:
+    # four levels: 10 + 100 + 1,000 + 10,000 values and their lists, under 100,000 expanded
+    parsed = parse_yaml("x:\n" + _bomb(4))
+    assert len(parsed["x"]["a3"]) == 10 and parsed["x"]["a3"][0][0][0][0] == "lol"
+
+
+def test_a_huge_value_is_quoted_short_in_a_message(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"  # name: a mapping of lists holding 11,110 values
+    path.write_text((SPACES / "seed_example.yaml").read_text().replace("name: seed_example\n", "name:\n" + _bomb(4)))
+    with pytest.raises(ProblemError) as info:
+        load_problem(path)
+    message = str(info.value)
+    assert f"{path}: name: must be a string but got {{'a0': ['lol'" in message and len(message) < 200, message
+
+
+def test_a_shape_no_config_of_a_builtin_family_can_run_is_refused_at_load(tmp_path: Path) -> None:
+    # was: validate passed, and simulate failed at its first batch naming neither file nor key
+    bad = variant(tmp_path, "embedding_instances", ("service.operators[0].shape.K", 2**31))
+    with pytest.raises(ProblemError) as info:
+        load_problem(bad)
+    message = str(info.value)
+    assert message.startswith(f"{bad}: service.operators[0].shape: operator 'qkv' at the largest batch "
+                              "(M=8192, N=3072, K=2147483648): a tensor of "), message
+    assert message.endswith("elements needs 64-bit indexing; the kernels index in int32"), message
+
+
+@pytest.mark.parametrize(("value", "kind"), [("1e308 GiB", "size in bytes"), ("1e308 h", "duration")])
+def test_a_constant_quantity_beyond_the_largest_float_is_one_keyed_error(tmp_path: Path, value: str, kind: str) -> None:
+    bad = variant(tmp_path, "llm_decode", ("constants.vocab", value))
+    with pytest.raises(ProblemError, match=re.escape(f"{bad}: constants.vocab: expected a finite {kind} but got {value!r}")):
+        load_problem(bad)
+
+
+@pytest.mark.parametrize("key", ["constants.vocab", "service.max_wait"])
+def test_an_integer_beyond_the_largest_float_is_one_keyed_error(tmp_path: Path, key: str) -> None:
+    bad = variant(tmp_path, "seed_example" if key.startswith("service") else "llm_decode", (key, 10**400))
+    with pytest.raises(ProblemError) as info:
+        load_problem(bad)
+    message = str(info.value)
+    assert message.startswith(f"{bad}: {key}: ") and "000...000" in message and len(message) < 300, message
+
+
+@pytest.mark.parametrize(("key", "value", "reason"), [
+    ("service.slo.deadline", "+".join(["1"] * 10_001), "expected a duration such as '10 ms' but got '1+1+"),
+    ("families.stage.configs[0].params.variant", "(" * 5000 + "1" + ")" * 5000, "value '(((("),
+    ("service.operators[0].name", "x" * 20_000, "operator 'xxx"),
+    ("service.max_wait", "5 " + "x" * 20_000, "unknown duration unit 'xxx"),
+])
+def test_an_echoed_value_is_capped_at_80_characters(tmp_path: Path, key: str, value: str, reason: str) -> None:
+    edits = [(key, value)]
+    if key == "service.operators[0].name":
+        edits.append(("service.operators", [{"name": value, "family": "stage"}] * 2))  # listed twice
+    bad = variant(tmp_path, "seed_example", *edits)
+    with pytest.raises(ProblemError) as info:
+        load_problem(bad)
+    message = str(info.value)
+    assert message.startswith(f"{bad}: ") and reason in message, message
+    assert f"({len(value):,} characters)" in message and len(message) < len(str(bad)) + 300, message

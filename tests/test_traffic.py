@@ -16,6 +16,7 @@ import pytest
 import tuner.traffic as traffic
 import tuner.traffic.arrivals as arrivals_module
 from tuner.errors import TraceError
+from tuner.traffic.trace import MAX_TRACE_BYTES
 from tuner.traffic import (
     Diurnal,
     Empirical,
@@ -219,13 +220,41 @@ def test_trace_arrays_are_read_only(conv):
         conv.columns["prompt"][0] = 1
 
 
-def test_trace_default_columns_keep_their_names_and_rows_are_sorted(tmp_path):
+def test_trace_default_columns_keep_their_names_and_times_start_at_0(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_text("when,a,b\n10.5,1,2\n\n12.5,5,6\n11.0,3,4\n")
+    path.write_text("when,a,b\n10.5,1,2\n\n11.0,3,4\n11.0,7,8\n12.5,5,6\n")
     trace = load_trace(path, time_column="when")
-    np.testing.assert_array_equal(trace.times_s, [0.0, 0.5, 2.0])
-    np.testing.assert_array_equal(trace.columns["a"], [1, 3, 5])
-    np.testing.assert_array_equal(trace.columns["b"], [2, 4, 6])
+    np.testing.assert_array_equal(trace.times_s, [0.0, 0.5, 0.5, 2.0])
+    np.testing.assert_array_equal(trace.columns["a"], [1, 3, 7, 5])
+    np.testing.assert_array_equal(trace.columns["b"], [2, 4, 8, 6])
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # line 1 is the header, line 3 blank: the row after it is line 4
+    ("when,n\n10.5,1\n\n12.5,5\n11.0,3\n",
+     "line 5, column 'when': '11.0' is earlier than '12.5' on line 4; rows must be in time order"),
+    ("when,n\n2023-11-16 18:15:50,1\n2023-11-16 18:15:46,2\n",
+     "line 3, column 'when': '2023-11-16 18:15:46' is earlier than '2023-11-16 18:15:50' on line 2"),
+    ("when,n\n0,1\n-3.5,2\n4,3\n", "line 3, column 'when': time '-3.5' is negative"),
+])
+def test_trace_times_out_of_order_or_negative_are_refused(tmp_path, text, message):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(TraceError) as info:
+        load_trace(path, time_column="when")
+    assert str(info.value).startswith(f"{path.resolve()}: {message}"), info.value
+
+
+def test_trace_larger_than_the_limit_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "huge.csv"
+    with path.open("wb") as file:  # sparse: the size without the disk
+        file.write(b"TIMESTAMP,n\n0,1\n")
+        file.truncate(MAX_TRACE_BYTES + 1)
+    with pytest.raises(TraceError, match=r"the trace is 64\.0 MiB; at most 64 MiB can be loaded"):
+        load_trace(path)
+    legal = tmp_path / "legal.csv"
+    legal.write_text("TIMESTAMP,n\n0,1\n1,2\n")
+    assert len(load_trace(legal)) == 2
 
 
 def test_trace_parses_iso_datetimes(tmp_path):

@@ -19,12 +19,14 @@ import functools
 import keyword
 import math
 import re
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import CodeType
 
 import numpy as np
 
+from .errors import SHOWN_CHARS, shown_value
 from .units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds
 
 
@@ -133,9 +135,12 @@ def compile_expr(
     """
     constants = dict(constants or {})
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"expected a number or an expression but got {value!r}")
+        raise ValueError(f"expected a number or an expression but got {reprlib.repr(value)}")
     if isinstance(value, (int, float)):
-        return _constant_expr(str(value), float(value))
+        try:
+            return _constant_expr(str(value), float(value))
+        except OverflowError:  # a YAML integer of 400 digits
+            raise ValueError(f"number {reprlib.repr(value)} is beyond the largest float (about 1.8e308)") from None
     text = value.strip()
     if unit == "bytes" and is_quantity(text, BYTE_UNITS):
         return _constant_expr(text, parse_bytes(text))
@@ -147,7 +152,7 @@ def compile_expr(
     if unknown:
         choices = ", ".join(sorted(set(allowed) | set(constants))) or "none"
         raise ValueError(
-            f"expression {text!r} names unknown variable {unknown[0]!r} (known: {choices})"
+            f"expression {quote(text)} names unknown variable {shown_value(unknown[0])} (known: {choices})"
         )
     free = frozenset(names & set(allowed) - set(constants))
     code = compile(_Rewrite(constants).visit(tree), "<expr>", "eval")
@@ -156,8 +161,45 @@ def compile_expr(
     try:
         number = float(eval(code, _GLOBALS, {}))  # noqa: S307 - whitelisted AST
     except EVALUATION_ERRORS as exc:
-        raise ValueError(f"expression {text!r} cannot be evaluated ({exc})") from None
+        raise ValueError(f"expression {quote(text)} {evaluation_failure(exc)}") from None
     return _constant_expr(text, number)
+
+
+def names_read(value: object) -> frozenset[str]:
+    """The names an expression reads (units included); none for a number or for text
+    that is no valid expression."""
+    if not isinstance(value, str):
+        return frozenset()
+    try:
+        return frozenset(_check(_parse(value.strip()), value))
+    except ValueError:
+        return frozenset()
+
+
+def evaluation_failure(exc: BaseException) -> str:
+    """What went wrong evaluating an expression, in words: Python's own text for an
+    overflow is ``(34, 'Numerical result out of range')``, which names no cause."""
+    if isinstance(exc, OverflowError):
+        return "overflows: its value is beyond the largest float (about 1.8e308)"
+    if isinstance(exc, ZeroDivisionError):
+        return "divides by zero"
+    return f"cannot be evaluated ({exc or type(exc).__name__})"
+
+
+#: How much of an expression a message echoes (as much as any echoed value): a
+#: 20,000-character one stays one line.
+_SHOWN = SHOWN_CHARS
+
+
+def quote(text: str, at: int | None = None) -> str:
+    """``text`` as a message echoes it: whole up to 80 characters, else 80 of them
+    (around the 0-based position ``at`` when given) and its length."""
+    if len(text) <= _SHOWN:
+        return repr(text)
+    start = 0 if at is None else max(0, min(at - _SHOWN // 2, len(text) - _SHOWN))
+    before = "..." if start else ""
+    after = "..." if start + _SHOWN < len(text) else ""
+    return f"{before}{text[start:start + _SHOWN]!r}{after} ({len(text)} characters)"
 
 
 def _parse(text: str) -> ast.Expression:
@@ -172,9 +214,20 @@ def _parse(text: str) -> ast.Expression:
             except SyntaxError:
                 pass
         hint = "; write a unit as a factor, e.g. '2 * GiB * batch'" if _NUMBER_UNIT.search(text) else ""
-        raise ValueError(f"cannot parse expression {text!r}: {exc.msg}{hint}") from None
+        at = _position(text, exc)
+        where = "" if at is None else f" at character {at + 1}"
+        raise ValueError(f"cannot parse expression {quote(text, at)}{where}: {exc.msg or 'invalid syntax'}{hint}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
-        raise ValueError(f"cannot parse expression {text[:80]!r}: {exc}") from None
+        reason = str(exc) or "too long or too deeply nested to parse"
+        raise ValueError(f"cannot parse expression {quote(text)}: {reason}") from None
+
+
+def _position(text: str, exc: SyntaxError) -> int | None:
+    """The 0-based index in ``text`` where the parser gave up (it counts lines and columns from 1)."""
+    if not exc.lineno or not exc.offset:
+        return None
+    lines = text.split("\n")
+    return min(sum(len(line) + 1 for line in lines[:exc.lineno - 1]) + exc.offset - 1, len(text))
 
 
 def _check(tree: ast.Expression, text: str) -> set[str]:
@@ -183,33 +236,33 @@ def _check(tree: ast.Expression, text: str) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
-            raise ValueError(f"expression {text!r} uses {type(node).__name__}, which is not allowed")
+            raise ValueError(f"expression {quote(text)} uses {type(node).__name__}, which is not allowed")
         if isinstance(node, ast.Call):
             fn = node.func.id if isinstance(node.func, ast.Name) else None
             if node.keywords:
                 raise ValueError(
-                    f"expression {text!r} passes a keyword argument; functions take positional arguments only"
+                    f"expression {quote(text)} passes a keyword argument; functions take positional arguments only"
                 )
             if fn not in FUNCTIONS:
                 raise ValueError(
-                    f"expression {text!r} calls something other than {', '.join(FUNCTIONS)}"
+                    f"expression {quote(text)} calls something other than {', '.join(FUNCTIONS)}"
                 )
             least, most = _ARITY[fn]
             if len(node.args) < least or (most is not None and len(node.args) > most):
                 wanted = f"{least}" if least == most else f"at least {least}"
                 raise ValueError(
-                    f"expression {text!r}: {fn}() takes {wanted} argument(s) but got {len(node.args)}"
+                    f"expression {quote(text)}: {fn}() takes {wanted} argument(s) but got {len(node.args)}"
                 )
         elif isinstance(node, ast.Name) and id(node) not in callees:
             if node.id in FUNCTIONS and node.id not in UNIT_CONSTANTS:
-                raise ValueError(f"expression {text!r} uses function {node.id!r} without calling it")
+                raise ValueError(f"expression {quote(text)} uses function {shown_value(node.id)} without calling it")
             if node.id.startswith("_"):
-                raise ValueError(f"expression {text!r} names {node.id!r}; names may not start with '_'")
+                raise ValueError(f"expression {quote(text)} names {shown_value(node.id)}; names may not start with '_'")
             names.add(node.id)
         elif isinstance(node, ast.Constant) and (
             isinstance(node.value, bool) or not isinstance(node.value, (int, float))
         ):
-            raise ValueError(f"expression {text!r} holds a non-numeric constant {node.value!r}")
+            raise ValueError(f"expression {quote(text)} holds a non-numeric constant {shown_value(node.value)}")
     return names
 
 

@@ -1,13 +1,17 @@
 """Quantities with units, as people write them in problem files.
 
 Problem files are read by people who think in ``GiB`` and ``ms``; the simulator works in
-bytes and seconds. These helpers convert once, at the boundary, and quote the bad value.
+bytes and seconds. These helpers convert once, at the boundary, and quote the bad value
+(capped by :func:`~tuner.errors.shown_value`, so a 20,000-character value stays one line).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import reprlib
+
+from .errors import shown_value
 
 BYTE_UNITS: dict[str, float] = {
     "B": 1.0,
@@ -19,23 +23,32 @@ TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "m
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*$")
 
 
+def _got(value: object) -> str:
+    """The bad value as a message echoes it: typed text capped by ``shown_value``, any
+    other value (``None``, a 400-digit integer, a list) by the standard bounded repr."""
+    return shown_value(value) if isinstance(value, str) else reprlib.repr(value)
+
+
 def _parse(value: object, units: dict[str, float], default_unit: str, kind: str, example: str) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a {kind} such as {example!r} but got {value!r}")
+        raise ValueError(f"expected a {kind} such as {example!r} but got {_got(value)}")
     if isinstance(value, (int, float)):
-        result = float(value) * units[default_unit]
+        try:
+            result = float(value) * units[default_unit]
+        except OverflowError:  # an int beyond the largest float: refused as not finite below
+            result = math.inf
     elif isinstance(value, str) and (match := _QUANTITY.match(value)):
         number, unit = match.groups()
         unit = unit or default_unit
         if unit not in units:
             raise ValueError(
-                f"unknown {kind} unit {unit!r} in {value!r} (use one of {', '.join(units)})"
+                f"unknown {kind} unit {shown_value(unit)} in {_got(value)} (use one of {', '.join(units)})"
             )
         result = float(number) * units[unit]
     else:
-        raise ValueError(f"expected a {kind} such as {example!r} but got {value!r}")
+        raise ValueError(f"expected a {kind} such as {example!r} but got {_got(value)}")
     if not math.isfinite(result):
-        raise ValueError(f"expected a finite {kind} but got {value!r}")
+        raise ValueError(f"expected a finite {kind} but got {_got(value)}")
     return result
 
 

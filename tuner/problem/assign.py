@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..errors import AssignmentError
+from ..errors import SHOWN_CHARS, AssignmentError, shortened, shown_value
 from .assignment import Assignment
 from .model import Config, Family, Problem
 
@@ -30,16 +30,16 @@ def resolve_assignment(problem: Problem, specs: Iterable[str] = (), base: Assign
     operators = assignment.operators
     given: set[tuple[str, int | None]] = set()
     for spec in specs:
-        where = f"{problem.path}: --assign {spec}"
+        where = f"{problem.path}: --assign {shortened(spec, SHOWN_CHARS)}"
         target, sep, choice = (part.strip() for part in spec.partition("="))
         op, at, bucket_name = (part.strip() for part in target.partition("@"))
         if not sep or not op or not choice or (at and not bucket_name):
             raise AssignmentError(f"{where}: expected OP=CONFIG or OP@BUCKET=CONFIG, e.g. {_example(problem)}")
         if op not in operators:
-            raise AssignmentError(f"{where}: unknown operator {op!r} (operators: {', '.join(operators)})")
+            raise AssignmentError(f"{where}: unknown operator {shown_value(op)} (operators: {', '.join(operators)})")
         bucket = _bucket(problem, op, bucket_name, where) if at else None
         if (op, bucket) in given:
-            raise AssignmentError(f"{where}: operator {op!r}{'' if bucket is None else f' bucket {bucket_name}'} "
+            raise AssignmentError(f"{where}: operator {shown_value(op)}{'' if bucket is None else f' bucket {bucket_name}'} "
                                   "is assigned twice")
         given.add((op, bucket))
         family = problem.family_of(op)
@@ -49,7 +49,7 @@ def resolve_assignment(problem: Problem, specs: Iterable[str] = (), base: Assign
             found = family.find(name=choice)
             if found is None:
                 raise AssignmentError(
-                    f"{where}: family {family.name!r} has no config {choice!r} (configs: {_names(family.configs)})"
+                    f"{where}: family {shown_value(family.name)} has no config {shown_value(choice)} (configs: {_names(family.configs)})"
                 )
             config = found
         if bucket is None:
@@ -65,7 +65,7 @@ def _bucket(problem: Problem, op: str, name: str, where: str) -> int:
         if name in (bucket.label, str(bucket.index)):
             return bucket.index
     labels = ", ".join(b.label for b in buckets) if buckets[0].bounds else "none: it has one bucket"
-    raise AssignmentError(f"{where}: operator {op!r} has no bucket {name!r} (buckets: {labels})")
+    raise AssignmentError(f"{where}: operator {shown_value(op)} has no bucket {shown_value(name)} (buckets: {labels})")
 
 
 def _by_params(family: Family, choice: str, where: str) -> Config:
@@ -73,10 +73,10 @@ def _by_params(family: Family, choice: str, where: str) -> Config:
     for pair in choice.split(","):
         key, sep, value = (part.strip() for part in pair.partition("="))
         if not sep or not key:
-            raise AssignmentError(f"{where}: expected PARAM=VALUE pairs separated by ',' but got {pair!r}")
+            raise AssignmentError(f"{where}: expected PARAM=VALUE pairs separated by ',' but got {shown_value(pair)}")
         if key not in dict(family.space):
             raise AssignmentError(
-                f"{where}: family {family.name!r} has no parameter {key!r} "
+                f"{where}: family {shown_value(family.name)} has no parameter {shown_value(key)} "
                 f"(parameters: {', '.join(dict(family.space))})"
             )
         params[key] = value
@@ -85,7 +85,7 @@ def _by_params(family: Family, choice: str, where: str) -> Config:
         return matches[0]
     if not matches:
         raise AssignmentError(
-            f"{where}: no config of family {family.name!r} has these parameters (configs: {_names(family.configs)})"
+            f"{where}: no config of family {shown_value(family.name)} has these parameters (configs: {_names(family.configs)})"
         )
     raise AssignmentError(f"{where}: {len(matches)} configs match ({_names(matches)}); give more parameters")
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import AssignmentError, StorageError
+from ..errors import AssignmentError, StorageError, shown_value
 from ..store.table import number, span_label
 from .model import Config, Problem
 
@@ -48,7 +48,7 @@ class Assignment:
         operator, as the table held before buckets, means)."""
         missing = [op.name for op in problem.service.operators if op.name not in per_op]
         if missing:
-            raise AssignmentError(f"operator {missing[0]!r} has no config in the assignment")
+            raise AssignmentError(f"operator {shown_value(missing[0])} has no config in the assignment")
         return cls(tuple((op.name, (per_op[op.name],) * op.bucketing.size) for op in problem.service.operators))
 
     @classmethod
@@ -156,7 +156,7 @@ class Assignment:
                 name = found.pop((op.name, bucket), None)
                 config = None if name is None else family.find(name=name)
                 if config is None:
-                    what = "no row" if name is None else f"config {name!r}, which family {family.name!r} lacks"
+                    what = "no row" if name is None else f"config {shown_value(name)}, which family {shown_value(family.name)} lacks"
                     raise StorageError(f"{where}: {op.name} bucket {bucket}: {what}; the table was tuned for "
                                        "other buckets or configs: run `tuner tune` again")
                 configs.append(config)

@@ -40,7 +40,7 @@ def bucketed(spec: s.ProblemSpec, operators: Sequence[Operator], families: Mappi
             bucketing = _explicit(op, written.buckets, reach, key)
             for bucket in bucketing.buckets:
                 if not bucketing.reachable(bucket):
-                    warnings.append(f"{key}: bucket {bucket.label} of operator {op.name!r} holds no shape the "
+                    warnings.append(f"{key}: bucket {bucket.label} of operator {s.show(op.name)} holds no shape the "
                                     f"service reaches ({_describe_reach(bucketing)}); its config is chosen anyway")
         out.append(dataclasses.replace(op, bucketing=bucketing))
     return tuple(out), tuple(warnings)
@@ -73,7 +73,7 @@ def _explicit(op: Operator, written: Mapping[str, list[float]], reach: Mapping[s
         where = f"{key}.{dim}"
         if dim not in reach:
             known = ", ".join(reach) or "none"
-            raise Invalid(where, f"{dim!r} is not a shape dimension of operator {op.name!r} (dimensions: {known})")
+            raise Invalid(where, f"{s.show(dim)} is not a shape dimension of operator {s.show(op.name)} (dimensions: {known})")
         if not edges:
             raise Invalid(where, "lists no edge; give ascending upper edges, e.g. [16, 64, 256]")
         for edge in edges:

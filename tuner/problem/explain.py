@@ -53,13 +53,13 @@ def _join(key: str, part: str) -> str:
 
 def _reason(error: dict[str, Any], loc: tuple[Any, ...]) -> str:
     kind, ctx = error["type"], error.get("ctx") or {}
-    got = f" but got {_show(error.get('input'))}"
+    got = f" but got {s.show(error.get('input'))}"
     if kind == "missing":
         return "required key is missing"
     if kind == "extra_forbidden":
         return _unknown_key(loc)
     if kind == "union_tag_invalid":
-        return f"unknown {ctx['discriminator'].strip(chr(39))} {ctx['tag']!r} (one of: {_tags(ctx['expected_tags'])})"
+        return f"unknown {ctx['discriminator'].strip(chr(39))} {s.show(ctx['tag'])} (one of: {_tags(ctx['expected_tags'])})"
     if kind == "union_tag_not_found":
         name = ctx["discriminator"].strip("'\"")
         return f"required key is missing (one of: {', '.join(_TAGS.get(name, ()))})"
@@ -82,11 +82,6 @@ def _reason(error: dict[str, Any], loc: tuple[Any, ...]) -> str:
     message = re.sub(r", unable to .*$", "", error["msg"]).replace("Input should be", "must be")
     message = re.sub(r"^(List|Dictionary|Value) should", "must", message)
     return message + got
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _tags(expected: str) -> str:

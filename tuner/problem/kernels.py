@@ -8,7 +8,7 @@ the kernels pulls in Triton, so this module does so only when a file asks for th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import TunerError
@@ -24,7 +24,7 @@ def device_preset(name: str) -> Any:
     preset = PRESETS.get(name.lower())
     if preset is None:
         raise Invalid("device.name", f"built-in kernel families need a device preset, one of {', '.join(PRESETS)}; "
-                                     f"got {name!r}")
+                                     f"got {s.show(name)}")
     return preset
 
 
@@ -62,7 +62,7 @@ def kernel_families(
             continue
         key = f"families.{fname}"
         if fam.kernel not in FAMILIES:
-            raise Invalid(f"{key}.kernel", f"unknown kernel family {fam.kernel!r} (built-in: {', '.join(sorted(FAMILIES))})")
+            raise Invalid(f"{key}.kernel", f"unknown kernel family {s.show(fam.kernel)} (built-in: {', '.join(sorted(FAMILIES))})")
         try:
             family = get_family(fam.kernel, **fam.options)
         except TunerError as exc:
@@ -73,8 +73,8 @@ def kernel_families(
                 missing = [k for k in family.shape_keys if k not in dict(op.shape)]
                 if missing:
                     raise Invalid(f"service.operators[{i}].shape",
-                                  f"family {fam.kernel!r} needs shape dimensions {', '.join(family.shape_keys)}; "
-                                  f"{missing[0]!r} is missing")
+                                  f"family {s.show(fam.kernel)} needs shape dimensions {', '.join(family.shape_keys)}; "
+                                  f"{s.show(missing[0])} is missing")
         configs = tuple(
             Config(fname, config_name(params), tuple(params.items()),
                    ModeledProfile(family, tuple(params.items()), preset, source, measured=measured))
@@ -84,6 +84,29 @@ def kernel_families(
     return families
 
 
+def check_shapes(spec: s.ProblemSpec, operators: Sequence[Operator], families: Mapping[str, Family],
+                 where: str, variables: Mapping[str, float]) -> None:
+    """Some config of each built-in family must run its operators' shapes at ``variables``
+    (the largest batch, tokens and context the service declares), or the file would
+    validate and every simulation of it fail at its first large batch. The test is the
+    family's own rule (``illegal``: its int32 indexing limit, its split and head
+    constraints), asked of each config in turn until one can run the shape.
+
+    Raises:
+        Invalid: keyed by the operator's shape, with the default config's reason.
+    """
+    for i, op in enumerate(operators):
+        if spec.families[op.family].kernel is None:
+            continue
+        profiles = [config.profile for config in families[op.family].configs]
+        shape = profiles[0].shape_of(op.variables(variables))
+        reasons = (profile.family.illegal(profile.config, shape) for profile in profiles)
+        first = next(reasons)
+        if first is not None and all(reason is not None for reason in reasons):
+            dims = ", ".join(f"{dim}={size if size < 10**15 else format(size, '.3g')}" for dim, size in shape.items())
+            raise Invalid(f"service.operators[{i}].shape", f"operator {s.show(op.name)} {where} ({dims}): {first}")
+
+
 def _narrowed(full: Mapping[str, tuple[Any, ...]], narrowed: Mapping[str, list[Any]], key: str) -> dict[str, tuple[Any, ...]]:
     """The family's space with the file's choices; unnamed parameters keep their default."""
     for name, values in narrowed.items():
@@ -91,5 +114,5 @@ def _narrowed(full: Mapping[str, tuple[Any, ...]], narrowed: Mapping[str, list[A
             raise Invalid(f"{key}.{name}", f"not a parameter of this family ({', '.join(full)})")
         for value in values:
             if not any(same_value(value, allowed) for allowed in full[name]):
-                raise Invalid(f"{key}.{name}", f"value {value!r} is outside the family's space {list(full[name])}")
+                raise Invalid(f"{key}.{name}", f"value {s.show(value)} is outside the family's space {list(full[name])}")
     return {name: tuple(narrowed.get(name, full[name][:1])) for name in full}

@@ -19,10 +19,10 @@ from pydantic import ValidationError
 
 from .. import bundled
 from ..errors import ProblemError
-from ..expr import FUNCTIONS, Expr, compile_expr, is_identifier
+from ..expr import FUNCTIONS, UNIT_CONSTANTS, Expr, compile_expr, is_identifier, names_read
 from ..traffic import Jitter
 from ..units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds
-from . import bucket_rules, kernels, probe, regimes
+from . import bounds, bucket_rules, kernels, probe, regimes
 from . import schema as s
 from .document import read_document
 from .explain import Invalid, checked, explain
@@ -86,6 +86,8 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     built = {name: regimes.regime(name, r, base, service) for name, r in spec.regimes.items()}
     points = probe.probe_points(service, size_fields)
     probe.check_operators(operators, families, points)
+    if any(fam.kernel is not None for fam in spec.families.values()):
+        kernels.check_shapes(spec, operators, families, *points[0])
     probe.check_neighbors(service.neighbors)
     probe.check_per_request(service.memory.per_request, size_fields, service.max_context)
     operators, warnings = bucket_rules.bucketed(spec, operators, families, points, batch_vars)
@@ -101,17 +103,30 @@ def _constants(written: Mapping[str, object], batch_vars: frozenset[str]) -> dic
     """Named numbers, in file order; each may be a quantity ('128 KiB') or an expression
     over units and the constants above it."""
     constants: dict[str, float] = {}
-    for name, value in written.items():
+    names = list(written)
+    for index, (name, value) in enumerate(written.items()):
         key = f"constants.{name}"
         _check_name(name, key, "constant", batch_vars)
         if isinstance(value, str) and is_quantity(value, BYTE_UNITS):
-            number = parse_bytes(value)
+            number = checked(key, lambda value=value: parse_bytes(value))  # '1e308 GiB' overflows
         elif isinstance(value, str) and is_quantity(value, TIME_UNITS):
-            number = parse_seconds(value)
+            number = checked(key, lambda value=value: parse_seconds(value))
         else:
-            number = _expr(value, key, frozenset(), constants).evaluate({})
+            number = _constant(value, key, name, constants, names[index + 1:])
         constants[name] = _finite(number, key)
     return constants
+
+
+def _constant(value: object, key: str, name: str, constants: dict[str, float], below: list[str]) -> float:
+    """A constant's expression over the constants above it; one that uses a constant
+    below it is told so, not that the name is unknown."""
+    try:
+        return _expr(value, key, frozenset(), constants).evaluate({})
+    except Invalid:
+        later = [other for other in below if other in names_read(value) and other not in UNIT_CONSTANTS]
+        if later:
+            raise Invalid(key, f"{s.show(later[0])} is defined after {s.show(name)}; constants may only use those above them") from None
+        raise
 
 
 def _finite(number: float, key: str) -> float:
@@ -124,12 +139,12 @@ def _check_name(name: str, key: str, what: str, taken: frozenset[str]) -> None:
     """A name that expressions read must be an identifier that hides no variable or function."""
     if not is_identifier(name):
         raise Invalid(
-            key, f"{what} name {name!r} must be an identifier (letters, digits, '_'; not starting with '_' or a digit)"
+            key, f"{what} name {s.show(name)} must be an identifier (letters, digits, '_'; not starting with '_' or a digit)"
         )
     if name in taken:
-        raise Invalid(key, f"{what} name {name!r} is already a batch variable or constant; rename it")
+        raise Invalid(key, f"{what} name {s.show(name)} is already a batch variable or constant; rename it")
     if name in FUNCTIONS:
-        raise Invalid(key, f"{what} name {name!r} hides the function {name}(); rename it")
+        raise Invalid(key, f"{what} name {s.show(name)} hides the function {name}(); rename it")
 
 
 def _partitions(spec: s.ProblemSpec) -> dict[str, Partition]:
@@ -153,7 +168,7 @@ def _placed(name: str | None, key: str, partitions: Mapping[str, Partition]) -> 
     if name == "device":
         return WHOLE_DEVICE
     if name not in partitions:
-        raise Invalid(key, f"no such partition {name!r} (service.partitions: {', '.join(partitions) or 'none'})")
+        raise Invalid(key, f"no such partition {s.show(name)} (service.partitions: {', '.join(partitions) or 'none'})")
     return partitions[name]
 
 
@@ -164,12 +179,12 @@ def _operators(spec: s.ProblemSpec, batch_vars: frozenset[str], constants: dict[
     for i, op in enumerate(spec.service.operators):
         key = f"service.operators[{i}]"
         if op.name in seen:
-            raise Invalid(f"{key}.name", f"operator {op.name!r} is listed twice; operator names must be unique")
+            raise Invalid(f"{key}.name", f"operator {s.show(op.name)} is listed twice; operator names must be unique")
         if "=" in op.name:
-            raise Invalid(f"{key}.name", f"operator name {op.name!r} must not contain '=' (--assign uses OP=CONFIG)")
+            raise Invalid(f"{key}.name", f"operator name {s.show(op.name)} must not contain '=' (--assign uses OP=CONFIG)")
         seen.add(op.name)
         if op.family not in spec.families:
-            raise Invalid(f"{key}.family", f"unknown family {op.family!r} (families: {', '.join(spec.families)})")
+            raise Invalid(f"{key}.family", f"unknown family {s.show(op.family)} (families: {', '.join(spec.families)})")
         shape = []
         for dim, value in op.shape.items():
             _check_name(dim, f"{key}.shape.{dim}", "shape dimension", batch_vars | frozenset(constants))
@@ -195,14 +210,14 @@ def _families(
             name = cfg.name or ",".join(f"{k}={v}" for k, v in cfg.params.items())
             if cfg.name is not None and ("=" in name or "," in name or not name.strip()):
                 raise Invalid(
-                    f"{key}.name", f"config name {name!r} must be non-empty without '=' or ',' (--assign OP=NAME)"
+                    f"{key}.name", f"config name {s.show(name)} must be non-empty without '=' or ',' (--assign OP=NAME)"
                 )
             if any(c.name == name for c in configs):
-                raise Invalid(f"{key}.name", f"config name {name!r} is used twice in family {fname!r}")
+                raise Invalid(f"{key}.name", f"config name {s.show(name)} is used twice in family {s.show(fname)}")
             params = tuple((k, cfg.params[k]) for k in fam.space)
             twin = next((c for c in configs if c.params == params), None)
             if twin is not None:
-                raise Invalid(f"{key}.params", f"same parameters as config {twin.name!r} of family {fname!r}")
+                raise Invalid(f"{key}.params", f"same parameters as config {s.show(twin.name)} of family {s.show(fname)}")
             profile = _profile(cfg.profile, f"{key}.profile", batch_vars | dims, constants)
             _check_profile_covers_operators(profile, users, batch_vars, f"{key}.profile")
             configs.append(Config(fname, name, params, profile))
@@ -216,11 +231,11 @@ def _check_in_space(fam: s.FamilySpec, cfg: s.ConfigSpec, key: str) -> None:
         if param not in fam.space:
             raise Invalid(f"{key}.params.{param}", f"parameter not in the family's space ({', '.join(fam.space)})")
         if not any(same_value(value, allowed) for allowed in fam.space[param]):
-            raise Invalid(f"{key}.params.{param}", f"value {value!r} is outside the space {fam.space[param]!r}")
+            raise Invalid(f"{key}.params.{param}", f"value {s.show(value)} is outside the space {s.show(fam.space[param])}")
     missing = [p for p in fam.space if p not in cfg.params]
     if missing:
         raise Invalid(
-            f"{key}.params", f"missing parameter {missing[0]!r}; every config sets every parameter of the space"
+            f"{key}.params", f"missing parameter {s.show(missing[0])}; every config sets every parameter of the space"
         )
 
 
@@ -236,7 +251,7 @@ def _check_profile_covers_operators(
     for op in users:
         lacking = sorted(needed - batch_vars - {d for d, _ in op.shape})
         if lacking:
-            raise Invalid(key, f"uses {lacking[0]!r}, which operator {op.name!r} does not define in its shape")
+            raise Invalid(key, f"uses {s.show(lacking[0])}, which operator {s.show(op.name)} does not define in its shape")
 
 
 def _profile(p: s.ProfileSpec, key: str, allowed: frozenset[str], constants: dict[str, float]) -> KernelProfile:
@@ -259,23 +274,34 @@ def _latency(value: object, key: str, allowed: frozenset[str], constants: dict[s
         raise Invalid(key, "a latency table names exactly one variable, e.g. {batch: {1: 8 ms, 32: 20 ms}}")
     ((variable, points),) = value.items()
     if variable not in allowed:
-        raise Invalid(key, f"table variable {variable!r} is unknown (known: {', '.join(sorted(allowed))})")
+        raise Invalid(key, f"table variable {s.show(variable)} is unknown (known: {', '.join(sorted(allowed))})")
     if not isinstance(points, dict) or not points:
         raise Invalid(
             f"{key}.{variable}",
-            f"expected a mapping of {variable} to latency, e.g. {{1: 8 ms, 32: 20 ms}}, but got {points!r}",
+            f"expected a mapping of {variable} to latency, e.g. {{1: 8 ms, 32: 20 ms}}, but got {s.show(points)}",
         )
     table: dict[float, float] = {}
     for x, y in points.items():
         where = f"{key}.{variable}.{x}"
         if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x or x < 0:
-            raise Invalid(where, f"a table point must be a number >= 0 but got {x!r}")
+            raise Invalid(where, f"a table point must be a number >= 0 but got {s.show(x)}")
         seconds = checked(where, lambda y=y: parse_seconds(y))
         if seconds < 0:
-            raise Invalid(where, f"a latency must not be negative but got {y!r}")
+            raise Invalid(where, f"a latency must not be negative but got {s.show(y)}")
         table[float(x)] = seconds
     xs = sorted(table)
     return PiecewiseLinear(variable, tuple(xs), tuple(table[x] for x in xs))
+
+
+def _check_sizes(sv: s.ServiceSpec) -> None:
+    """Executors and batch sizes the simulator can hold (why each limit: :mod:`.bounds`)."""
+    bounds.check_count("service.executors", sv.executors, bounds.MAX_EXECUTORS, "executors",
+                       "a GPU runs at most 128 kernels at once, so more executors only queue")
+    bounds.check_count("service.max_batch", sv.max_batch, bounds.MAX_BATCH, "requests per batch",
+                       "64 times vLLM's largest max_num_seqs; each batch is planned request by request")
+    for name in ("max_tokens", "max_context"):
+        bounds.check_count(f"service.{name}", getattr(sv, name), bounds.MAX_TOKENS, "tokens",
+                           "2^24, beyond any served model's context window")
 
 
 def _service(
@@ -283,6 +309,7 @@ def _service(
     constants: dict[str, float], device: Device, partitions: Mapping[str, Partition],
 ) -> Service:
     sv = spec.service
+    _check_sizes(sv)
     if sv.memory.fixed > sv.memory.budget:
         raise Invalid(
             "service.memory.fixed",
@@ -311,7 +338,7 @@ def _service(
     names = [n.name for n in sv.neighbors]
     for i, name in enumerate(names):
         if name in names[:i]:
-            raise Invalid(f"service.neighbors[{i}].name", f"neighbour {name!r} is listed twice")
+            raise Invalid(f"service.neighbors[{i}].name", f"neighbour {s.show(name)} is listed twice")
     neighbors = tuple(
         Neighbor(n.name, _profile(n.profile, f"service.neighbors[{i}].profile", frozenset(), constants),
                  n.gap, n.priority,

@@ -13,8 +13,11 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from ..errors import ProblemError
 from ..expr import Expr
+from .bounds import check_sample
 from .buckets import Bucketing
+from .explain import Invalid
 from ..phases import WHOLE_DEVICE, Partition, Phase, sm_need, wave_phases
 from ..traffic import ArrivalProcess, Jitter, SizeDistribution, Workload, make_workload
 
@@ -381,6 +384,10 @@ class ArrivalSpec:
     rate_range: tuple[float, float] | None
     declared_rate: float | None = None
 
+    def busiest(self) -> ArrivalProcess:
+        """The process at the highest rate a seed may draw (what bounds a window's size)."""
+        return self.build(None if self.rate_range is None else self.rate_range[1])  # type: ignore[operator]
+
     def sample(self, rng: np.random.Generator) -> ArrivalProcess:
         if self.rate_range is None:
             return self.build(None)  # type: ignore[operator]
@@ -426,12 +433,22 @@ class Regime:
 
         ``rate_rps`` replaces the bucket's rate (the capacity search's free variable): the
         same arrival process, sizes and seed at another load.
+
+        Raises:
+            ProblemError: the window would hold more than the simulator can (a
+                ``--horizon`` or a rate beyond the file's; :mod:`.bounds`), before any
+                of it is allocated.
         """
         if rate_rps is None:
             process = self.arrivals.sample(np.random.default_rng([seed, 0x7E91]))
         else:
             process = self.arrivals.build(rate_rps)  # type: ignore[operator]
         horizon = self.horizon_s if horizon_s is None else horizon_s
+        try:
+            check_sample(f"regimes.{self.name}", process, horizon)
+        except Invalid as exc:
+            asked = "" if horizon_s is None else f"a horizon of {horizon:g} s: "
+            raise ProblemError(f"{asked}{exc}") from None
         return make_workload(process, self.sizes, jitter, horizon, seed, self.warmup_for(horizon))
 
 

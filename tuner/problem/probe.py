@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..expr import EVALUATION_ERRORS, Expr
+from . import schema as s
 from .explain import Invalid
 from .model import Family, KernelProfile, Neighbor, Operator, PiecewiseLinear, Quantity, Service
 
@@ -51,18 +52,18 @@ def check_operators(
             values = dict(variables)
             for dim, expr in op.shape:
                 values[dim] = _value(expr, values, f"service.operators[{i}].shape.{dim}", "a shape dimension",
-                                     _where(f"for operator {op.name!r} {where}", expr, values))
+                                     _where(f"for operator {s.show(op.name)} {where}", expr, values))
             for j, config in enumerate(family.configs):
                 if isinstance(config.profile, KernelProfile):  # modeled profiles are checked by their model
                     key = f"families.{op.family}.configs[{j}].profile"
-                    _check_profile(config.profile, values, key, f"for operator {op.name!r} {where}")
+                    _check_profile(config.profile, values, key, f"for operator {s.show(op.name)} {where}")
 
 
 def check_neighbors(neighbors: Sequence[Neighbor]) -> None:
     """A neighbour's kernel must take time, or its closed loop would never let time pass."""
     for i, neighbor in enumerate(neighbors):
         key = f"service.neighbors[{i}].profile"
-        _check_profile(neighbor.profile, {}, key, f"for neighbour {neighbor.name!r}")
+        _check_profile(neighbor.profile, {}, key, f"for neighbour {s.show(neighbor.name)}")
         if neighbor.profile.latency.evaluate({}) <= 0:
             raise Invalid(f"{key}.latency", "a neighbour's kernel needs a latency greater than 0")
 

@@ -18,6 +18,7 @@ from ..traffic import (
     Diurnal, Empirical, Exponential, Fixed, Gamma, LogNormal, OnOff, Poisson,
     SizeDistribution, Trace, TraceReplay, Uniform, load_trace,
 )
+from . import bounds
 from . import schema as s
 from .explain import Invalid, checked
 from .model import ArrivalSpec, Regime, Service
@@ -40,7 +41,7 @@ def _size_fields(regime: s.RegimeSpec, base: Path, key: str) -> frozenset[str]:
         if name == "batch" or name.endswith("_total"):
             raise Invalid(
                 f"{key}.sizes.{name}",
-                f"size field {name!r} clashes with a batch variable (batch, FIELD_total); rename it",
+                f"size field {s.show(name)} clashes with a batch variable (batch, FIELD_total); rename it",
             )
     return fields
 
@@ -52,7 +53,7 @@ def _common_size_fields(per_regime: dict[str, frozenset[str]], batching: str) ->
         if per_regime[name] != first:
             raise Invalid(
                 f"regimes.{name}.sizes",
-                f"size fields {sorted(per_regime[name])} differ from those of regime {names[0]!r} "
+                f"size fields {sorted(per_regime[name])} differ from those of regime {s.show(names[0])} "
                 f"({sorted(first)}); every regime describes the same requests",
             )
     if batching == "continuous":
@@ -75,7 +76,7 @@ def _trace(spec: s.TraceSpec, base: Path, key: str) -> Trace:
             column = spec.columns[field] if spec.columns else field
             raise Invalid(
                 f"{key}.columns.{field}" if spec.columns else f"{key}.file",
-                f"trace column {column!r} holds a size of {int(values.min())}; replayed sizes must be >= 1",
+                f"trace column {s.show(column)} holds a size of {int(values.min())}; replayed sizes must be >= 1",
             )
     return trace
 
@@ -117,6 +118,7 @@ def regime(name: str, r: s.RegimeSpec, base: Path, service: Service) -> Regime:
             f"{key}.memory_budget",
             f"{r.memory_budget:.0f} bytes is below service.memory.fixed ({service.memory.fixed:.0f} bytes)",
         )
+    bounds.check_sample(key, arrivals.busiest(), r.horizon)
     if r.warmup is not None and r.warmup >= r.horizon:
         raise Invalid(f"{key}.warmup", f"a warm-up of {r.warmup:g} s leaves nothing of the {r.horizon:g} s window to judge")
     return Regime(name, r.description.strip(), arrivals, sizes, r.horizon, r.memory_budget, r.warmup,
@@ -182,4 +184,4 @@ def _empirical_column(values: object, column: str) -> Empirical:
     try:
         return Empirical(tuple(int(v) for v in values))  # type: ignore[attr-defined]
     except ValueError as exc:
-        raise ValueError(f"trace column {column!r} cannot be resampled: {exc}") from None
+        raise ValueError(f"trace column {s.show(column)} cannot be resampled: {exc}") from None

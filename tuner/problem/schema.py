@@ -15,11 +15,13 @@ single validator decides, so a bad value gets one message instead of one per for
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Callable
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, model_validator
 
+from ..errors import SHOWN_CHARS, shown_value
 from ..units import parse_bytes, parse_seconds
 
 
@@ -27,9 +29,22 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+#: Python's repr of a message's value, bounded: each level shows its first few items and
+#: at most three levels, so a value from a hostile file (aliases nesting a billion items)
+#: costs microseconds to quote, never a walk over all of it.
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
+
+
+def show(value: object) -> str:
+    """A value as a message quotes it, in at most about :data:`~tuner.errors.SHOWN_CHARS`
+    characters: a string through :func:`~tuner.errors.shown_value` (so a cut one says
+    its length, and every echo of typed text reads alike), anything else as a bounded
+    repr, so a message stays one readable line whatever the file holds."""
+    if isinstance(value, str):
+        return shown_value(value)
+    text = _REPR.repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
 
 
 def _quantity(parse: Callable[[object], float], positive: bool) -> Callable[[object], float]:
@@ -38,9 +53,9 @@ def _quantity(parse: Callable[[object], float], positive: bool) -> Callable[[obj
     def check(value: object) -> float:
         number = parse(value)
         if number < 0:
-            raise ValueError(f"must not be negative but got {_show(value)}")
+            raise ValueError(f"must not be negative but got {show(value)}")
         if positive and number == 0:
-            raise ValueError(f"must be greater than 0 but got {_show(value)}")
+            raise ValueError(f"must be greater than 0 but got {show(value)}")
         return number
 
     return check
@@ -48,15 +63,15 @@ def _quantity(parse: Callable[[object], float], positive: bool) -> Callable[[obj
 
 def _expr_text(value: object) -> int | float | str:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"expected a number, a quantity such as '4 GiB' or an expression but got {_show(value)}")
+        raise ValueError(f"expected a number, a quantity such as '4 GiB' or an expression but got {show(value)}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"expected a finite number but got {value!r}")
+        raise ValueError(f"expected a finite number but got {show(value)}")
     return value
 
 
 def _scalar(value: object) -> int | float | str | bool:
     if not isinstance(value, (int, float, str, bool)):
-        raise ValueError(f"expected a number, a string or true/false but got {_show(value)}")
+        raise ValueError(f"expected a number, a string or true/false but got {show(value)}")
     return value
 
 
@@ -65,18 +80,18 @@ def _rate(value: object) -> float | tuple[float, float]:
     def number(x: object) -> float:
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise ValueError(
-                f"expected a rate in requests per second (e.g. 100) or a bucket [low, high] but got {_show(value)}"
+                f"expected a rate in requests per second (e.g. 100) or a bucket [low, high] but got {show(value)}"
             )
         if not (math.isfinite(x) and x > 0):
-            raise ValueError(f"a rate must be a finite number greater than 0 but got {_show(value)}")
+            raise ValueError(f"a rate must be a finite number greater than 0 but got {show(value)}")
         return float(x)
 
     if isinstance(value, (list, tuple)):
         if len(value) != 2:
-            raise ValueError(f"a rate bucket is [low, high] but got {_show(value)}")
+            raise ValueError(f"a rate bucket is [low, high] but got {show(value)}")
         low, high = number(value[0]), number(value[1])
         if low > high:
-            raise ValueError(f"a rate bucket [low, high] needs low <= high but got {_show(value)}")
+            raise ValueError(f"a rate bucket [low, high] needs low <= high but got {show(value)}")
         return (low, high)
     return number(value)
 
@@ -86,13 +101,13 @@ def _latency(value: object) -> object:
     if isinstance(value, dict):
         return value
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"expected a finite number but got {value!r}")
+        raise ValueError(f"expected a finite number but got {show(value)}")
     try:
         return _expr_text(value)
     except ValueError:
         raise ValueError(
             "expected a duration ('8 ms'), an expression in seconds or a table "
-            f"{{batch: {{1: 8 ms, 32: 20 ms}}}} but got {_show(value)}"
+            f"{{batch: {{1: 8 ms, 32: 20 ms}}}} but got {show(value)}"
         ) from None
 
 
@@ -182,7 +197,7 @@ class FamilySpec(Strict):
             raise ValueError("a built-in 'kernel' family enumerates its configs from 'space'; drop 'configs'")
         for name, values in self.space.items():
             if not values:
-                raise ValueError(f"space parameter {name!r} lists no values")
+                raise ValueError(f"space parameter {show(name)} lists no values")
         return self
 
 
