@@ -8,6 +8,7 @@ skipped only when the server cannot be reached).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 import warnings
@@ -20,7 +21,9 @@ from triton.runtime.jit import JITFunction
 from tuner.errors import StorageError, TunerError
 from tuner.kernels.family import KernelLaunch
 from tuner.profile import compiled
-from tuner.profile.cache import CompileCache, CompiledRecord, compile_key, kernel_source_hash
+from tuner.bundled import EXAMPLE_DATABASE
+from tuner.profile.cache import (CompileCache, CompiledRecord, CompileKey, compile_key, example_fallback,
+                                 kernel_source_hash)
 from tuner.profile.compiled import ArchUsage, compile_launch, compile_options, compile_usage, on_device, parse_res_usage
 from tuner.profile.devices import A100, H100, H200
 from tuner.profile.occupancy import occupancy
@@ -289,6 +292,67 @@ def test_warm_compiles_in_worker_processes(tmp_path, compiles):
     assert len(rows(url)) == 2
     with pytest.raises(ValueError, match="workers must be at least 1 but got 0"):
         CompileCache(url).warm(launches, A100, workers=0)
+
+
+def example_rows() -> list[CompiledRecord]:
+    return rows(f"sqlite:///{EXAMPLE_DATABASE}")
+
+
+def key_of(row) -> CompileKey:
+    return CompileKey(row.source_hash, row.launch_name, row.config_json, row.arch, row.triton_version)
+
+
+def lookup_by_source_hash(table: list[CompiledRecord], key: CompileKey) -> ArchUsage | None:
+    """The lookup before exact keys: every row of the key's kernel, matched here."""
+    for row in table:
+        if (row.source_hash, row.arch, row.triton_version) == (key.source_hash, key.arch, key.triton_version) \
+                and (row.launch_name, row.config_hash) == (key.launch_name, key.config_hash):
+            return ArchUsage(row.arch, row.smem_bytes, row.regs_per_thread, row.spill_bytes, row.error,
+                             row.compile_seconds)
+    return None
+
+
+def test_exact_key_lookups_return_what_the_source_hash_lookup_did_for_every_example_row():
+    example = example_rows()
+    keys = [key_of(row) for row in example]
+    assert len(keys) > 300 and all(key.config_hash == row.config_hash for key, row in zip(keys, example))
+    old = {key: lookup_by_source_hash(example, key) for key in keys}
+    queried = CompileCache.read_only(EXAMPLE_DATABASE)
+    everything = queried._lookup(keys)  # several queries: more keys than one holds
+    assert everything == old
+    assert [everything[key].compile_seconds for key in keys] == [old[key].compile_seconds for key in keys]
+    for key in keys:
+        assert queried._lookup([key]) == example_fallback()._lookup([key]) == {key: old[key]}
+    unknown = dataclasses.replace(keys[0], launch_name="no such launch")
+    assert queried._lookup([unknown]) == example_fallback()._lookup([unknown]) == {}
+    assert example_fallback() is example_fallback()  # read once per process
+
+
+def test_a_miss_then_a_write_then_a_read_returns_the_written_row(storage_url):
+    key = key_of(example_rows()[0])
+    usage = ArchUsage("sm_90", 1024, 40, 0, None, 0.5)
+    with CompileCache(storage_url) as cache:
+        assert cache._lookup([key]) == {}
+        assert cache._store(key, usage) == usage
+        assert cache._lookup([key]) == {key: usage}
+        theirs = ArchUsage("sm_90", 2048, 80)
+        assert cache._store(key, theirs) == usage  # the first row stored wins
+    assert len(rows(storage_url)) == 1
+
+
+def test_batched_writes_survive_closing_and_keep_rows_stored_first(storage_url):
+    example = example_rows()
+    usages = {key_of(row): ArchUsage(row.arch, row.smem_bytes, row.regs_per_thread, row.spill_bytes, row.error,
+                                     row.compile_seconds) for row in example}
+    first = next(iter(usages))
+    with CompileCache(storage_url) as cache:
+        cache._store(first, ArchUsage(first.arch, 1, 2, 3))  # another writer's, before the batch
+        stored = cache._store_many(usages)
+    assert stored[first] == ArchUsage(first.arch, 1, 2, 3)
+    assert {key: stored[key] for key in usages if key != first} == {key: usages[key] for key in usages if key != first}
+    with CompileCache(storage_url) as reopened:
+        assert reopened._lookup(list(usages)) == stored
+    assert len(rows(storage_url)) == len(example)
 
 
 @pytest.mark.parametrize("url", [

@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import multiprocessing
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, inspect, select
+from sqlalchemy import (DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, insert, inspect,
+                        select, tuple_)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -93,6 +95,20 @@ class CompileKey:
     def config_hash(self) -> str:
         return hashlib.sha256(self.config_json.encode()).hexdigest()
 
+    @property
+    def columns(self) -> tuple[str, str, str, str, str]:
+        """The values of the table's unique key (:data:`_KEY_COLUMNS`), in its order."""
+        return (self.source_hash, self.launch_name, self.config_hash, self.arch, self.triton_version)
+
+
+# The unique constraint's columns: a lookup by all of them is one probe of its index.
+_KEY_COLUMNS = (CompiledRecord.source_hash, CompiledRecord.launch_name, CompiledRecord.config_hash,
+                CompiledRecord.arch, CompiledRecord.triton_version)
+_USAGE_COLUMNS = (CompiledRecord.arch, CompiledRecord.smem_bytes, CompiledRecord.regs_per_thread,
+                  CompiledRecord.spill_bytes, CompiledRecord.error, CompiledRecord.compile_seconds)
+# Keys per query: 5 bound parameters each, under SQLite's oldest limit of 999.
+_KEYS_PER_QUERY = 150
+
 
 def _jit_function(fn: Any) -> Any:
     """The ``JITFunction`` under ``fn`` (autotuner and heuristics wrappers keep it in ``.fn``)."""
@@ -130,10 +146,11 @@ def compile_key(launch: KernelLaunch, arch: str) -> CompileKey:
     return CompileKey(kernel_source_hash(launch.fn), launch.name, config_json(launch), arch, triton.__version__)
 
 
-def _usage(record: CompiledRecord) -> _compiled.ArchUsage:
-    return _compiled.ArchUsage(arch=record.arch, smem_bytes=record.smem_bytes,
-                               regs_per_thread=record.regs_per_thread, spill_bytes=record.spill_bytes,
-                               error=record.error, compile_seconds=record.compile_seconds)
+def _usage(row: Sequence[Any]) -> _compiled.ArchUsage:
+    """The usage in a row selected as ``(*_KEY_COLUMNS, *_USAGE_COLUMNS)``."""
+    arch, smem_bytes, regs_per_thread, spill_bytes, error, compile_seconds = row[len(_KEY_COLUMNS):]
+    return _compiled.ArchUsage(arch=arch, smem_bytes=smem_bytes, regs_per_thread=regs_per_thread,
+                               spill_bytes=spill_bytes, error=error, compile_seconds=compile_seconds)
 
 
 def _shown(url: str) -> str:
@@ -168,6 +185,7 @@ class CompileCache:
         self.fallback = fallback
         self._writable = True
         self._memo: dict[CompileKey, _compiled.ArchUsage] = {}
+        self._rows: dict[tuple[str, ...], _compiled.ArchUsage] | None = None  # the whole table, if prefetched
         try:
             self._engine = create_engine(url, **writer_engine_kwargs(make_url(url)))
             serialise_sqlite_writes(self._engine)  # several workers (tuner tune --jobs) may write it
@@ -182,13 +200,18 @@ class CompileCache:
             ) from e
 
     @classmethod
-    def read_only(cls, path: Path, fallback: CompileCache | None = None) -> CompileCache:
+    def read_only(cls, path: Path, fallback: CompileCache | None = None, *, prefetch: bool = False) -> CompileCache:
         """A cache that is only read (the committed ``results.db.example``, a database a
         dashboard shows): nothing is created or stored in it, a file without a compile
-        cache answers nothing, and what is compiled on a miss is kept in memory only."""
+        cache answers nothing, and what is compiled on a miss is kept in memory only.
+
+        With ``prefetch`` the whole table is read into memory now, in one query, and the
+        file is not read again: for a file nobody writes (the committed example, a few
+        hundred rows), where one query per process beats one per launch.
+        """
         cache = cls.__new__(cls)
         cache.url, cache.fallback, cache._memo, cache._writable = f"sqlite:///{path}", fallback, {}, False
-        cache._engine = None
+        cache._engine, cache._rows = None, None
         if path.is_file():
             engine = create_engine("sqlite://", creator=read_only_connect(path))
             try:
@@ -196,6 +219,14 @@ class CompileCache:
                     cache._engine = engine
             except SQLAlchemyError:
                 pass
+        if prefetch:
+            cache._rows = {}
+            if cache._engine is not None:
+                with cache._session() as session:
+                    cache._rows = {tuple(row[:len(_KEY_COLUMNS)]): _usage(row)
+                                   for row in session.execute(select(*_KEY_COLUMNS, *_USAGE_COLUMNS))}
+                cache._engine.dispose()
+                cache._engine = None
         return cache
 
     def close(self) -> None:
@@ -265,8 +296,7 @@ class CompileCache:
         usages = {key: usage for key, usage in self._memo.items() if key in first}
         usages.update(self._lookup([key for key in first if key not in usages]))
         if self.fallback is not None:
-            for key, usage in self.fallback._lookup([key for key in first if key not in usages]).items():
-                usages[key] = self._store(key, usage)
+            usages.update(self._store_many(self.fallback._lookup([key for key in first if key not in usages])))
         missing = [key for key in first if key not in usages]
         total, finished = len(first), len(first) - len(missing)
         if progress is not None:
@@ -302,44 +332,52 @@ class CompileCache:
         return [_compiled.on_device(usages[key], device, launch.num_warps) for key, launch in zip(keys, launches)]
 
     def _lookup(self, keys: list[CompileKey]) -> dict[CompileKey, _compiled.ArchUsage]:
+        """The stored usage of those ``keys`` that are stored, matched on the whole key, so
+        each key reads its own row (one probe of the unique index), not its kernel's."""
+        if self._rows is not None:
+            return {key: self._rows[key.columns] for key in keys if key.columns in self._rows}
         if not keys or self._engine is None:
             return {}
-        wanted = {(k.source_hash, k.launch_name, k.config_hash, k.arch, k.triton_version): k for k in keys}
+        by_columns = {key.columns: key for key in keys}
+        wanted = list(by_columns)
         found: dict[CompileKey, _compiled.ArchUsage] = {}
-        hashes = sorted({k.source_hash for k in keys})
         with self._session() as session:
-            for start in range(0, len(hashes), 500):
-                rows = session.scalars(select(CompiledRecord).where(
-                    CompiledRecord.source_hash.in_(hashes[start:start + 500]),
-                    CompiledRecord.arch.in_(sorted({k.arch for k in keys})),
-                    CompiledRecord.triton_version.in_(sorted({k.triton_version for k in keys})),
-                ))
+            for start in range(0, len(wanted), _KEYS_PER_QUERY):
+                rows = session.execute(select(*_KEY_COLUMNS, *_USAGE_COLUMNS).where(
+                    tuple_(*_KEY_COLUMNS).in_(wanted[start:start + _KEYS_PER_QUERY])))
                 for row in rows:
-                    key = wanted.get((row.source_hash, row.launch_name, row.config_hash, row.arch,
-                                      row.triton_version))
-                    if key is not None:
-                        found[key] = _usage(row)
+                    found[by_columns[tuple(row[:len(_KEY_COLUMNS)])]] = _usage(row)
         return found
 
     def _store(self, key: CompileKey, usage: _compiled.ArchUsage) -> _compiled.ArchUsage:
         """Store ``usage`` under ``key``; if another writer got there first, theirs."""
-        if not self._writable:
-            return usage
-        record = CompiledRecord(
-            source_hash=key.source_hash, launch_name=key.launch_name, config_hash=key.config_hash,
-            config_json=key.config_json, arch=key.arch, triton_version=key.triton_version,
-            smem_bytes=usage.smem_bytes, regs_per_thread=usage.regs_per_thread,
-            spill_bytes=usage.spill_bytes, error=usage.error, compile_seconds=usage.compile_seconds,
-            created_at=datetime.now(timezone.utc),
-        )
+        return self._store_many({key: usage})[key]
+
+    def _store_many(self, usages: dict[CompileKey, _compiled.ArchUsage]) -> dict[CompileKey, _compiled.ArchUsage]:
+        """Store all of ``usages`` in one transaction (one commit, not one per row); where
+        another writer got there first, theirs. Returns what is stored under each key."""
+        if not self._writable or not usages:
+            return dict(usages)
+        now = datetime.now(timezone.utc)
+        records = [
+            {"source_hash": key.source_hash, "launch_name": key.launch_name, "config_hash": key.config_hash,
+             "config_json": key.config_json, "arch": key.arch, "triton_version": key.triton_version,
+             "smem_bytes": usage.smem_bytes, "regs_per_thread": usage.regs_per_thread,
+             "spill_bytes": usage.spill_bytes, "error": usage.error, "compile_seconds": usage.compile_seconds,
+             "created_at": now}
+            for key, usage in usages.items()
+        ]
         try:
             with Session(self._engine) as session, session.begin():
-                session.add(record)
+                session.execute(insert(CompiledRecord), records)
         except IntegrityError:
-            return self._lookup([key]).get(key, usage)
+            if len(usages) > 1:  # some were stored meanwhile: store the others one by one
+                return {key: self._store(key, usage) for key, usage in usages.items()}
+            ((key, usage),) = usages.items()
+            return {key: self._lookup([key]).get(key, usage)}
         except SQLAlchemyError as e:
             raise StorageError(f"compile cache at {_shown(self.url)} failed: {_first_line(e)}") from e
-        return usage
+        return dict(usages)
 
 
 def _reference(fn: Any) -> tuple[str, str] | None:
@@ -368,3 +406,12 @@ def _compile_by_reference(reference: tuple[str, str], launch: KernelLaunch, cc: 
     for part in name.split("."):
         fn = getattr(fn, part)
     return _compiled.compile_usage(dataclasses.replace(launch, fn=fn), cc)
+
+
+@functools.cache
+def example_fallback() -> CompileCache:
+    """The committed ``results.db.example``'s compile cache, read into memory once per
+    process and shared by every cache that falls back on it."""
+    from tuner.bundled import EXAMPLE_DATABASE
+
+    return CompileCache.read_only(EXAMPLE_DATABASE, prefetch=True)

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .. import bundled
 from ..errors import IllegalConfigError
 from ..kernels.family import KernelFamily, KernelLaunch, LaunchPlan
 from ..phases import WHOLE_DEVICE, Partition, Phase
@@ -53,9 +52,9 @@ class LazyCompileCache:
 
     def opened(self) -> ResourceSource:
         if self._cache is None:
-            from .cache import CompileCache
+            from .cache import CompileCache, example_fallback
 
-            self._cache = CompileCache(self.url, fallback=CompileCache.read_only(bundled.EXAMPLE_DATABASE))
+            self._cache = CompileCache(self.url, fallback=example_fallback())
         return self._cache
 
     def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources:

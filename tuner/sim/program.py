@@ -7,6 +7,7 @@ iteration) makes: consecutive operators with the same ``repeat`` form a block th
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from operator import itemgetter
 from dataclasses import dataclass, field
@@ -68,6 +69,53 @@ def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> La
 
 _CACHE_LIMIT = 8192
 
+#: How many operators' launch memos outlive their simulation (least recently bound
+#: dropped first); each holds at most ``_CACHE_LIMIT`` shapes.
+_SHARED_LIMIT = 256
+
+#: The token of "nothing to launch" (a zero dimension), whatever the other variables: a
+#: decode-only iteration's prefill operators then key every program alike.
+_NOTHING = 0
+
+
+@dataclass
+class LaunchMemo:
+    """One operator's launches by shape (and its profiles' direct reads), shared by every
+    simulation that binds the same operator to the same profiles on the same partition.
+
+    Launches depend only on that key, so a trial's seeds and capacity rates, and every
+    trial that keeps this operator's configs, reuse them. ``entries`` maps the key to
+    ``(token, launches, bucket)`` (bucket None when nothing launches); ``pinned`` keeps
+    the profiles its identity key names alive, so their ids are never reused meanwhile.
+    """
+
+    pinned: tuple[object, ...]
+    entries: dict = field(default_factory=dict)
+    last_token: int = _NOTHING
+
+
+_shared: OrderedDict[tuple, LaunchMemo] = OrderedDict()
+
+
+def launch_memo(operator: Operator, configs: tuple[Config, ...], partition: Partition,
+                device: Device) -> LaunchMemo:
+    """The memo shared by every binding of ``operator`` to these configs' profiles (by
+    identity: a profile's launches are its own) on ``partition`` of ``device``."""
+    key = (operator, partition, device, tuple(id(config.profile) for config in configs))
+    memo = _shared.get(key)
+    if memo is None:
+        memo = _shared[key] = LaunchMemo(tuple(config.profile for config in configs))
+        if len(_shared) > _SHARED_LIMIT:
+            _shared.popitem(last=False)
+    else:
+        _shared.move_to_end(key)
+    return memo
+
+
+def clear_launch_memos() -> None:
+    """Forget every shared launch memo (a profile whose launches changed in place)."""
+    _shared.clear()
+
 
 @dataclass(frozen=True)
 class BoundOperator:
@@ -75,12 +123,14 @@ class BoundOperator:
 
     Launches are memoised by what they depend on, twice: first by the batch variables
     the operator reads (its shape's and its profiles', ``reads``), which costs no
-    arithmetic on a hit; on a miss by its shape and the profiles' direct reads. A
-    decode step and the next differ in context length, which changes no GEMM's
-    shape, and changes attention's rounded length only every 16 tokens per sequence.
-    ``reads`` is None when a profile does not say what it reads (then every variable).
-    Each distinct result gets a *token* (a counter, never reused), so a whole batch's
-    program can be memoised by its operators' tokens.
+    arithmetic on a hit; on a miss by its shape and the profiles' direct reads, in
+    ``shared`` (see :class:`LaunchMemo`), which outlives the simulation. A decode step
+    and the next differ in context length, which changes no GEMM's shape, and changes
+    attention's rounded length only every 16 tokens per sequence. ``reads`` is None
+    when a profile does not say what it reads (then every variable, in the batching's
+    order, so nothing is shared). Each distinct result gets a *token* (a counter, never
+    reused; ``_NOTHING`` for no launch), so a whole batch's program can be memoised by
+    its operators' tokens.
     """
 
     operator: Operator
@@ -89,9 +139,8 @@ class BoundOperator:
     direct: tuple[str, ...] | None = None
     partition: Partition = WHOLE_DEVICE
     lane: int = 0
-    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+    shared: LaunchMemo | None = field(default=None, repr=False, compare=False)
     _by_vars: dict = field(default_factory=dict, repr=False, compare=False)
-    _tokens: list = field(default_factory=lambda: [0], repr=False, compare=False)
     visited: set = field(default_factory=set, repr=False, compare=False)
     _outer: Callable[[Mapping[str, float]], object] = field(init=False, repr=False, compare=False)
 
@@ -100,12 +149,14 @@ class BoundOperator:
         reads = self.reads
         outer = (lambda v: tuple(v.values())) if reads is None else (itemgetter(*reads) if reads else (lambda v: ()))
         object.__setattr__(self, "_outer", outer)
+        if self.shared is None:
+            object.__setattr__(self, "shared", LaunchMemo(()))
 
-    def config_for(self, values: Mapping[str, float]) -> Config:
-        """The config of the bucket ``values`` fall in (recorded in :attr:`visited`)."""
+    def _bucket(self, values: Mapping[str, float]) -> int:
+        """The bucket ``values`` fall in (recorded in :attr:`visited`)."""
         bucket = 0 if len(self.configs) == 1 else self.operator.bucketing.index(values)
         self.visited.add(bucket)
-        return self.configs[bucket]
+        return bucket
 
     def keyed(self, variables: Mapping[str, float], device: Device) -> tuple[int, tuple[Launch, ...]]:
         """``(token, launches)`` for a batch with these variables; no launch when a shape
@@ -118,21 +169,25 @@ class BoundOperator:
         dims = tuple([expr.evaluate(variables) for _, expr in shape])
         direct = self.direct
         key = dims + (tuple([variables[v] for v in direct]) if direct is not None else (outer,))
-        memo = self._memo
-        found = memo.get(key)
-        if found is None:
-            values = dict(variables)
-            values.update(zip((dim for dim, _ in shape), dims))
+        memo = self.shared
+        entry = memo.entries.get(key)
+        if entry is None:
             if dims and min(dims) <= 0.0:
-                launches = ()
+                entry = (_NOTHING, (), None)
             else:
-                launches = self.config_for(values).profile.launches(values, device, self.operator.name,
-                                                                    self.partition)
-            self._tokens[0] += 1
-            found = (self._tokens[0], launches)
-            if len(memo) >= _CACHE_LIMIT:
-                memo.clear()
-            memo[key] = found
+                values = dict(variables)
+                values.update(zip((dim for dim, _ in shape), dims))
+                bucket = self._bucket(values)
+                launches = self.configs[bucket].profile.launches(values, device, self.operator.name,
+                                                                 self.partition)
+                memo.last_token += 1
+                entry = (memo.last_token, launches, bucket)
+            if len(memo.entries) >= _CACHE_LIMIT:
+                memo.entries.clear()
+            memo.entries[key] = entry
+        elif entry[2] is not None:
+            self.visited.add(entry[2])
+        found = entry[:2]
         if len(self._by_vars) >= _CACHE_LIMIT:
             self._by_vars.clear()
         self._by_vars[outer] = found
@@ -247,7 +302,8 @@ def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
         direct = _reads(configs, op)
         reads = None if direct is None else tuple(sorted(set(direct).union(*(e.names for _, e in op.shape))))
         partition = op.partition or service.partition
-        bound.append(BoundOperator(op, configs, reads, direct, partition, lanes.index(partition)))
+        shared = None if reads is None else launch_memo(op, configs, partition, service.device)
+        bound.append(BoundOperator(op, configs, reads, direct, partition, lanes.index(partition), shared))
     blocks: list[tuple[tuple[BoundOperator, ...], int]] = []
     for item in bound:
         if blocks and blocks[-1][1] == item.operator.repeat:
