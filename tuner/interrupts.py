@@ -1,14 +1,21 @@
 """How Ctrl-C reaches tuner's processes: exit 130 with threads left behind, and, while
-tuning, at once inside an objective and deferred elsewhere.
+tuning, at once inside the simulations and deferred while the database is talked to.
 
 Optuna marks a trial FAIL when Ctrl-C interrupts its objective. Landing in Optuna's own
 bookkeeping around the objective (creating the trial, starting or stopping its heartbeat
 thread, writing its result) it does worse: the trial stays RUNNING, and an interrupted
 ``tell`` even surfaces as an ``UnboundLocalError`` from Optuna's ``_run_trial`` (optuna
-5.0). So while :func:`deferred` is active a SIGINT only sets a flag there; it interrupts
-at once inside :meth:`Deferral.immediate` (the objective), and otherwise as soon as
-Optuna's call returns. Signals reach the main thread only: in another thread these are
-no-ops and Ctrl-C is whatever the main thread makes of it.
+5.0). Landing inside any of Optuna's database calls — the objective's too: suggesting,
+reporting, reading the study — it leaves the session's transaction open (Optuna rolls
+back only on SQLAlchemy's errors), and on SQLite that transaction holds the write lock
+that every other worker, and the same process's next write, then waits for.
+
+So while :func:`deferred` is active (a study's trial loop) a SIGINT only sets a flag; it
+interrupts at once inside :func:`interruptible` blocks (the simulations), except in their
+:func:`shielded` parts (a trial reporting a seed's value), and otherwise at the next
+:func:`checkpoint` (a wait for a lease or for other workers) or as the loop ends. Signals
+reach the main thread only: in another thread these are no-ops and Ctrl-C is whatever
+the main thread makes of it.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from typing import NoReturn
 @dataclass
 class Deferral:
     """Where a SIGINT received under :func:`deferred` goes: handed at once to the handler
-    that was installed before (``then``) inside :meth:`immediate`, remembered elsewhere."""
+    that was installed before (``then``) inside :func:`interruptible` blocks (not in a
+    :func:`shielded` one within them), remembered elsewhere until :func:`checkpoint`."""
 
     then: object = signal.default_int_handler
     pending: bool = False
@@ -34,7 +42,7 @@ class Deferral:
 
     def __call__(self, signum: int, frame: object) -> None:
         if self.inside:
-            self.inside = False  # one interruption per objective
+            self.inside = False  # one interruption per block
             self.deliver()
         else:
             self.pending = True
@@ -48,34 +56,69 @@ class Deferral:
         elif self.then != signal.SIG_IGN:
             raise KeyboardInterrupt
 
-    @contextmanager
-    def immediate(self) -> Iterator[None]:
-        """A block Ctrl-C interrupts at once (delivering now one that came before it)."""
-        if self.pending:
-            self.deliver()
-        self.inside = True
-        try:
-            yield
-        finally:
-            self.inside = False
+
+#: The deferral in force in this process (signals are the process's), None outside :func:`deferred`.
+_current: Deferral | None = None
 
 
 @contextmanager
-def deferred() -> Iterator[Deferral]:
-    """Defer SIGINT for the block except inside its :meth:`Deferral.immediate` blocks;
-    one received and not yet delivered is delivered as the block ends."""
-    if threading.current_thread() is not threading.main_thread():
-        yield Deferral(then=signal.SIG_IGN)  # never called: signals reach the main thread only
+def deferred() -> Iterator[None]:
+    """Defer SIGINT for the block except inside its :func:`interruptible` blocks; one
+    received and not yet delivered is delivered at a :func:`checkpoint` or as the block
+    ends. Nested, the outer one rules."""
+    global _current
+    if _current is not None or threading.current_thread() is not threading.main_thread():
+        yield  # already deferred; or not the main thread, which alone gets signals
         return
-    deferral = Deferral(then=signal.getsignal(signal.SIGINT))
+    deferral = _current = Deferral(then=signal.getsignal(signal.SIGINT))
     signal.signal(signal.SIGINT, deferral)
     try:
-        yield deferral
+        yield
     finally:
+        _current = None
         if signal.getsignal(signal.SIGINT) is deferral:  # (a delivered handler may have replaced it)
             signal.signal(signal.SIGINT, deferral.then)  # type: ignore[arg-type]
     if deferral.pending:
         deferral.deliver()
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """A block Ctrl-C interrupts at once — pure computation, the simulations — delivering
+    now one that came before it; outside :func:`deferred`, nothing changes."""
+    deferral = _current
+    if deferral is None:
+        yield
+        return
+    checkpoint()
+    deferral.inside = True
+    try:
+        yield
+    finally:
+        deferral.inside = False
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """Inside an :func:`interruptible` block, a part that talks to the database: Ctrl-C
+    waits for its end."""
+    deferral = _current
+    if deferral is None:
+        yield
+        return
+    was, deferral.inside = deferral.inside, False
+    try:
+        yield
+    finally:
+        deferral.inside = was
+    if was:
+        checkpoint()
+
+
+def checkpoint() -> None:
+    """A safe point (a wait, the start of a simulation): deliver a deferred Ctrl-C now."""
+    if _current is not None and _current.pending:
+        _current.deliver()
 
 
 @contextmanager

@@ -138,6 +138,7 @@ def held(store: Store, name: str, holder: str, *, wait: bool = True, seconds: fl
             return
         if orphaned():
             raise KeyboardInterrupt
+        interrupts.checkpoint()
         time.sleep(random.uniform(*LEASE_POLL_S))
     stop = threading.Event()
     renewer = None
@@ -191,6 +192,7 @@ class LeaseGate:
     def wait(self) -> None:
         if self.orphaned():
             raise KeyboardInterrupt
+        interrupts.checkpoint()
         time.sleep(random.uniform(*BUDGET_POLL_S))
 
 

@@ -312,30 +312,33 @@ def run_study(
         objective = _Objective(problem, regime, space, seeds, horizon, _Counter(), settings.p_threshold, rehearsed)
         # a baseline with a dominated config is evaluated apart
         starts = [a for a in warm_starts(problem, regime, space, neighbours or storage) if space.contains(a)]
-        with gate.exclusive():
-            for assignment in starts:
-                study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
-        shown = _Shown(progress)
-        study_id = storage.get_study_id_from_name(study.study_name)
-        while True:
-            with gate.exclusive() as release:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                    optuna.storages.fail_stale_trials(study)
-                trials = study.get_trials(deepcopy=False)
-                finished = [t for t in trials if t.state in FINISHED]
-                if len(finished) >= settings.trials or len(names_of(finished, space)) >= space.size:
-                    break
-                running = sum(t.state == TrialState.RUNNING and "worker" in t.user_attrs
-                              for t in trials) if gate.counts_running else 0
-                room = len(finished) + running < settings.trials
-                if room:
-                    with interrupts.deferred() as deferral:  # Ctrl-C: the objective, not Optuna's bookkeeping
-                        study.optimize(_Started(objective, release, gate.worker, storage, study_id, deferral),
-                                       n_trials=1, callbacks=[shown, *callbacks], gc_after_trial=False)
-            if not room:
-                progress.note(f"waiting for {running} trials running in other workers")
-                gate.wait()
+        # Ctrl-C reaches the simulations at once and waits out every database call
+        # (tuner.interrupts: an interrupted Optuna call leaves SQLite's write lock held)
+        with interrupts.deferred():
+            with gate.exclusive():
+                for assignment in starts:
+                    study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
+            shown = _Shown(progress)
+            study_id = storage.get_study_id_from_name(study.study_name)
+            while True:
+                interrupts.checkpoint()  # between trials: a Ctrl-C from the last one's bookkeeping
+                with gate.exclusive() as release:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                        optuna.storages.fail_stale_trials(study)
+                    trials = study.get_trials(deepcopy=False)
+                    finished = [t for t in trials if t.state in FINISHED]
+                    if len(finished) >= settings.trials or len(names_of(finished, space)) >= space.size:
+                        break
+                    running = sum(t.state == TrialState.RUNNING and "worker" in t.user_attrs
+                                  for t in trials) if gate.counts_running else 0
+                    room = len(finished) + running < settings.trials
+                    if room:
+                        study.optimize(_Started(objective, release, gate.worker, storage, study_id), n_trials=1,
+                                       callbacks=[shown, *callbacks], gc_after_trial=False)
+                if not room:
+                    progress.note(f"waiting for {running} trials running in other workers")
+                    gate.wait()
     progress.finish()
     return study
 
@@ -692,15 +695,17 @@ class _Objective:
             nonlocal simulations
             simulations += runs
             self.counter.simulations += runs
-            trial.report(value, step)
-            # with n paired seeds the Wilcoxon test's smallest one-sided p-value is 2**-n:
-            # ask the pruner only when it could say yes (asking reads every trial)
-            if step < len(self.seeds) - 1 and 2.0 ** -(step + 1) < self.p_threshold and trial.should_prune():
-                _record(trial, Constraints(), simulations)
-                raise optuna.TrialPruned(f"worse than the best trial after {step + 1} seeds (Wilcoxon)")
+            with interrupts.shielded():
+                trial.report(value, step)
+                # with n paired seeds the Wilcoxon test's smallest one-sided p-value is 2**-n:
+                # ask the pruner only when it could say yes (asking reads every trial)
+                if step < len(self.seeds) - 1 and 2.0 ** -(step + 1) < self.p_threshold and trial.should_prune():
+                    _record(trial, Constraints(), simulations)
+                    raise optuna.TrialPruned(f"worse than the best trial after {step + 1} seeds (Wilcoxon)")
 
-        evaluation = evaluate(self.problem, assignment, self.regime, self.seeds, self.horizon, on_seed,
-                              metric=self.problem.objective)
+        with interrupts.interruptible():  # the simulations; what the trial writes waits for them
+            evaluation = evaluate(self.problem, assignment, self.regime, self.seeds, self.horizon, on_seed,
+                                  metric=self.problem.objective)
         _record(trial, evaluation.constraints, simulations, evaluation.latency_p50_s)
         if evaluation.rates:
             trial.set_user_attr("rates", list(evaluation.rates))
@@ -785,7 +790,6 @@ class _Started:
     worker: str | None
     storage: optuna.storages.BaseStorage
     study_id: int
-    deferral: interrupts.Deferral
 
     def __call__(self, trial: optuna.Trial) -> float:
         if self.worker is not None:  # before the release: every trial counted as running has it
@@ -796,8 +800,7 @@ class _Started:
                     self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number))
             trial.set_user_attr("worker", self.worker)
         self.release()
-        with self.deferral.immediate():
-            return self.objective(trial)
+        return self.objective(trial)
 
 
 @dataclass
