@@ -142,3 +142,11 @@ def storage_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'tuner.db'}"
     return request.getfixturevalue("postgres_url")
+
+
+def pytest_report_header() -> str:
+    """Which build of the simulator core this run tests (tests/test_native.py reruns the
+    simulator's tests on the other)."""
+    from tuner.sim import BUILD
+
+    return f"tuner simulator core: {BUILD}"

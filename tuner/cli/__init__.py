@@ -143,8 +143,22 @@ def _one_line_usage_errors() -> Iterator[None]:
 _HELP_REQUESTS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``tuner --version``: the release, and which build of the simulator core runs
+    (compiled or pure Python, and why: the speed of every command depends on it)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version
+
+    from ..sim.native import BUILD
+
+    click.echo(f"tuner {version('tuner')}, simulator core {BUILD}")
+    ctx.exit()
+
+
 @click.group(cls=_Tuner, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="tuner")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version, and whether the simulator core runs compiled, and exit.")
 def main() -> None:
     """Load-aware autotuning: pick kernel configs by service goodput, not isolated latency."""
 

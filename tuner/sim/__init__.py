@@ -1,8 +1,10 @@
 """The evaluator: a discrete-event service on a fluid-shared GPU (DESIGN §4).
 
-Nothing here knows about Optuna; the search calls :func:`simulate`.
+Nothing here knows about Optuna; the search calls :func:`simulate`. The core modules run
+compiled when the install could compile them (:mod:`tuner.sim.native` says which build).
 """
 
+from .native import BUILD  # first: it decides which build of the core modules loads
 from .gpu import FluidGPU, Kernel
 from .metrics import Metrics
 from .program import BoundService, bind
@@ -12,7 +14,7 @@ from .service import ServiceRun, SimResult, simulate, simulate_policy
 from .trace import write_chrome_trace
 
 __all__ = [
-    "BoundService", "FluidGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",
+    "BUILD", "BoundService", "FluidGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",
     "DispatcherPolicy", "StaticPolicy", "SwitchPolicy", "bind", "simulate", "simulate_policy",
     "write_chrome_trace",
 ]

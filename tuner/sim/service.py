@@ -275,15 +275,15 @@ class ServiceRun:
         self.policy.program_done(executor, now)
         self.idle.append(executor)
         if self.switch_policy is not None:
-            self._maybe_switch(now)
+            self._maybe_switch(self.switch_policy, now)
         if self._queue:
             self._admit(now)
         self.policy.dispatch(now)
 
-    def _maybe_switch(self, now: float) -> None:
+    def _maybe_switch(self, policy: SwitchPolicy, now: float) -> None:
         """At a safe point: take the policy's assignment when its workspace fits beside
         the admitted requests; else hold admission until it does."""
-        key = self.switch_policy.choose(now)
+        key = policy.choose(now)
         if key == self._key:
             self._pending = None
             self.capacity = self.budget - self.base_memory
@@ -306,7 +306,7 @@ class ServiceRun:
     def _on_arrival(self, r: int, now: float) -> None:
         if self.switch_policy is not None:
             self.switch_policy.observe_arrival(now)
-            self._maybe_switch(now)
+            self._maybe_switch(self.switch_policy, now)
         if self.state[r] > self.budget - self.bound.service.memory.fixed - self.bound.reserved_workspace:
             self._judged += 1  # can never fit: rejected, counted as missed
             if now >= self._warmup:
@@ -320,9 +320,10 @@ class ServiceRun:
     def _on_timer(self, now: float) -> None:
         _, _, kind, payload = heapq.heappop(self._timers)
         if kind == _HORIZON:
-            self._neighbor_at_horizon = sum(self._neighbor_done) + sum(
-                k.work_s - k.work_left_s(now) for k in self.gpu.running if k.stream >= self.streams
-            )
+            # math.fsum, not sum(): compiled, sum()'s int start rejects floats, and CPython >= 3.12
+            # compensates float sums where mypyc's loop would not: fsum is one rounding everywhere
+            self._neighbor_at_horizon = math.fsum(self._neighbor_done) + math.fsum(
+                k.work_s - k.work_left_s(now) for k in self.gpu.running if k.stream >= self.streams)
         elif kind == _NEIGHBOR:
             self._launch_neighbor(payload, now)
         else:
@@ -426,9 +427,10 @@ class ServiceRun:
         started = ~np.isnan(start)
         neighbor_ratio = None
         if service.neighbors:
-            alone = sum(_alone_progress(nb.profile.phases({}, service.device), nb.gap_s, service.launch_overhead_s,
-                                        horizon, nb.partition.exact_share(service.device))
-                        for nb in service.neighbors)
+            alone = math.fsum(_alone_progress(nb.profile.phases({}, service.device), nb.gap_s,
+                                              service.launch_overhead_s, horizon,
+                                              nb.partition.exact_share(service.device))
+                              for nb in service.neighbors)
             neighbor_ratio = (self._neighbor_at_horizon or 0.0) / alone if alone > 0 else None
         growth = _backlog_growth(arrival, np.where(admitted, finish, arrival), warmup, horizon)
         return Metrics(
@@ -511,8 +513,8 @@ def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, hori
     for work, s, b, k in phases:
         _, rate = share(s, b, k, cap, 1.0)
         spans.append((work, work / rate if rate > 0.0 else math.inf))
-    work = sum(w for w, _ in spans)
-    cycle = overhead + sum(d for _, d in spans) + gap
+    work = math.fsum(w for w, _ in spans)  # fsum: see ServiceRun._on_timer
+    cycle = overhead + math.fsum(d for _, d in spans) + gap
     if cycle <= 0:
         return 0.0
     full = math.floor(horizon / cycle)
