@@ -4,8 +4,8 @@ which code each was measured.
 Why one helper: the README and ``docs/`` quote these files (``benchmarks/figures.py``
 regenerates every benchmark figure from them and ``tests/test_benchmarks.py`` fails when a
 doc states a number they do not hold), so every file needs the same envelope — the date,
-the machine (cores, CPU, Python, whether tuner runs compiled, the load average around the
-run: the development machine is shared) and the git commit — and a figure can always be
+the machine (cores, CPU, Python, which build of the simulator core runs, the load average
+around the run: the development machine is shared) and the git commit — and a figure can always be
 traced to one run::
 
     {"benchmark": name, "recorded": {...}, "report": <the benchmark's --json output>}
@@ -19,7 +19,6 @@ import os
 import platform
 import subprocess
 from datetime import datetime, timezone
-from importlib import machinery
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +51,12 @@ def usable_cpus() -> int | None:
         return os.cpu_count()
 
 
-def compiled() -> bool:
-    """Whether tuner's modules are compiled extensions (mypyc, Cython) rather than Python
-    source: a compiled build would make every timing incomparable."""
-    package = ROOT / "tuner"
-    return any(path.name.endswith(suffix) for suffix in machinery.EXTENSION_SUFFIXES
-               for path in package.rglob("*") if path.is_file())
+def simulator_core() -> str:
+    """Which build of the simulator core this process loads, as ``tuner --version`` says
+    (compiled with mypyc, or pure Python and why): every timing depends on it."""
+    from tuner.sim import BUILD
+
+    return str(BUILD)
 
 
 def git_commit() -> dict[str, Any]:
@@ -73,7 +72,7 @@ def git_commit() -> dict[str, Any]:
 def machine() -> dict[str, Any]:
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "cores_usable": usable_cpus(),
             "python": platform.python_version(), "implementation": platform.python_implementation(),
-            "compiled": compiled(), "platform": platform.platform(), "load_average": load_average()}
+            "simulator_core": simulator_core(), "platform": platform.platform(), "load_average": load_average()}
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:

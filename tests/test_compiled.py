@@ -328,6 +328,26 @@ def test_exact_key_lookups_return_what_the_source_hash_lookup_did_for_every_exam
     assert example_fallback() is example_fallback()  # read once per process
 
 
+def test_copies_from_the_fallback_are_written_in_batches_and_only_once(storage_url, monkeypatch):
+    """A fresh database takes the example's records in one transaction per batch (the
+    rest when the cache closes), and a cache that finds them stored writes nothing."""
+    from tuner.profile import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "COPY_BATCH", 100)
+    keys = [key_of(row) for row in example_rows()][:250]
+    usages = example_fallback()._lookup(keys)
+    with CompileCache(storage_url) as cache:
+        for key in keys:
+            assert cache._copied(key, usages[key]) == usages[key]
+        assert len(rows(storage_url)) == 200  # two batches written, 50 pending
+    assert {key_of(row) for row in rows(storage_url)} == set(keys)
+    with CompileCache(storage_url) as again:
+        for key in keys:
+            again._copied(key, usages[key])
+        assert again._copies == {}  # all already stored: nothing to write
+        assert again._lookup(keys) == usages
+
+
 def test_a_miss_then_a_write_then_a_read_returns_the_written_row(storage_url):
     key = key_of(example_rows()[0])
     usage = ArchUsage("sm_90", 1024, 40, 0, None, 0.5)

@@ -384,16 +384,18 @@ def test_interrupting_loses_no_trial_and_a_rerun_resumes(tradeoff, storage_url):
 
 
 def test_same_seed_same_table(tradeoff, tmp_path):
+    """Twice in one process, then with the seeds simulated in three worker processes
+    (tuner.search.parallel): the same trials, the same table."""
     settings = TuneSettings(trials=10, seeds=2, horizon_s=0.5, oracle=False)
     tables = []
-    for run in ("one", "two"):
+    for run, sim_jobs in (("one", 1), ("two", 1), ("pool", 3)):
         url = f"sqlite:///{tmp_path / run}.db"
-        tune_problem(tradeoff, url, settings)
+        tune_problem(tradeoff, url, settings, sim_jobs=sim_jobs)
         with Store(url) as store:
             tables.append([dataclasses.replace(r, created_at=None) for r in store.rows()])
         trials = optuna.load_study(study_name=study_name("tradeoff", "heavy"), storage=url).trials
         tables[-1].append([(t.params, t.value) for t in trials])
-    assert tables[0] == tables[1]
+    assert tables[0] == tables[1] == tables[2]
 
 
 def test_table_rows_carry_provenance(seed_problem):

@@ -33,6 +33,10 @@ def tune_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="First workload seed; also seeds the sampler."),
         click.option("--jobs", "-j", default=1, show_default=True, type=COUNT,
                      help="Worker processes on this machine (each runs trials; see the README on fleets)."),
+        click.option("--sim-jobs", default=None, type=COUNT,
+                     help="Processes simulating each evaluation's seeds side by side, each worker included "
+                          "(default: its share of the usable cores plus one, at most --seeds; 1: the worker "
+                          "alone). Unlike --jobs, the table is the same for any number."),
         click.option("--heartbeat", default=5, show_default=True, type=COUNT, metavar="SECONDS",
                      help="Seconds between a running trial's heartbeats; a trial silent for 4x this is "
                           "marked failed and retried."),
@@ -72,13 +76,14 @@ def worker(problem: Path | None, storage: str, **options: Any) -> None:
 
 def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials: int, seeds: int,
           regimes: str | None, oracle: bool, oracle_limit: int, horizon: float | None, seed: int, jobs: int,
-          heartbeat: int, quiet: bool) -> None:
+          sim_jobs: int | None, heartbeat: int, quiet: bool) -> None:
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
     from ..search import TuneSettings, tune_problem
     from ..interrupts import exit_interrupted
     from ..search.fleet import Worker, load_for_tuning, quiet_logs
+    from ..search.parallel import default_processes
     from ..search.report import print_outcomes
     from ..store.store import parse_url, shown
 
@@ -92,6 +97,7 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     try:
         with TrialProgress(quiet) as progress:
             outcomes = tune_problem(loaded, storage, settings, chosen, fresh=fresh, progress=progress, jobs=jobs,
+                                    sim_jobs=sim_jobs or default_processes(seeds, jobs),
                                     worker=Worker.here(salt, heartbeat_s=heartbeat),
                                     warn=lambda message: warn([message]))
     except KeyboardInterrupt:

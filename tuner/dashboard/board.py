@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 from .. import bundled
 from ..errors import StorageError, TunerError
 from ..problem.assignment import Assignment
+from ..search.parallel import start_worker
 from ..store.table import TableRow
 from .points import Point, point, remember, simulate_point
 from .storage import compile_resources, open_readonly, readonly_study_storage
@@ -32,23 +31,6 @@ SWEEP_MIN_REQUESTS = 100
 SWEEP_MIN_HORIZON_S = 3.0
 SWEEP_MAX_HORIZON_S = 20.0
 TIMELINE_HORIZON_S = 5.0
-
-
-def _start_worker(parent: int) -> None:
-    """A worker process leaves Ctrl-C to the parent, which shuts it down, and ends by
-    itself when the parent dies without doing so (SIGKILL, a crash): it is never left
-    behind, re-parented to init."""
-    from ..search.fleet import orphan_check
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    orphaned = orphan_check(parent)
-
-    def watch() -> None:
-        while not orphaned():
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent watch", daemon=True).start()
 
 
 def regimes_of(rows: list[TableRow]) -> "OrderedDict[tuple[str, str], list[TableRow]]":
@@ -209,7 +191,7 @@ class Dashboard:
                 from concurrent.futures import ProcessPoolExecutor
 
                 self._executor = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                                     initializer=_start_worker, initargs=(os.getpid(),))
+                                                     initializer=start_worker, initargs=(os.getpid(),))
             return self._executor
 
     def close(self) -> None:

@@ -10,6 +10,8 @@ CPU, never both: compile where ``TRITON_INTERPRET`` is unset.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -133,26 +135,16 @@ def make_launch(
     as 16-byte aligned (every buffer is a fresh allocation) and integers as divisible by
     16 when their value is, as Triton's JIT specialises them.
     """
-    signature = []
-    for arg in fn.arg_names:
-        if arg in constexprs:
-            signature.append((arg, "constexpr"))
-        elif arg in args:
-            signature.append((arg, args[arg]))
-        else:
-            raise AssertionError(f"{fn.__name__}: argument {arg} has neither a type nor a value")
-    divisible = tuple(
-        arg for arg in fn.arg_names
-        if arg in args and (args[arg].startswith("*") or (args[arg] == "i32" and bindings[arg] % 16 == 0))
-    )
+    signature, constexpr_values, runtime, pointers, ints = _layout(fn, tuple(args.items()), tuple(constexprs.items()))
+    divisible = tuple(arg for arg in runtime if arg in pointers or (arg in ints and bindings[arg] % 16 == 0))
     grid = 1
     for dim in grid_dims:
         grid *= dim
     launch = KernelLaunch(
         name=name,
         fn=fn,
-        signature=tuple(signature),
-        constexprs=tuple((k, constexprs[k]) for k in fn.arg_names if k in constexprs),
+        signature=signature,
+        constexprs=constexpr_values,
         num_warps=num_warps,
         num_stages=num_stages,
         grid=grid,
@@ -161,7 +153,29 @@ def make_launch(
         dram_bytes=float(dram_bytes),
         divisible_by_16=divisible,
     )
-    return Step(launch, grid_dims, tuple((arg, bindings[arg]) for arg in fn.arg_names if arg in args))
+    return Step(launch, grid_dims, tuple([(arg, bindings[arg]) for arg in runtime]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout(fn: Any, args: tuple[tuple[str, str], ...], constexprs: tuple[tuple[str, Any], ...]
+            ) -> tuple[tuple, tuple, tuple[str, ...], frozenset[str], frozenset[str]]:
+    """What of a launch follows from its kernel and argument kinds alone, the same at every
+    shape (a GEMM config is planned at thousands): the signature in ``fn``'s argument
+    order, the constexpr values, the runtime arguments, and which are pointers (taken as
+    16-byte aligned) and ``i32`` (divisible by 16 when their value is)."""
+    types, values = dict(args), dict(constexprs)
+    signature = []
+    for arg in fn.arg_names:
+        if arg in values:
+            signature.append((arg, "constexpr"))
+        elif arg in types:
+            signature.append((arg, types[arg]))
+        else:
+            raise AssertionError(f"{fn.__name__}: argument {arg} has neither a type nor a value")
+    runtime = tuple(arg for arg in fn.arg_names if arg in types)
+    return (tuple(signature), tuple((k, values[k]) for k in fn.arg_names if k in values), runtime,
+            frozenset(arg for arg in runtime if types[arg].startswith("*")),
+            frozenset(arg for arg in runtime if types[arg] == "i32"))
 
 
 def allocate(buffers: Mapping[str, Buffer], device: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ A failed compile is cached too, with its reason: an illegal config stays illegal
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import functools
@@ -165,6 +166,24 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+#: Copies from the fallback written per transaction (see CompileCache._copied).
+COPY_BATCH = 256
+
+
+def _flush_at_exit(cache: CompileCache) -> None:
+    """Write ``cache``'s pending copies when the process exits (once per cache); a
+    database gone by then only loses copies, so its error is not shown."""
+    if getattr(cache, "_flush_registered", False):
+        return
+    cache._flush_registered = True
+
+    def flush() -> None:
+        with contextlib.suppress(StorageError):
+            cache.flush()
+
+    atexit.register(flush)
+
+
 class CompileCache:
     """Compiled resources of launches, compiled once per (key, architecture) and stored.
 
@@ -185,6 +204,8 @@ class CompileCache:
         self.fallback = fallback
         self._writable = True
         self._memo: dict[CompileKey, _compiled.ArchUsage] = {}
+        self._copies: dict[CompileKey, _compiled.ArchUsage] = {}  # from the fallback, not yet written
+        self._keys: set[tuple[str, ...]] | None = None  # the keys stored here, once read
         self._rows: dict[tuple[str, ...], _compiled.ArchUsage] | None = None  # the whole table, if prefetched
         try:
             self._engine = create_engine(url, **writer_engine_kwargs(make_url(url)))
@@ -211,7 +232,7 @@ class CompileCache:
         """
         cache = cls.__new__(cls)
         cache.url, cache.fallback, cache._memo, cache._writable = f"sqlite:///{path}", fallback, {}, False
-        cache._engine, cache._rows = None, None
+        cache._engine, cache._rows, cache._copies, cache._keys = None, None, {}, None
         if path.is_file():
             engine = create_engine("sqlite://", creator=read_only_connect(path))
             try:
@@ -230,8 +251,38 @@ class CompileCache:
         return cache
 
     def close(self) -> None:
+        self.flush()
         if self._engine is not None:
             self._engine.dispose()
+
+    def flush(self) -> None:
+        """Write the copies taken from the fallback since the last flush, in one transaction."""
+        copies, self._copies = self._copies, {}
+        self._store_many(copies)
+        if self._keys is not None:
+            self._keys.update(key.columns for key in copies)
+
+    def _copied(self, key: CompileKey, usage: _compiled.ArchUsage) -> _compiled.ArchUsage:
+        """A record found in the fallback, written here with the next batch (every
+        :data:`COPY_BATCH` keys, at :meth:`close` or when the process exits): a fresh
+        database takes one commit per batch, not one per key (a tune used to spend 3 s on
+        587 commits). A copy lost to a crash is copied again by the next run."""
+        if self._writable and key.columns not in self._stored_keys():
+            if not self._copies:
+                _flush_at_exit(self)
+            self._copies[key] = usage
+            if len(self._copies) >= COPY_BATCH:
+                self.flush()
+        return usage
+
+    def _stored_keys(self) -> set[tuple[str, ...]]:
+        """The keys this database holds, read once (key columns only), so that a copy it
+        already has is not written again; a key another process stores meanwhile makes
+        that batch's insert conflict, and then its rows go one by one."""
+        if self._keys is None:
+            with self._session() as session:
+                self._keys = {tuple(row) for row in session.execute(select(*_KEY_COLUMNS))}
+        return self._keys
 
     def __enter__(self) -> CompileCache:
         return self
@@ -254,10 +305,12 @@ class CompileCache:
         ``ctas_per_sm`` 0 and the compiler's reason.
         """
         key = compile_key(launch, device.arch)
-        usage = self._memo.get(key) or self._lookup([key]).get(key)
-        if usage is None and self.fallback is not None:
+        usage = self._memo.get(key)
+        if usage is None and self.fallback is not None:  # in memory: no query (a compile gives every cache the same)
             known = self.fallback._lookup([key]).get(key)
-            usage = self._store(key, known) if known is not None else None
+            usage = self._copied(key, known) if known is not None else None
+        if usage is None:
+            usage = self._lookup([key]).get(key)
         if usage is None:
             usage = self._store(key, _compiled.compile_usage(launch, device.compute_capability))
         self._memo[key] = usage

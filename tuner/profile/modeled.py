@@ -86,6 +86,7 @@ class ModeledProfile:
     factors: Efficiency = DEFAULT
     measured: Any = None  # a MeasuredStore (or anything with .latencies(...)), read on first use
     _timings: dict = field(default_factory=dict, repr=False)   # shape key -> ShapeTiming
+    _launches: dict = field(default_factory=dict, repr=False)  # (shape key, partition, tag) -> launches
     _resources: dict = field(default_factory=dict, repr=False)  # launch.compile_key() -> resources
     _measured: dict = field(default_factory=dict, repr=False)  # "latencies" -> the store's answer, read once
 
@@ -201,9 +202,16 @@ class ModeledProfile:
                  partition: Partition = WHOLE_DEVICE) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
         """Its launches for a batch, timed on ``partition``'s SMs and sized to them or to
         the whole device as the partition says (shares in the phases are of the device)."""
-        timing, share = self._on(self.shape_of(variables), partition)
-        return tuple((f"{tag}:{launch.name}", t.phases(self.device.saturating_share, share))
-                     for launch, t in zip(timing.plan.launches, timing.timings))
+        key = (tuple([max(1, math.ceil(variables[k])) for k in self.family.shape_keys]), partition, tag)
+        found = self._launches.get(key)
+        if found is None:  # a config seen in an earlier trial's assignment: no model, no phases again
+            timing, share = self._on(self.shape_of(variables), partition)
+            found = tuple((f"{tag}:{launch.name}", t.phases(self.device.saturating_share, share))
+                          for launch, t in zip(timing.plan.launches, timing.timings))
+            if len(self._launches) >= _MEMO_LIMIT:
+                self._launches.clear()
+            self._launches[key] = found
+        return found
 
     def workspace_bytes(self, variables: Mapping[str, float], partition: Partition = WHOLE_DEVICE) -> float:
         """The workspace of its plan on ``partition`` (split counts sized as it is told)."""

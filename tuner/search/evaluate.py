@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from ..errors import IllegalConfigError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
-from ..sim import bind, simulate
-from .capacity import capacity_at
+from ..sim import bind
+from . import parallel
+from .parallel import run_seed
 
 METRICS = ("goodput", "capacity")
 
@@ -149,24 +150,23 @@ def evaluate(
     rates: list[float] = []
     overloaded = 0
     visited: set[tuple[str, int]] = set()
-    try:
-        for step, seed in enumerate(seeds):
-            if metric == "goodput":
-                result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s)
-                value, simulations, metrics = result.metrics.goodput_rps, 1, result.metrics
-                rates.append(metrics.arrival_rate_rps)
-                overloaded += metrics.overloaded
-                visited |= result.visited
-            else:
-                found = capacity_at(problem, assignment, regime, seed, horizon_s, on_run=visited.update)
-                value, simulations = found.capacity_rps, found.probes
-                metrics = found.at_capacity.metrics if found.at_capacity is not None else None
-            values.append(value)
-            if metrics is not None and metrics.latency_p50_s is not None:
-                latencies.append(metrics.latency_p50_s)
-            if on_seed is not None:
-                on_seed(step, value, simulations)
-    except IllegalConfigError as exc:
-        return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {exc}"), metric=metric)
+    pool = parallel.current(problem)
+    # in a pool every seed runs at once; read in seed order, the results are the serial ones
+    results = iter(pool.run(assignment, regime, seeds, horizon_s, metric)) if pool is not None else None
+    for step, seed in enumerate(seeds):
+        done = next(results) if results is not None else run_seed(problem, assignment, regime, seed, horizon_s,
+                                                                     metric)
+        if done.illegal is not None:
+            return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {done.illegal}"), metric=metric)
+        metrics = done.metrics
+        if metric == "goodput" and metrics is not None:
+            rates.append(metrics.arrival_rate_rps)
+            overloaded += metrics.overloaded
+        visited |= done.visited
+        values.append(done.value)
+        if metrics is not None and metrics.latency_p50_s is not None:
+            latencies.append(metrics.latency_p50_s)
+        if on_seed is not None:
+            on_seed(step, done.value, done.simulations)
     return Evaluation(tuple(values), constraints, statistics.fmean(latencies) if latencies else None,
                       frozenset(visited), metric, tuple(rates), overloaded)

@@ -34,6 +34,7 @@ from ..store.store import (
 )
 from ..errors import SearchError
 from ..stats import paired_delta
+from . import parallel
 from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
 from .staging import Staging
@@ -85,6 +86,7 @@ def tune_problem(
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
     on_regime: Callable[[RegimeOutcome], None] | None = None,
     jobs: int = 1,
+    sim_jobs: int = 1,
     worker: Worker | None = None,
     orphaned: Callable[[], bool] = lambda: False,
     warn: Callable[[str], None] = lambda message: None,
@@ -98,6 +100,9 @@ def tune_problem(
         on_regime: called with each regime's outcome once its rows are written.
         jobs: worker processes on this machine, this one included (``jobs - 1`` helpers
             run trials; this one also writes the rows).
+        sim_jobs: processes simulating each evaluation's seeds side by side (1: in this
+            process; :mod:`tuner.search.parallel`). Unlike ``jobs`` it changes nothing
+            but the time taken.
         worker: who this process is among the workers (default: the first of its run).
         orphaned: tells a helper its parent died (it then stops).
         warn: told of a helper that stopped early (its trial is retried by the others).
@@ -119,6 +124,15 @@ def tune_problem(
             raise SearchError(f"{problem.path}: no regime {name!r} (regimes: {', '.join(problem.regimes)})")
     if jobs < 1:
         raise SearchError(f"--jobs must be at least 1 but got {jobs}")
+    with parallel.seed_pool(problem, url, sim_jobs):
+        return _tune_problem(problem, url, settings, chosen, fresh, progress, callbacks, on_regime, jobs, worker,
+                             orphaned, warn)
+
+
+def _tune_problem(problem: Problem, url: str, settings: TuneSettings, chosen: list[str], fresh: bool,
+                  progress: Progress | None, callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]],
+                  on_regime: Callable[[RegimeOutcome], None] | None, jobs: int, worker: Worker,
+                  orphaned: Callable[[], bool], warn: Callable[[str], None]) -> list[RegimeOutcome]:
     if fresh:
         with Store(url, create=True) as store, Staging.of(problem, chosen, open_storage(url)) as staging:
             outcomes = tune_problem(problem, staging.url, settings, chosen, progress=progress, callbacks=callbacks,

@@ -10,7 +10,7 @@ source, so two cases must not load it:
 * a stale build: a source edited since it was compiled (an editable install during
   development). Running the old machine code would silently simulate the old model.
 
-In both, a finder placed first on ``sys.meta_path`` loads the three sources instead.
+In both, a finder placed first on ``sys.meta_path`` loads the sources instead.
 The compiled modules are all or nothing: compiled code calls its siblings' compiled
 classes directly. Both builds compute the same numbers to the last digit
 (``tests/test_native.py``); only the speed differs. ``tuner --version`` prints
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: The compiled modules, as setup.py's CORE lists their files.
-CORE = ("gpu", "batching", "service")
+CORE = ("gpu", "batching", "service", "program")
 PURE_ENV = "TUNER_PURE_PYTHON"
 STAMP = "_compiled.json"
 HERE = Path(__file__).resolve().parent

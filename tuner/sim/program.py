@@ -85,12 +85,15 @@ class LaunchMemo:
 
     Launches depend only on that key, so a trial's seeds and capacity rates, and every
     trial that keeps this operator's configs, reuse them. ``entries`` maps the key to
-    ``(token, launches, bucket)`` (bucket None when nothing launches); ``pinned`` keeps
+    ``(token, launches, bucket)`` (bucket None when nothing launches); ``by_vars`` maps
+    the values of the batch variables the operator reads to the same entry, so a batch
+    seen in any earlier simulation costs no shape arithmetic at all; ``pinned`` keeps
     the profiles its identity key names alive, so their ids are never reused meanwhile.
     """
 
     pinned: tuple[object, ...]
     entries: dict = field(default_factory=dict)
+    by_vars: dict = field(default_factory=dict)
     last_token: int = _NOTHING
 
 
@@ -121,10 +124,10 @@ def clear_launch_memos() -> None:
 class BoundOperator:
     """An operator with one config per bucket: each launch uses its shape's bucket's.
 
-    Launches are memoised by what they depend on, twice: first by the batch variables
+    Launches are memoised by what they depend on, twice, both in ``shared`` (see
+    :class:`LaunchMemo`), which outlives the simulation: first by the batch variables
     the operator reads (its shape's and its profiles', ``reads``), which costs no
-    arithmetic on a hit; on a miss by its shape and the profiles' direct reads, in
-    ``shared`` (see :class:`LaunchMemo`), which outlives the simulation. A decode step
+    arithmetic on a hit; on a miss by its shape and the profiles' direct reads. A decode step
     and the next differ in context length, which changes no GEMM's shape, and changes
     attention's rounded length only every 16 tokens per sequence. ``reads`` is None
     when a profile does not say what it reads (then every variable, in the batching's
@@ -139,8 +142,7 @@ class BoundOperator:
     direct: tuple[str, ...] | None = None
     partition: Partition = WHOLE_DEVICE
     lane: int = 0
-    shared: LaunchMemo | None = field(default=None, repr=False, compare=False)
-    _by_vars: dict = field(default_factory=dict, repr=False, compare=False)
+    shared: LaunchMemo = field(default_factory=lambda: LaunchMemo(()), repr=False, compare=False)
     visited: set = field(default_factory=set, repr=False, compare=False)
     _outer: Callable[[Mapping[str, float]], object] = field(init=False, repr=False, compare=False)
 
@@ -149,22 +151,26 @@ class BoundOperator:
         reads = self.reads
         outer = (lambda v: tuple(v.values())) if reads is None else (itemgetter(*reads) if reads else (lambda v: ()))
         object.__setattr__(self, "_outer", outer)
-        if self.shared is None:
-            object.__setattr__(self, "shared", LaunchMemo(()))
 
-    def _bucket(self, values: Mapping[str, float]) -> int:
-        """The bucket ``values`` fall in (recorded in :attr:`visited`)."""
-        bucket = 0 if len(self.configs) == 1 else self.operator.bucketing.index(values)
-        self.visited.add(bucket)
-        return bucket
-
-    def keyed(self, variables: Mapping[str, float], device: Device) -> tuple[int, tuple[Launch, ...]]:
-        """``(token, launches)`` for a batch with these variables; no launch when a shape
-        dimension is zero (a prefill GEMM in a decode-only iteration is not launched)."""
+    def keyed(self, variables: Mapping[str, float], device: Device
+              ) -> tuple[int, tuple[Launch, ...], int | None]:
+        """``(token, launches, bucket)`` for a batch with these variables (the bucket is
+        recorded in :attr:`visited`); no launch, and no bucket, when a shape dimension is
+        zero (a prefill GEMM in a decode-only iteration is not launched)."""
         outer = self._outer(variables)
-        found = self._by_vars.get(outer)
-        if found is not None:
-            return found
+        memo = self.shared
+        entry = memo.by_vars.get(outer)
+        if entry is None:
+            entry = self._entry(variables, device, outer)
+            if len(memo.by_vars) >= _CACHE_LIMIT:
+                memo.by_vars.clear()
+            memo.by_vars[outer] = entry
+        if entry[2] is not None:
+            self.visited.add(entry[2])
+        return entry
+
+    def _entry(self, variables: Mapping[str, float], device: Device, outer: object
+               ) -> tuple[int, tuple[Launch, ...], int | None]:
         shape = self.operator.shape
         dims = tuple([expr.evaluate(variables) for _, expr in shape])
         direct = self.direct
@@ -177,7 +183,7 @@ class BoundOperator:
             else:
                 values = dict(variables)
                 values.update(zip((dim for dim, _ in shape), dims))
-                bucket = self._bucket(values)
+                bucket = 0 if len(self.configs) == 1 else self.operator.bucketing.index(values)
                 launches = self.configs[bucket].profile.launches(values, device, self.operator.name,
                                                                  self.partition)
                 memo.last_token += 1
@@ -185,13 +191,7 @@ class BoundOperator:
             if len(memo.entries) >= _CACHE_LIMIT:
                 memo.entries.clear()
             memo.entries[key] = entry
-        elif entry[2] is not None:
-            self.visited.add(entry[2])
-        found = entry[:2]
-        if len(self._by_vars) >= _CACHE_LIMIT:
-            self._by_vars.clear()
-        self._by_vars[outer] = found
-        return found
+        return entry
 
     def reserved_workspace(self, largest: Mapping[str, float]) -> float:
         """The most workspace any of its configs needs in a bucket the service reaches,
@@ -230,7 +230,7 @@ class BoundService:
         """
         device = self.service.device
         parts = [op.keyed(variables, device) for ops, _ in self.blocks for op in ops]
-        key = tuple([token for token, _ in parts])
+        key = tuple([part[0] for part in parts])
         cached = self._cache.get(key)
         if cached is not None:
             return cached
@@ -302,7 +302,7 @@ def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
         direct = _reads(configs, op)
         reads = None if direct is None else tuple(sorted(set(direct).union(*(e.names for _, e in op.shape))))
         partition = op.partition or service.partition
-        shared = None if reads is None else launch_memo(op, configs, partition, service.device)
+        shared = LaunchMemo(()) if reads is None else launch_memo(op, configs, partition, service.device)
         bound.append(BoundOperator(op, configs, reads, direct, partition, lanes.index(partition), shared))
     blocks: list[tuple[tuple[BoundOperator, ...], int]] = []
     for item in bound:

@@ -374,7 +374,7 @@ class ServiceRun:
                 if kernel is not None:
                     stream = kernel.stream
                     if recording is not None:
-                        recording.kernel(stream, kernel.tag, kernel.started, t)
+                        recording.kernel(stream, str(kernel.tag), kernel.started, t)  # the service's tags are names
                     if stream >= streams:
                         self._on_neighbor_kernel_done(kernel, t)
                     else:

@@ -1,0 +1,202 @@
+"""An evaluation's seeds simulated side by side in worker processes.
+
+A trial scores one assignment on K seeds; the baselines and the capacity searches after
+the trials score many more the same way. The seeds are independent simulations, so
+:func:`tuner.search.evaluate.evaluate` hands them to a :class:`SeedPool` when one is in
+use (:func:`seed_pool`), and then reads their results in seed order exactly as it would
+have computed them: reports, pruning and every figure of the table are the same as a
+serial run's, whatever the number of processes (``tests/test_parallel.py``). Unlike
+``--jobs``, which runs several trials at once and lets the sampler see them in whatever
+order they finish, this never changes what is tuned, only how long it takes.
+
+Work goes to the workers by value: the problem file (which they load once, with the
+run's compile cache), the assignment in its text form, the regime, seed, horizon and
+metric. A problem that is not the file the pool was made for (one built in memory, or
+edited since) is simulated in the calling process.
+
+Each worker process costs a cold start before its first simulation: imports, the
+problem's load and its first launches (``benchmarks/bench_tune.py`` reports it).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ..errors import IllegalConfigError
+from ..problem.assignment import Assignment
+from ..problem.model import Problem
+from ..sim.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    """What one seed of an evaluation produced: its metric value, the simulations it took
+    (a capacity search takes several), the metrics they end on, the buckets visited; or
+    why the assignment is illegal."""
+
+    value: float = 0.0
+    simulations: int = 0
+    metrics: Metrics | None = None
+    visited: frozenset[tuple[str, int]] = frozenset()
+    illegal: str | None = None
+
+
+def run_seed(problem: Problem, assignment: Assignment, regime: str, seed: int, horizon_s: float | None,
+             metric: str) -> SeedResult:
+    """One seed's simulations, in this process: the one implementation, serial or not."""
+    from ..sim import simulate
+    from .capacity import capacity_at
+
+    try:
+        if metric == "goodput":
+            result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s)
+            return SeedResult(result.metrics.goodput_rps, 1, result.metrics, frozenset(result.visited))
+        visited: set[tuple[str, int]] = set()
+        found = capacity_at(problem, assignment, regime, seed, horizon_s, on_run=visited.update)
+        metrics = found.at_capacity.metrics if found.at_capacity is not None else None
+        return SeedResult(found.capacity_rps, found.probes, metrics, frozenset(visited))
+    except IllegalConfigError as exc:
+        return SeedResult(illegal=str(exc))
+
+
+@dataclass(frozen=True)
+class _Task:
+    problem_path: str
+    problem_hash: str
+    storage: str
+    assignment: tuple[str, ...]  # Assignment.specs
+    regime: str
+    seed: int
+    horizon_s: float | None
+    metric: str
+
+
+_loaded: dict[tuple[str, str, str], Problem] = {}  # in a worker: by (path, content hash, storage)
+
+
+def _run_task(task: _Task) -> SeedResult:
+    from ..errors import TunerError
+    from ..problem import resolve_assignment
+    from .fleet import load_for_tuning
+
+    key = (task.problem_path, task.problem_hash, task.storage)
+    problem = _loaded.get(key)
+    if problem is None:
+        problem = load_for_tuning(task.problem_path, task.storage)
+        if problem.file_hash != task.problem_hash:
+            raise TunerError(f"{task.problem_path}: the file changed while it was being tuned")
+        _loaded[key] = problem
+    return run_seed(problem, resolve_assignment(problem, task.assignment), task.regime, task.seed, task.horizon_s,
+                    task.metric)
+
+
+def start_worker(parent: int) -> None:
+    """A worker process leaves Ctrl-C to the parent, which shuts it down, and ends by
+    itself when the parent dies without doing so (SIGKILL, a crash): it is never left
+    behind, re-parented to init."""
+    from .fleet import orphan_check
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    orphaned = orphan_check(parent)
+
+    def watch() -> None:
+        while not orphaned():
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent watch", daemon=True).start()
+
+
+class SeedPool:
+    """``processes`` simulating seeds of the one problem file ``problem`` was loaded
+    from: this one and ``processes - 1`` workers, with compiled resources from
+    ``storage``. This process simulates an evaluation's first seed itself, with its own
+    memo of launches, already warm, while the workers take the others."""
+
+    def __init__(self, problem: Problem, storage: str, processes: int) -> None:
+        self.problem, self.storage, self.processes = problem, storage, processes
+        self._executor = ProcessPoolExecutor(processes - 1, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=start_worker, initargs=(os.getpid(),))
+
+    def serves(self, problem: Problem) -> bool:
+        return problem is self.problem
+
+    def run(self, assignment: Assignment, regime: str, seeds: Sequence[int], horizon_s: float | None,
+            metric: str) -> list[SeedResult]:
+        """Every seed's result, in seed order (all seeds run; reading them stays the caller's)."""
+        if not seeds:
+            return []
+        specs = tuple(assignment.specs(self.problem))
+        futures = [self._executor.submit(_run_task, _Task(self.problem.path, self.problem.file_hash, self.storage,
+                                                          specs, regime, seed, horizon_s, metric))
+                   for seed in seeds[1:]]
+        try:
+            first = run_seed(self.problem, assignment, regime, seeds[0], horizon_s, metric)
+            return [first, *(future.result() for future in futures)]
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def close(self, abandon: bool = False) -> None:
+        """Stop the workers: after their current simulation, or (``abandon``: Ctrl-C, an
+        error) at once, so that an interrupted run exits without waiting for them."""
+        processes = list(getattr(self._executor, "_processes", {}).values()) if abandon else []
+        self._executor.shutdown(wait=not abandon, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+            process.join()
+
+
+_current: SeedPool | None = None
+
+
+def current(problem: Problem) -> SeedPool | None:
+    """The pool in use for ``problem``'s simulations, if any."""
+    return _current if _current is not None and _current.serves(problem) else None
+
+
+@contextmanager
+def seed_pool(problem: Problem, storage: str, processes: int) -> Iterator[SeedPool | None]:
+    """Within the block, evaluations of ``problem`` run their seeds in ``processes``
+    processes, this one included (for one, everything stays in this one)."""
+    global _current
+    if processes <= 1 or _current is not None:
+        yield None
+        return
+    pool = SeedPool(problem, storage, processes)
+    _current = pool
+    try:
+        yield pool
+    except BaseException:
+        _current = None
+        pool.close(abandon=True)
+        raise
+    _current = None
+    pool.close()
+
+
+def default_processes(seeds: int, jobs: int = 1) -> int:
+    """Seed processes per worker when none is asked for, the worker itself included: its
+    share of this machine's usable cores (over ``jobs`` workers) plus one, because the
+    worker also keeps the study's books between evaluations, where a core would idle
+    (on the 2-core development machine 3 processes tuned llm_decode faster than 2), and
+    never more than the ``seeds`` there are to run at once; 1 (everything in the worker)
+    with under 2 cores to share."""
+    cores = usable_cores() // jobs
+    return 1 if cores < 2 else min(seeds, cores + 1)
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
