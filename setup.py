@@ -76,12 +76,10 @@ class OptionalBuildExt(build_ext):
         stamp = {"compiler": f"mypyc {mypy.version.__version__}",
                  "sources": {path: hashlib.sha256((HERE / path).read_bytes()).hexdigest() for path in CORE}}
         text = json.dumps(stamp, indent=1, sort_keys=True) + "\n"
-        targets = {HERE / STAMP}
-        if not self.inplace:
-            targets.add(Path(self.build_lib) / STAMP)
-        for target in targets:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
+        # beside the extensions: the source tree for an editable install, else the wheel's
+        target = HERE / STAMP if self.inplace else Path(self.build_lib) / STAMP
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
 
 
 setup(ext_modules=core_extensions(), cmdclass={"build_ext": OptionalBuildExt})
