@@ -135,3 +135,16 @@ def test_ctrl_c_with_seed_processes_exits_at_once_and_leaves_none_behind(tmp_pat
     ps = subprocess.run(["ps", "-o", "stat=,pid=,args=", "-g", str(command.pid)], capture_output=True, text=True)
     alive = [line for line in ps.stdout.splitlines() if line.strip() and not line.lstrip().startswith("Z")]
     assert not alive, alive  # (a zombie is an exited child this sandbox's init has not reaped)
+
+
+def test_a_problem_file_edited_during_the_run_is_simulated_here_as_loaded(tmp_path) -> None:
+    import shutil
+
+    path = tmp_path / "seed_example.yaml"
+    shutil.copy(SEED_EXAMPLE, path)
+    loaded = load_problem(path)
+    path.write_text(path.read_text() + "\n# edited after tuner loaded it\n")
+    assignment = resolve_assignment(loaded, ["stage=lean"])
+    serial = evaluate(loaded, assignment, "heavy", SEEDS, 2.0)
+    with parallel.seed_pool(loaded, f"sqlite:///{tmp_path / 'r.db'}", 2):
+        assert evaluate(loaded, assignment, "heavy", SEEDS, 2.0) == serial  # not an error, not the new file

@@ -135,7 +135,8 @@ def make_launch(
     as 16-byte aligned (every buffer is a fresh allocation) and integers as divisible by
     16 when their value is, as Triton's JIT specialises them.
     """
-    signature, constexpr_values, runtime, pointers, ints = _layout(fn, tuple(args.items()), tuple(constexprs.items()))
+    signature, constexpr_values, runtime, pointers, ints = _layout(
+        fn, tuple(args.items()), tuple((k, type(v), v) for k, v in constexprs.items()))  # True is not 1 here
     divisible = tuple(arg for arg in runtime if arg in pointers or (arg in ints and bindings[arg] % 16 == 0))
     grid = 1
     for dim in grid_dims:
@@ -157,13 +158,13 @@ def make_launch(
 
 
 @functools.lru_cache(maxsize=4096)
-def _layout(fn: Any, args: tuple[tuple[str, str], ...], constexprs: tuple[tuple[str, Any], ...]
+def _layout(fn: Any, args: tuple[tuple[str, str], ...], constexprs: tuple[tuple[str, type, Any], ...]
             ) -> tuple[tuple, tuple, tuple[str, ...], frozenset[str], frozenset[str]]:
     """What of a launch follows from its kernel and argument kinds alone, the same at every
     shape (a GEMM config is planned at thousands): the signature in ``fn``'s argument
     order, the constexpr values, the runtime arguments, and which are pointers (taken as
     16-byte aligned) and ``i32`` (divisible by 16 when their value is)."""
-    types, values = dict(args), dict(constexprs)
+    types, values = dict(args), {k: v for k, _, v in constexprs}
     signature = []
     for arg in fn.arg_names:
         if arg in values:

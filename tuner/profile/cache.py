@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import multiprocessing
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
@@ -206,6 +207,7 @@ class CompileCache:
         self._memo: dict[CompileKey, _compiled.ArchUsage] = {}
         self._copies: dict[CompileKey, _compiled.ArchUsage] = {}  # from the fallback, not yet written
         self._keys: set[tuple[str, ...]] | None = None  # the keys stored here, once read
+        self._copy_lock = threading.RLock()  # one cache may serve several threads
         self._rows: dict[tuple[str, ...], _compiled.ArchUsage] | None = None  # the whole table, if prefetched
         try:
             self._engine = create_engine(url, **writer_engine_kwargs(make_url(url)))
@@ -233,6 +235,7 @@ class CompileCache:
         cache = cls.__new__(cls)
         cache.url, cache.fallback, cache._memo, cache._writable = f"sqlite:///{path}", fallback, {}, False
         cache._engine, cache._rows, cache._copies, cache._keys = None, None, {}, None
+        cache._copy_lock = threading.RLock()
         if path.is_file():
             engine = create_engine("sqlite://", creator=read_only_connect(path))
             try:
@@ -251,16 +254,19 @@ class CompileCache:
         return cache
 
     def close(self) -> None:
-        self.flush()
-        if self._engine is not None:
-            self._engine.dispose()
+        try:
+            self.flush()
+        finally:
+            if self._engine is not None:
+                self._engine.dispose()
 
     def flush(self) -> None:
         """Write the copies taken from the fallback since the last flush, in one transaction."""
-        copies, self._copies = self._copies, {}
-        self._store_many(copies)
-        if self._keys is not None:
-            self._keys.update(key.columns for key in copies)
+        with self._copy_lock:
+            copies, self._copies = self._copies, {}
+            self._store_many(copies)
+            if self._keys is not None:
+                self._keys.update(key.columns for key in copies)
 
     def _copied(self, key: CompileKey, usage: _compiled.ArchUsage) -> _compiled.ArchUsage:
         """A record found in the fallback, written here with the next batch (every
@@ -268,10 +274,12 @@ class CompileCache:
         database takes one commit per batch, not one per key (a tune used to spend 3 s on
         587 commits). A copy lost to a crash is copied again by the next run."""
         if self._writable and key.columns not in self._stored_keys():
-            if not self._copies:
-                _flush_at_exit(self)
-            self._copies[key] = usage
-            if len(self._copies) >= COPY_BATCH:
+            with self._copy_lock:
+                if not self._copies:
+                    _flush_at_exit(self)
+                self._copies[key] = usage
+                full = len(self._copies) >= COPY_BATCH
+            if full:
                 self.flush()
         return usage
 
@@ -280,6 +288,8 @@ class CompileCache:
         already has is not written again; a key another process stores meanwhile makes
         that batch's insert conflict, and then its rows go one by one."""
         if self._keys is None:
+            if self._engine is None:  # a read-only file without a compile cache
+                return set()
             with self._session() as session:
                 self._keys = {tuple(row) for row in session.execute(select(*_KEY_COLUMNS))}
         return self._keys
@@ -306,11 +316,15 @@ class CompileCache:
         """
         key = compile_key(launch, device.arch)
         usage = self._memo.get(key)
-        if usage is None and self.fallback is not None:  # in memory: no query (a compile gives every cache the same)
+        # This database first, as always; but a key it does not hold (every key, on a fresh
+        # one) is looked up in the fallback's memory without a query.
+        if usage is None and (self.fallback is None or key.columns in self._stored_keys()):
+            usage = self._lookup([key]).get(key)
+        if usage is None and self.fallback is not None:
             known = self.fallback._lookup([key]).get(key)
             usage = self._copied(key, known) if known is not None else None
-        if usage is None:
-            usage = self._lookup([key]).get(key)
+            if usage is None:  # perhaps stored by another process since the keys were read
+                usage = self._lookup([key]).get(key)
         if usage is None:
             usage = self._store(key, _compiled.compile_usage(launch, device.compute_capability))
         self._memo[key] = usage

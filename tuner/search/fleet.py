@@ -230,11 +230,11 @@ class Helpers:
 
     @classmethod
     def start(cls, count: int, path: str, url: str, settings: object, regimes: Sequence[str],
-              heartbeat_s: int) -> Helpers:
+              heartbeat_s: int, sim_jobs: int = 1) -> Helpers:
         context = multiprocessing.get_context("spawn")
         processes = [
             context.Process(target=_helper,
-                            args=(index, os.getpid(), path, url, settings, list(regimes), heartbeat_s),
+                            args=(index, os.getpid(), path, url, settings, list(regimes), heartbeat_s, sim_jobs),
                             name=f"tuner worker {index}", daemon=False)
             for index in range(1, count + 1)
         ]
@@ -287,7 +287,7 @@ def load_for_tuning(path: Path | str, url: str) -> Problem:
 
 
 def _helper(index: int, parent: int, path: str, url: str, settings: object, regimes: list[str],
-            heartbeat_s: int) -> None:
+            heartbeat_s: int, sim_jobs: int = 1) -> None:
     """Entry point of a ``--jobs`` helper process: load the problem, run trials, exit
     quietly on Ctrl-C (130) and with one line on an error (2)."""
     signal.signal(signal.SIGINT, interrupts.interrupt_once)
@@ -297,7 +297,8 @@ def _helper(index: int, parent: int, path: str, url: str, settings: object, regi
     try:
         problem = load_for_tuning(path, url)
         worker = Worker.here(f":{index}", writes_rows=False, heartbeat_s=heartbeat_s)
-        tune_problem(problem, url, settings, regimes, worker=worker, orphaned=orphan_check(parent))  # type: ignore[arg-type]
+        tune_problem(problem, url, settings, regimes, worker=worker, orphaned=orphan_check(parent),  # type: ignore[arg-type]
+                     sim_jobs=sim_jobs)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the exit
         interrupts.exit_interrupted()

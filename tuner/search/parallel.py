@@ -12,7 +12,10 @@ order they finish, this never changes what is tuned, only how long it takes.
 Work goes to the workers by value: the problem file (which they load once, with the
 run's compile cache), the assignment in its text form, the regime, seed, horizon and
 metric. A problem that is not the file the pool was made for (one built in memory, or
-edited since) is simulated in the calling process.
+edited since) is simulated in the calling process. The workers load the file as
+``tuner tune`` does (:func:`tuner.search.fleet.load_for_tuning`: compiled resources and
+measurements from the run's storage); a library caller whose problem came from another
+database should keep ``sim_jobs=1``.
 
 Each worker process costs a cold start before its first simulation: imports, the
 problem's load and its first launches (``benchmarks/bench_tune.py`` reports it).
@@ -27,10 +30,11 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..errors import IllegalConfigError
+from ..errors import IllegalConfigError, SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..sim.metrics import Metrics
@@ -82,8 +86,9 @@ class _Task:
 _loaded: dict[tuple[str, str, str], Problem] = {}  # in a worker: by (path, content hash, storage)
 
 
-def _run_task(task: _Task) -> SeedResult:
-    from ..errors import TunerError
+def _run_task(task: _Task) -> SeedResult | None:
+    """A worker's side; None when the file on disk is no longer the problem being tuned
+    (edited meanwhile): the caller then simulates that seed itself, on the loaded one."""
     from ..problem import resolve_assignment
     from .fleet import load_for_tuning
 
@@ -92,10 +97,14 @@ def _run_task(task: _Task) -> SeedResult:
     if problem is None:
         problem = load_for_tuning(task.problem_path, task.storage)
         if problem.file_hash != task.problem_hash:
-            raise TunerError(f"{task.problem_path}: the file changed while it was being tuned")
+            return None
         _loaded[key] = problem
     return run_seed(problem, resolve_assignment(problem, task.assignment), task.regime, task.seed, task.horizon_s,
                     task.metric)
+
+
+def _ready() -> None:
+    """A no-op task: submitted once per worker at start, so they start at once."""
 
 
 def start_worker(parent: int) -> None:
@@ -125,6 +134,21 @@ class SeedPool:
         self.problem, self.storage, self.processes = problem, storage, processes
         self._executor = ProcessPoolExecutor(processes - 1, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=start_worker, initargs=(os.getpid(),))
+        # Start the workers now with SIGINT ignored (inherited through exec; start_worker
+        # keeps it so): a Ctrl-C during their imports would print a traceback from each.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            started = [self._executor.submit(_ready) for _ in range(processes - 1)]
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
+        try:
+            for future in started:
+                future.result()
+        except BaseException:  # Ctrl-C while they start, or one that cannot start
+            self.close(abandon=True)
+            raise
 
     def serves(self, problem: Problem) -> bool:
         return problem is self.problem
@@ -139,8 +163,16 @@ class SeedPool:
                                                           specs, regime, seed, horizon_s, metric))
                    for seed in seeds[1:]]
         try:
-            first = run_seed(self.problem, assignment, regime, seeds[0], horizon_s, metric)
-            return [first, *(future.result() for future in futures)]
+            results = [run_seed(self.problem, assignment, regime, seeds[0], horizon_s, metric)]
+            for seed, future in zip(seeds[1:], futures):
+                try:
+                    found = future.result()
+                except BrokenProcessPool as exc:  # a worker was killed (OOM, SIGKILL) or could not start
+                    raise SearchError(f"a seed process stopped ({exc}); rerun (finished trials are kept), "
+                                      "or with --sim-jobs 1 to simulate in one process") from exc
+                results.append(found if found is not None else
+                               run_seed(self.problem, assignment, regime, seed, horizon_s, metric))
+            return results
         finally:
             for future in futures:
                 future.cancel()
@@ -156,6 +188,12 @@ class SeedPool:
 
 
 _current: SeedPool | None = None
+
+
+def processes_in_use() -> int:
+    """The seed processes of the pool in use (1 without one): what a ``--jobs`` helper
+    started now is given, so every worker of the command simulates alike."""
+    return _current.processes if _current is not None else 1
 
 
 def current(problem: Problem) -> SeedPool | None:

@@ -149,7 +149,8 @@ def _tune_problem(problem: Problem, url: str, settings: TuneSettings, chosen: li
     try:
         storage = open_storage(url, worker)
         if jobs > 1:
-            helpers = Helpers.start(jobs - 1, problem.path, url, settings, chosen, worker.heartbeat_s)
+            helpers = Helpers.start(jobs - 1, problem.path, url, settings, chosen, worker.heartbeat_s,
+                                    sim_jobs=parallel.processes_in_use())
         rows = _Rows(store, problem, settings, worker, progress, on_regime)
         held_elsewhere = []
         for name in chosen:

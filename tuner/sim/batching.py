@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
+from .gpu import left_to_right_sum
+
 if TYPE_CHECKING:
     from .program import Program
     from .service import ServiceRun
@@ -56,7 +58,7 @@ class DynamicBatching:
                 start_t[r] = now
             else:
                 batch = [queue.popleft() for _ in range(size)]
-                scale = sum([jitter[r] for r in batch]) / size
+                scale = left_to_right_sum([jitter[r] for r in batch]) / size
                 for r in batch:
                     start_t[r] = now
             self.batches[executor] = batch
@@ -149,7 +151,7 @@ class ContinuousBatching:
             "decode_seqs": decode, "context": context, "max_context": max_context,
         }
         jitter = run.jitter
-        scale = sum(jitter[r] for r, _ in plan) / len(plan)
+        scale = left_to_right_sum([jitter[r] for r, _ in plan]) / len(plan)
         self.plans[executor] = plan
         run.start_program(executor, run.bound.program(variables), scale, now)
 

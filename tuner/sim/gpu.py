@@ -47,6 +47,16 @@ from ..phases import Phase
 TOLERANCE = 1e-9
 
 
+def left_to_right_sum(values: list[float]) -> float:
+    """Floats added in order, uncompensated: what ``sum()`` does on CPython 3.11 and what
+    mypyc compiles it to everywhere, where CPython 3.12+ compensates. The core's sums use
+    this (or ``math.fsum``), so the compiled and pure-Python builds agree on every Python."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
 class Kernel:
     """One launch on the GPU; owned and mutated by :class:`FluidGPU` while it runs.
 
@@ -84,13 +94,13 @@ class Kernel:
     @property
     def work_s(self) -> float:
         """Isolated seconds of GPU work (launch overhead excluded)."""
-        return sum(p[0] for p in self.phases) * self.scale
+        return left_to_right_sum([p[0] for p in self.phases]) * self.scale
 
     def work_left_s(self, now: float) -> float:
         """Isolated seconds of GPU work not yet done at ``now``."""
         if self.index < 0:
             return self.work_s
-        rest = sum(p[0] for p in self.phases[self.index + 1:]) * self.scale
+        rest = left_to_right_sum([p[0] for p in self.phases[self.index + 1:]]) * self.scale
         return rest + max(self.remaining - self.rate * (now - self.anchor), 0.0)
 
 
