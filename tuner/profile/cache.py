@@ -32,7 +32,7 @@ import hashlib
 import json
 import multiprocessing
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
@@ -283,10 +283,12 @@ class CompileCache:
                 self.flush()
         return usage
 
-    def _stored_keys(self) -> set[tuple[str, ...]]:
+    def _stored_keys(self) -> Collection[tuple[str, ...]]:
         """The keys this database holds, read once (key columns only), so that a copy it
         already has is not written again; a key another process stores meanwhile makes
         that batch's insert conflict, and then its rows go one by one."""
+        if self._rows is not None:  # prefetched: the rows are the keys
+            return self._rows.keys()
         if self._keys is None:
             if self._engine is None:  # a read-only file without a compile cache
                 return set()

@@ -134,7 +134,11 @@ class ModeledProfile:
 
     def shape_of(self, variables: Mapping[str, float]) -> dict[str, int]:
         """The family's shape from an operator's variables (sizes rounded up to integers)."""
-        return {key: max(1, math.ceil(variables[key])) for key in self.family.shape_keys}
+        return dict(zip(self.family.shape_keys, self._dims(variables)))
+
+    def _dims(self, variables: Mapping[str, float]) -> tuple[int, ...]:
+        """The shape's sizes in the family's key order, each rounded up to at least 1."""
+        return tuple([max(1, math.ceil(variables[key])) for key in self.family.shape_keys])
 
     def at(self, shape: Mapping[str, int], sms: int | None = None, sizing_sms: int | None = None) -> ShapeTiming:
         """Plan and timings at ``shape``, on ``sms`` of the device's SMs (default: all), the
@@ -202,10 +206,11 @@ class ModeledProfile:
                  partition: Partition = WHOLE_DEVICE) -> tuple[tuple[str, tuple[Phase, ...]], ...]:
         """Its launches for a batch, timed on ``partition``'s SMs and sized to them or to
         the whole device as the partition says (shares in the phases are of the device)."""
-        key = (tuple([max(1, math.ceil(variables[k])) for k in self.family.shape_keys]), partition, tag)
+        dims = self._dims(variables)
+        key = (dims, partition, tag)
         found = self._launches.get(key)
         if found is None:  # a config seen in an earlier trial's assignment: no model, no phases again
-            timing, share = self._on(self.shape_of(variables), partition)
+            timing, share = self._on(dict(zip(self.family.shape_keys, dims)), partition)
             found = tuple((f"{tag}:{launch.name}", t.phases(self.device.saturating_share, share))
                           for launch, t in zip(timing.plan.launches, timing.timings))
             if len(self._launches) >= _MEMO_LIMIT:

@@ -152,10 +152,10 @@ def evaluate(
     visited: set[tuple[str, int]] = set()
     pool = parallel.current(problem)
     # in a pool every seed runs at once; read in seed order, the results are the serial ones
-    results = iter(pool.run(assignment, regime, seeds, horizon_s, metric)) if pool is not None else None
-    for step, seed in enumerate(seeds):
-        done = next(results) if results is not None else run_seed(problem, assignment, regime, seed, horizon_s,
-                                                                     metric)
+    # (which run one at a time, so a prune stops them)
+    results = (pool.run(assignment, regime, seeds, horizon_s, metric) if pool is not None
+               else (run_seed(problem, assignment, regime, seed, horizon_s, metric) for seed in seeds))
+    for step, done in enumerate(results):
         if done.illegal is not None:
             return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {done.illegal}"), metric=metric)
         metrics = done.metrics
