@@ -23,7 +23,7 @@ def launch(gpu: FluidGPU, tag: str, phases, *, stream: int, now: float = 0.0, pr
            partition: int = 0):
     """Phases given as ``(seconds, s, b)`` are compute-bound (``k = s``), as every kernel was
     before the GPU layer knew memory-bound ones need fewer SMs."""
-    phases = tuple(p if len(p) == 4 else (*p, p[1]) for p in phases)
+    phases = tuple(p if len(p) == 5 else (*p, 0.0) if len(p) == 4 else (*p, p[1], 0.0) for p in phases)
     return gpu.launch(priority, stream, tag, phases, 1.0, overhead, now, partition)
 
 

@@ -96,14 +96,14 @@ def test_one_more_cta_than_a_wave_costs_a_second_wave_when_compute_bound() -> No
     two = timed(gemm(128 * 109, 128, 16384), 1)   # 109 tiles: a second wave of one CTA
     assert (one.waves, two.waves) == (1, 2)
     assert 1.85 < two.latency_s / one.latency_s < 2.05
-    (head_s, head_sm, _, _), (tail_s, tail_sm, _, _) = two.phases(A100.saturating_share)
+    (head_s, head_sm, _, _, _), (tail_s, tail_sm, _, _, _) = two.phases(A100.saturating_share)
     assert head_sm == 1.0 and tail_sm == pytest.approx(1 / 108)
     assert tail_s == pytest.approx(head_s - DEFAULT.fixed_s, rel=0.05)
 
 
 def test_memory_bound_tail_wave_is_short_and_draws_less_bandwidth() -> None:
     timing = timed(reduce_launch(1024, 34660, 4), 16)  # 34,660 CTAs: 20 full waves of 1,728 and 100 more
-    (head_s, head_sm, head_b, _), (tail_s, tail_sm, tail_b, _) = timing.phases(A100.saturating_share)
+    (head_s, head_sm, head_b, _, _), (tail_s, tail_sm, tail_b, _, _) = timing.phases(A100.saturating_share)
     assert timing.waves > 2 and tail_sm < 0.5
     assert tail_s < head_s / (timing.waves - 1)
     assert tail_b < head_b
@@ -145,7 +145,7 @@ def test_split_k_helps_a_small_m_large_k_gemm() -> None:
     assert split < 0.8 * plain
 
 
-def test_persistent_holds_every_slot_for_its_whole_life() -> None:
+def test_persistent_holds_its_grids_slots_for_its_whole_life() -> None:
     tiles = gemm(4096, 4096, 4096)
     persistent = gemm(4096, 4096, 4096, persistent=True, grid=2 * A100.sms)
     t = timed(persistent, 2)
@@ -153,9 +153,10 @@ def test_persistent_holds_every_slot_for_its_whole_life() -> None:
     assert [p[:3] for p in t.phases(A100.saturating_share)] == [(t.latency_s, 1.0, t.dram_fraction)]
     # Same work, same rounds: within a few percent of the launched-in-waves twin.
     assert t.latency_s == pytest.approx(timed(tiles, 2).latency_s, rel=0.05)
-    # A persistent grid smaller than the GPU still holds every slot (DESIGN §4).
+    # A persistent grid smaller than the GPU holds only its CTAs' slots: one CTA of
+    # 2 per SM on 108 SMs is 1/216 of them, the rest free for other streams.
     small = timed(gemm(64, 128, 4096, persistent=True, grid=1), 2)
-    assert small.phases(A100.saturating_share)[0][1] == 1.0
+    assert small.phases(A100.saturating_share)[0][1] == pytest.approx(1 / 216)
 
 
 def test_one_partial_wave_holds_its_share_of_the_slots() -> None:
@@ -172,7 +173,9 @@ def test_phases_partition_the_latency(launch: KernelLaunch, ctas: int) -> None:
     t = timed(launch, ctas)
     phases = t.phases(A100.saturating_share)
     assert sum(p[0] for p in phases) == pytest.approx(t.latency_s)
-    assert all(0 < s <= 1 and 0 <= b <= 1 and 0 < k <= s and seconds > 0 for seconds, s, b, k in phases)
+    assert all(0 < s <= 1 and 0 <= b <= 1 and 0 < k <= s and seconds > 0 for seconds, s, b, k, _ in phases)
+    # every modeled phase is discrete: its waves add up to the launch's
+    assert sum(p[4] for p in phases) == t.waves and all(p[4] >= 1 for p in phases)
     assert 0 < t.dram_fraction <= 1
 
 

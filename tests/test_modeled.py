@@ -165,4 +165,4 @@ def test_auto_splits_size_themselves_to_the_sms_they_are_told(attention_configs)
     # the partition, as the simulator asks for it: shares of the whole device
     partition = Partition("quarter", 0.25, sized_to_partition=False)
     ((_, phases), _) = auto.launches(ATTENTION_SHAPE, None, "attn", partition)
-    assert all(s <= 33 / 132 + 1e-12 and k <= s for _, s, _, k in phases)
+    assert all(s <= 33 / 132 + 1e-12 and k <= s for _, s, _, k, _ in phases)

@@ -118,18 +118,21 @@ def test_phases_waves_and_tail() -> None:
     three = profile.phases({"L": 3.0, "ctas": 330}, H100)
     # (2/3 L, 1, b, k), (1/3 L, 66/132, b/2, k/2); undeclared compute is 1 - dram = 0.4, so
     # k = max(s * 0.4, b * 0.62 saturating share) = s * 0.4
-    assert close(three, ((2.0, 1.0, 0.6, 0.4), (1.0, 66 / 132, 0.3, 0.2)))
-    assert close(profile.phases({"L": 3.0, "ctas": 66}, H100), ((3.0, 0.5, 0.3, 0.2),))
-    assert close(profile.phases({"L": 3.0, "ctas": 264}, H100), ((3.0, 1.0, 0.6, 0.4),))  # whole waves only
+    assert close(three, ((2.0, 1.0, 0.6, 0.4, 2), (1.0, 66 / 132, 0.3, 0.2, 1)))
+    assert close(profile.phases({"L": 3.0, "ctas": 66}, H100), ((3.0, 0.5, 0.3, 0.2, 1),))
+    assert close(profile.phases({"L": 3.0, "ctas": 264}, H100), ((3.0, 1.0, 0.6, 0.4, 2),))  # whole waves only
     two_per_sm = _profile(ctas=ctas, ctas_per_sm=2, dram=0.6)
-    assert close(two_per_sm.phases({"L": 1.0, "ctas": 132}, H100), ((1.0, 0.5, 0.3, 0.2),))
-    assert close(two_per_sm.phases({"L": 1.0, "ctas": 0}, H100), ((1.0, 1 / 264, 0.6 / 264, 0.4 / 264),))
+    assert close(two_per_sm.phases({"L": 1.0, "ctas": 132}, H100), ((1.0, 0.5, 0.3, 0.2, 1),))
+    assert close(two_per_sm.phases({"L": 1.0, "ctas": 0}, H100), ((1.0, 1 / 264, 0.6 / 264, 0.4 / 264, 1),))
 
 
 def test_phases_without_grid_and_persistent() -> None:
-    assert close(_profile(sm=0.25, dram=0.1).phases({"L": 2.0}, H100), ((2.0, 0.25, 0.1, 0.225),))
+    assert close(_profile(sm=0.25, dram=0.1).phases({"L": 2.0}, H100), ((2.0, 0.25, 0.1, 0.225, 0),))  # fluid: no grid
     persistent = _profile(sm=0.25, dram=0.1, persistent=True, ctas=compile_expr(66, set()))
-    assert close(persistent.phases({"L": 2.0}, H100), ((2.0, 1.0, 0.1, 0.9),))
+    # a persistent grid holds the SMs its CTAs land on, for its whole life: 66 of 132
+    assert close(persistent.phases({"L": 2.0}, H100), ((2.0, 0.5, 0.1, 0.45, 1),))
+    unsized = _profile(sm=0.25, dram=0.1, persistent=True)   # no grid: sized to the device
+    assert close(unsized.phases({"L": 2.0}, H100), ((2.0, 1.0, 0.1, 0.9, 1),))
 
 
 # -- assignments --------------------------------------------------------------------------

@@ -1,12 +1,16 @@
-"""A kernel's life as the GPU layer sees it: phases of (isolated seconds, s, b, k).
+"""A kernel's life as the GPU layer sees it: phases of (isolated seconds, s, b, k, w).
 
 ``s`` is the share of the GPU's SM slots its CTAs occupy, ``b`` the share of peak DRAM
-bandwidth it draws alone, and ``k`` ≤ ``s`` the SM share it needs to keep its isolated
-speed (see :mod:`tuner.sim.gpu`). Declared profiles (problem files) and modeled ones (the
+bandwidth it draws alone, ``k`` ≤ ``s`` the SM share it needs to keep its isolated
+speed, and ``w`` the CTA waves the phase runs alone, each on ``s`` of the SMs (0: a
+fluid phase, as if its CTAs were infinitely small: merged batches, declared profiles
+without a grid). A phase with waves is discrete in the GPU layer: on fewer free SMs it
+runs more waves, and its resident CTAs keep their SMs until a wave ends (see
+:mod:`tuner.sim.gpu`). Declared profiles (problem files) and modeled ones (the
 analytic model) both turn a latency and a grid into phases here, so the wave rule and
 the SM-need rule each exist once: the full waves hold every SM slot, the last partial
 wave only its share — which is where co-running kernels fit — and a persistent kernel
-holds every slot for its whole life.
+holds the slots its grid lands on for its whole life.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-Phase = tuple[float, float, float, float]
+Phase = tuple[float, float, float, float, float]
 
 
 class HasSms(Protocol):
@@ -92,21 +96,23 @@ def wave_phases(latency_s: float, ctas: float, slots: float, dram: float, persis
         ctas: grid size.
         slots: CTAs the whole GPU holds at once for this kernel.
         dram: fraction of peak DRAM bandwidth the kernel draws while all its waves are full.
-        persistent: the kernel holds every slot (s = 1) for its whole life.
+        persistent: the kernel's CTAs hold their slots (``min(1, ctas / slots)``, every
+            slot for a grid sized to the device) for its whole life: one wave.
         compute: share of its time bound by its SMs (see :func:`sm_need`).
         saturating_share: the device's DRAM-saturating SM share (see :func:`sm_need`).
     """
-    def phase(seconds: float, s: float, b: float) -> Phase:
-        return (seconds, s, b, sm_need(s, b, compute, saturating_share))
+    def phase(seconds: float, s: float, b: float, waves: int) -> Phase:
+        return (seconds, s, b, sm_need(s, b, compute, saturating_share), float(waves))
 
-    if persistent:
-        return (phase(latency_s, 1.0, dram),)
     ctas = max(1.0, math.ceil(ctas))
+    if persistent:
+        held = min(1.0, ctas / slots)
+        return (phase(latency_s, held, dram, 1),)
     waves = math.ceil(ctas / slots)
     tail = (ctas - (waves - 1) * slots) / slots
     if waves == 1:
-        return (phase(latency_s, tail, dram * tail),)
+        return (phase(latency_s, tail, dram * tail, 1),)
     if tail >= 1.0:
-        return (phase(latency_s, 1.0, dram),)
+        return (phase(latency_s, 1.0, dram, waves),)
     per_wave = latency_s / waves
-    return (phase(per_wave * (waves - 1), 1.0, dram), phase(per_wave, tail, dram * tail))
+    return (phase(per_wave * (waves - 1), 1.0, dram, waves - 1), phase(per_wave, tail, dram * tail, 1))

@@ -118,7 +118,8 @@ class KernelProfile:
         ctas, ctas_per_sm: grid size and occupancy; when given, the kernel runs in waves
             and its last partial wave only holds its remainder of the slots.
         dram: fraction of peak DRAM bandwidth it draws when running alone (``b``).
-        persistent: a persistent kernel holds every SM slot for its whole life.
+        persistent: a persistent kernel's grid (``ctas``; the device's slots when not
+            given) holds its SM slots for its whole life.
         compute: share of its isolated time bound by its SMs (arithmetic, issue), which
             a co-runner taking SMs slows in proportion; None: ``1 - dram``, a kernel that
             computes whenever it does not stream (see :func:`tuner.phases.sm_need`).
@@ -139,13 +140,15 @@ class KernelProfile:
     source: ProfileSource = "declared"
 
     def phases(self, variables: Mapping[str, float], device: Device) -> tuple[Phase, ...]:
-        """``(isolated seconds, s, b, k)`` per phase: the full waves, then the partial tail wave."""
+        """``(isolated seconds, s, b, k, w)`` per phase: the full waves, then the partial tail
+        wave; one fluid phase (``w = 0``) when it declares no grid."""
         latency = self.latency.evaluate(variables)
         compute = 1.0 - min(self.dram, 1.0) if self.compute is None else self.compute
         if self.ctas is None and not self.persistent:
-            return ((latency, self.sm, self.dram, sm_need(self.sm, self.dram, compute, device.saturating_share)),)
-        ctas = 1.0 if self.ctas is None else self.ctas.evaluate(variables)
-        return wave_phases(latency, ctas, float(self.ctas_per_sm * device.sms), self.dram, self.persistent,
+            return ((latency, self.sm, self.dram, sm_need(self.sm, self.dram, compute, device.saturating_share), 0.0),)
+        slots = float(self.ctas_per_sm * device.sms)
+        ctas = slots if self.ctas is None else self.ctas.evaluate(variables)  # a persistent grid sized to the device
+        return wave_phases(latency, ctas, slots, self.dram, self.persistent,
                            compute=compute, saturating_share=device.saturating_share)
 
     @property

@@ -136,7 +136,8 @@ class LaunchTiming:
         tail_fraction: share of the SM slots the last wave holds (1.0 when it is full).
         dram_fraction: ``b`` over the launch's life: modeled DRAM bytes / latency / peak
             bandwidth, at most 1.
-        persistent: the launch holds every slot (``s = 1``) for its whole life.
+        persistent: the launch's grid holds its slots (``sm_fraction_full``: every slot
+            for a grid sized to the device) for its whole life.
         tail_s: seconds of the last wave, when it is partial and not the only one.
         full_dram_fraction, tail_dram_fraction: ``b`` during the full waves and during
             that partial tail wave.
@@ -173,9 +174,9 @@ class LaunchTiming:
         )
 
     def phases(self, saturating_share: float, share: float = 1.0) -> tuple[Phase, ...]:
-        """``(isolated seconds, s, b, k)`` per phase: the full waves at ``s = 1``, then the
-        partial tail wave at its fraction; a single phase when the launch is persistent,
-        one wave, or all full waves.
+        """``(isolated seconds, s, b, k, w)`` per phase: the full waves at ``s = 1``, then the
+        partial tail wave at its fraction; a single phase when the launch is persistent
+        (one wave of its grid), one wave, or all full waves.
 
         Args:
             saturating_share: the device's DRAM-saturating SM share.
@@ -184,15 +185,15 @@ class LaunchTiming:
         """
         saturating = saturating_share / share
 
-        def phase(seconds: float, s: float, b: float, compute: float) -> Phase:
-            return (seconds, s * share, b, sm_need(s, b, compute, saturating) * share)
+        def phase(seconds: float, s: float, b: float, compute: float, waves: int) -> Phase:
+            return (seconds, s * share, b, sm_need(s, b, compute, saturating) * share, float(waves))
 
         if self.persistent:
-            return (phase(self.latency_s, 1.0, self.dram_fraction, self.compute),)
+            return (phase(self.latency_s, self.sm_fraction_full, self.dram_fraction, self.compute, 1),)
         if self.waves == 1 or self.tail_s <= 0.0:
-            return (phase(self.latency_s, self.sm_fraction_full, self.dram_fraction, self.compute),)
-        return (phase(self.latency_s - self.tail_s, 1.0, self.full_dram_fraction, self.full_compute),
-                phase(self.tail_s, self.tail_fraction, self.tail_dram_fraction, self.tail_compute))
+            return (phase(self.latency_s, self.sm_fraction_full, self.dram_fraction, self.compute, self.waves),)
+        return (phase(self.latency_s - self.tail_s, 1.0, self.full_dram_fraction, self.full_compute, self.waves - 1),
+                phase(self.tail_s, self.tail_fraction, self.tail_dram_fraction, self.tail_compute, 1))
 
 
 @dataclass(frozen=True)
@@ -310,9 +311,11 @@ class _Wave:
 
 
 def _assemble(full: _Wave | None, full_waves: int, tail: _Wave | None, tail_ctas: int, slots: int,
-              fills: float, device: DevicePreset, factors: Efficiency, persistent: bool) -> LaunchTiming:
+              fills: float, device: DevicePreset, factors: Efficiency, persistent: bool,
+              resident: int = 0) -> LaunchTiming:
     """Sum ``full_waves`` full waves and a partial ``tail`` of ``tail_ctas`` CTAs into a
-    timing, with ``fills`` exposed pipeline fills (see :func:`_exposed_fills`).
+    timing, with ``fills`` exposed pipeline fills (see :func:`_exposed_fills`). A
+    persistent launch holds the slots of its ``resident`` CTAs (all, when 0) its whole life.
 
     ``fixed_s`` and the first fill count in the first phase; the tail wave's phase
     carries its share of the later waves' fills.
@@ -330,7 +333,8 @@ def _assemble(full: _Wave | None, full_waves: int, tail: _Wave | None, tail_ctas
     compute = min(1.0, (full_sm + tail_sm) / latency)
     waves = full_waves + (tail is not None)
     if persistent:
-        return LaunchTiming(latency, 1, 1.0, 1.0, b, persistent=True, full_dram_fraction=b, compute=compute)
+        held = min(1.0, resident / slots) if resident > 0 else 1.0
+        return LaunchTiming(latency, 1, held, held, b, persistent=True, full_dram_fraction=b, compute=compute)
     if tail is None:
         return LaunchTiming(latency, waves, 1.0, 1.0, b, full_dram_fraction=b, compute=compute)
     tail_fraction = tail_ctas / slots
@@ -474,7 +478,7 @@ def _gemm_timing(launch: KernelLaunch, res: CompiledResources, device: DevicePre
         rounds, rest = divmod(g.tiles, ctas)
         full = _gemm_wave(ctas, g, launch, res, device, factors) if rounds else None
         tail = _gemm_wave(rest, g, launch, res, device, factors) if rest else None
-        return _assemble(full, rounds, tail, rest, slots, 1, device, factors, persistent=True)
+        return _assemble(full, rounds, tail, rest, slots, 1, device, factors, persistent=True, resident=ctas)
     # Every full wave covers the same footprint: time one and repeat it.
     waves, rest = divmod(max(1, launch.grid), slots)
     full = _gemm_wave(slots, g, launch, res, device, factors) if waves else None
@@ -526,7 +530,7 @@ def _generic_timing(launch: KernelLaunch, res: CompiledResources, device: Device
     if launch.persistent:
         ctas = min(grid, slots)
         wave = _generic_wave(ctas, launch.flops / ctas, launch.dram_bytes / ctas, launch, device, factors)
-        return _assemble(wave, 1, None, 0, slots, 1, device, factors, persistent=True)
+        return _assemble(wave, 1, None, 0, slots, 1, device, factors, persistent=True, resident=ctas)
     flops, bytes_ = launch.flops / grid, launch.dram_bytes / grid
     waves, rest = divmod(grid, slots)
     full = _generic_wave(slots, flops, bytes_, launch, device, factors) if waves else None

@@ -28,6 +28,25 @@ whole device unless the GPU is built with other caps.
 A kernel's phases are its full waves, then its partial tail wave (which holds only part
 of the SMs and is where later kernels fit). A launch-overhead phase demands nothing.
 
+**Discrete waves and resident CTAs** (a phase with ``w`` > 0 waves, on a GPU told its SM
+count): CTAs are not a fluid. A phase of ``w`` waves, each on ``n = s·N`` SMs, that holds
+only ``f < n`` whole SMs runs ``ceil(w·n / f)`` waves instead of ``w``, so its SM-side
+share is ``s · w / ceil(w·n / f)`` rather than ``f / N``: 2048 one-per-SM CTAs take 18
+waves on 119 SMs where they took 16 on 132, and a persistent 132-CTA grid on 119 SMs takes
+two rounds. Its need ``k`` is then applied as before (a memory-bound phase keeps its speed
+on fewer SMs). ``w`` counts the waves left, rounded up, so a kernel given more SMs
+mid-wave speeds up only for the waves still to come. And resident CTAs are not
+preempted: a discrete kernel keeps the SMs it holds until its phase ends or, when a kernel
+earlier in the order (a higher stream priority, an earlier launch) waits for SMs, until
+its next wave boundary, where it gives them back and the order hands them out again. A
+persistent phase is one wave: whoever waits behind it waits for its end. SMs that free
+up are taken by the kernels that still want some, in order, as pending CTAs are. A fluid
+phase (``w`` = 0) is preempted at once, as before; every limit case of the fluid holds
+for discrete phases too (a lone kernel, kernels that fit, work-conserving saturation).
+What this idealises: a kernel's CTAs form one cohort (a persistent grid whose 13 late
+CTAs start when a neighbour frees their SMs at ``d`` ends at about ``T + d/2``, not
+``d + T``), and a wave's CTAs end together.
+
 Speed: because allocation is in launch order, a kernel appended at the end never
 changes the rates of those before it, and while no kernel is limited (holding fewer
 slots than it occupies alone, or below rate 1) a finishing or shrinking kernel changes
@@ -69,7 +88,7 @@ class Kernel:
     """
 
     __slots__ = ("key", "stream", "tag", "phases", "scale", "index", "remaining", "anchor",
-                 "s", "b", "held", "part", "rate", "started", "version")
+                 "s", "b", "held", "part", "rate", "started", "version", "waves", "wave_s")
 
     def __init__(self, key: tuple[int, int], stream: int, tag: object,
                  phases: tuple[Phase, ...], scale: float,
@@ -90,6 +109,9 @@ class Kernel:
         self.remaining = overhead_s
         self.s = self.b = self.held = 0.0
         self.started = -1.0
+        # the current phase's waves (0: fluid) and isolated seconds per wave
+        self.waves = 0.0
+        self.wave_s = 0.0
 
     @property
     def work_s(self) -> float:
@@ -119,6 +141,37 @@ def share(s: float, b: float, k: float, s_free: float, b_free: float) -> tuple[f
     return held, rate
 
 
+def wave_rate(s: float, k: float, held: float, waves_left: float, sms: int) -> float:
+    """The SM-side rate of a discrete phase that holds ``held`` of the device while it
+    occupies ``s`` alone: its ``waves_left`` (rounded up) waves of ``s·sms`` SMs each take
+    ``ceil(waves · s·sms / f)`` waves on the ``f`` whole SMs it holds, and its need ``k``
+    turns the share that gives into a rate (the one discrete rule; DRAM is applied after)."""
+    if held >= s - TOLERANCE:
+        return 1.0
+    whole = math.floor(held * sms + 1e-6)
+    if whole <= 0:
+        return 0.0
+    waves = math.ceil(waves_left - 1e-9)
+    if waves < 1:
+        waves = 1
+    rounds = math.ceil(waves * s * sms / whole - 1e-9)
+    effective = s * waves / rounds
+    return effective / k if effective < k - TOLERANCE else 1.0
+
+
+def phase_rate(phase: Phase, held: float, b_free: float, sms: int) -> float:
+    """The rate of a phase that has just started holding ``held`` of the device, with
+    ``b_free`` of DRAM left: the fluid rule (:func:`share`) or, for a phase with waves on a
+    GPU that knows its SMs, :func:`wave_rate`."""
+    _, s, b, k, waves = phase
+    if waves > 0.0 and sms > 0:
+        rate = wave_rate(s, k, held, waves, sms)
+        if b > 0.0 and b_free < rate * b - TOLERANCE:
+            rate = (b_free if b_free > 0.0 else 0.0) / b
+        return rate
+    return share(s, b, k, held, b_free)[1]
+
+
 class FluidGPU:
     """Running kernels, their rates, and R(t), the fraction of SM slots in use.
 
@@ -129,9 +182,13 @@ class FluidGPU:
     SM-share caps of the partitions kernels may be launched into (partition 0 first).
     """
 
-    def __init__(self, window_s: float = math.inf, partitions: tuple[float, ...] = (1.0,)) -> None:
+    def __init__(self, window_s: float = math.inf, partitions: tuple[float, ...] = (1.0,), sms: int = 0) -> None:
         if not partitions or any(not 0.0 < cap <= 1.0 for cap in partitions):
             raise ValueError(f"partition caps must be in (0, 1] but got {partitions!r}")
+        if sms < 0:
+            raise ValueError(f"a GPU has a positive SM count (0: every phase fluid) but got {sms}")
+        #: SMs of the device: phases with waves are discrete on them (0: all fluid)
+        self.sms = sms
         self.running: list[Kernel] = []
         self.caps = tuple(partitions)
         self.p_free = list(partitions)
@@ -186,7 +243,6 @@ class FluidGPU:
         """
         heap = self._heap
         window = self._window
-        trace = self.sm_trace
         p_free = self.p_free
         partitioned = self._partitioned
         running = self.running
@@ -200,6 +256,14 @@ class FluidGPU:
             kernel.version += 1
             rate = kernel.rate
             residual = kernel.remaining - rate * (now - kernel.anchor)
+            if kernel.waves > 0.0 and residual > 0.5 * kernel.wave_s:
+                # a wave boundary, scheduled because a kernel before it waits for SMs: its
+                # CTAs end, and the order hands their SMs out again (it among the others)
+                kernel.remaining, kernel.anchor = residual, now
+                kernel.held = kernel.rate = 0.0
+                self._reallocate(now)
+                self._after_event(now)
+                continue
             old_s, old_b, held = kernel.s, kernel.b, kernel.held
             s_free = self.s_free + held
             b_free = self.b_free + rate * old_b
@@ -222,26 +286,32 @@ class FluidGPU:
                 if not running:
                     self.s_free, self.b_free, self.limited = 1.0, 1.0, 0
                     p_free[:] = self.caps
-                elif self.limited and not is_last:
+                elif self.limited and (not is_last or held > 0.0):
                     self._reallocate(now)
             else:
                 if index == 0:
                     kernel.started = now
-                work, s, b, k = kernel.phases[index]
+                phase = kernel.phases[index]
+                work, s, b, k, waves = phase
                 kernel.s, kernel.b = s, b
                 kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
                 kernel.anchor = now
+                discrete = waves > 0.0 and work > 0.0 and self.sms > 0
+                kernel.waves = waves if discrete else 0.0
+                kernel.wave_s = work * kernel.scale / waves if discrete else 0.0
                 free = part_free if partitioned and part_free < s_free else s_free
                 fits = s <= free + TOLERANCE and b <= b_free + TOLERANCE
-                if is_last or (fits and self.limited == 0):
+                if (fits and self.limited == 0) or (is_last and (self.limited == 0 or not discrete)):
                     # Nobody before it changes (launch order); and either nobody comes after
                     # it, or its demand fits in what everyone left while nobody wants more:
-                    # it gets what is free, and that is all that changes.
+                    # it gets what is free, and that is all that changes. (A discrete kernel
+                    # whose CTAs end while one before it waits lets that one go first.)
                     if fits:  # the common case
                         held = s
                         rate = 1.0
-                    else:  # the last kernel does not fit: share() hands it less, so it is limited
-                        held, rate = share(s, b, k, free, b_free)
+                    else:  # the last kernel does not fit: it gets less, so it is limited
+                        held = s if s < free else (free if free > 0.0 else 0.0)
+                        rate = phase_rate(phase, held, b_free, self.sms)
                         self.limited += 1
                     self.s_free = s_free - held
                     if partitioned:
@@ -260,17 +330,24 @@ class FluidGPU:
                     self._reallocate(now)
                 if 1.0 - self.s_free > self.sm_peak:
                     self.sm_peak = 1.0 - self.s_free
-            if trace is not None:
-                in_use = 1.0 - self.s_free if self.s_free < 1.0 else 0.0
-                if in_use != trace[-1][1]:  # a step function needs only its edges
-                    trace.append((now, in_use))
-            while heap:  # drop entries of kernels re-rated since they were pushed
-                top = heap[0]
-                if top[2] == top[3].version:
-                    break
-                heappop(heap)
-            self.next_time = heap[0][0] if heap else math.inf
+            self._after_event(now)
         return finished
+
+    def _after_event(self, now: float) -> None:
+        """Record R(t)'s edge, drop heap entries of kernels re-rated since they were
+        pushed, and find the next boundary."""
+        trace = self.sm_trace
+        if trace is not None:
+            in_use = 1.0 - self.s_free if self.s_free < 1.0 else 0.0
+            if in_use != trace[-1][1]:  # a step function needs only its edges
+                trace.append((now, in_use))
+        heap = self._heap
+        while heap:
+            top = heap[0]
+            if top[2] == top[3].version:
+                break
+            heappop(heap)
+        self.next_time = heap[0][0] if heap else math.inf
 
     def _rerate(self, kernel: Kernel, rate: float, now: float) -> None:
         kernel.remaining -= kernel.rate * (now - kernel.anchor)
@@ -281,32 +358,83 @@ class FluidGPU:
             heappush(self._heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
 
     def _reallocate(self, now: float) -> None:
-        """The full allocation pass, in order; re-anchors only kernels whose rate changed."""
-        s_free = b_free = 1.0
+        """The full allocation pass, in order; re-anchors only kernels whose rate changed.
+
+        Discrete kernels keep the SMs their resident CTAs hold and may take more; fluid
+        ones take theirs from what is left, in order. Behind the first kernel that waits
+        for SMs, every discrete kernel holding some is told to give them back at its next
+        wave boundary.
+        """
+        sms = self.sms
+        s_free = 1.0
         partitioned = self._partitioned
         p_free = list(self.caps)
+        running = self.running
+        if sms > 0:  # resident CTAs are not preempted
+            for kernel in running:
+                if kernel.waves > 0.0 and kernel.held > 0.0:
+                    s_free -= kernel.held
+                    if partitioned:
+                        p_free[kernel.part] -= kernel.held
+        b_free = 1.0
         limited = 0
-        for kernel in self.running:
+        waiting = False
+        part = 0
+        for kernel in running:
             s, b = kernel.s, kernel.b
             if partitioned:
                 part = kernel.part
                 free = p_free[part] if p_free[part] < s_free else s_free
             else:
                 free = s_free
-            if s <= free + TOLERANCE and b <= b_free + TOLERANCE:
-                held, rate = s, 1.0
-            elif free <= 0.0 < s:  # nothing left for its CTAs: share()'s answer, without the call
-                held, rate = 0.0, 0.0
-                limited += 1
-            else:  # the need of the phase it is in (one still launching needs nothing)
-                held, rate = share(s, b, kernel.phases[kernel.index][3] if kernel.index >= 0 else 0.0, free, b_free)
-                limited += 1
+            if kernel.waves > 0.0:
+                held = kernel.held
+                if held < s - TOLERANCE and free > 0.0:  # its pending CTAs take SMs as they free
+                    grow = s - held if s - held < free else free
+                    held += grow
+                    s_free -= grow
+                    if partitioned:
+                        p_free[part] -= grow
+                if held >= s - TOLERANCE and b <= b_free + TOLERANCE:
+                    held, rate = s, 1.0
+                else:
+                    left = kernel.remaining - kernel.rate * (now - kernel.anchor)
+                    rate = wave_rate(s, kernel.phases[kernel.index][3], held, left / kernel.wave_s, sms)
+                    if b > 0.0 and b_free < rate * b - TOLERANCE:
+                        rate = (b_free if b_free > 0.0 else 0.0) / b
+                    limited += 1
+            else:
+                if s <= free + TOLERANCE and b <= b_free + TOLERANCE:
+                    held, rate = s, 1.0
+                elif free <= 0.0 < s:  # nothing left for its CTAs: share()'s answer, without the call
+                    held, rate = 0.0, 0.0
+                    limited += 1
+                else:  # the need of the phase it is in (one still launching needs nothing)
+                    held, rate = share(s, b, kernel.phases[kernel.index][3] if kernel.index >= 0 else 0.0, free, b_free)
+                    limited += 1
+                s_free = s_free - held if s_free > held else 0.0
+                if partitioned:
+                    p_free[part] = max(p_free[part] - held, 0.0)
             kernel.held = held
             if rate != kernel.rate:
                 self._rerate(kernel, rate, now)
-            s_free = s_free - held if s_free > held else 0.0
-            if partitioned:
-                p_free[part] = max(p_free[part] - held, 0.0)
+            if waiting and kernel.waves > 0.0 and held > 0.0 and rate > 0.0:
+                self._yield_at_wave_end(kernel, now)
+            if held < s - TOLERANCE:
+                waiting = True
             b_free = max(b_free - rate * b, 0.0)
-        self.p_free[:] = p_free
-        self.s_free, self.b_free, self.limited = s_free, b_free, limited
+        self.p_free[:] = [free if free > 0.0 else 0.0 for free in p_free]
+        self.s_free = s_free if s_free > 0.0 else 0.0
+        self.b_free, self.limited = b_free, limited
+
+    def _yield_at_wave_end(self, kernel: Kernel, now: float) -> None:
+        """Schedule ``kernel``'s next wave boundary as an event (where its CTAs end and
+        a kernel before it in the order gets their SMs), unless its current wave is its
+        phase's last."""
+        wave_s = kernel.wave_s
+        left = kernel.remaining - kernel.rate * (now - kernel.anchor)
+        waves_left = left / wave_s
+        if waves_left <= 1.0 + 1e-9:
+            return
+        to_boundary = left - (math.ceil(waves_left - 1e-9) - 1) * wave_s
+        heappush(self._heap, (now + to_boundary / kernel.rate, kernel.key[1], kernel.version, kernel))

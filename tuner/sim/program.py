@@ -39,7 +39,7 @@ class Program:
 
 
 #: What a batch whose every operator has nothing to do launches: nothing but its overhead.
-_EMPTY: Launch = ("empty", ((0.0, 0.0, 0.0, 0.0),))
+_EMPTY: Launch = ("empty", ((0.0, 0.0, 0.0, 0.0, 0.0),))
 
 
 def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> Launch:
@@ -48,14 +48,14 @@ def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> La
     A stream alone on the GPU runs every kernel at rate 1, so the batch takes the sum of
     its kernels' times and gaps, and the SM-seconds it occupies are Σ s·t; one phase with
     that duration and the time-weighted shares (``s``, ``b`` and ``k`` alike) keeps both
-    exact, at a fraction of the events. The GPU adds one launch overhead itself, so the other gaps go in the phase.
+    exact, at a fraction of the events; it is fluid (no waves: nothing shares the GPU with it). The GPU adds one launch overhead itself, so the other gaps go in the phase.
     ``blocks`` are (launches, repeat) pairs, summed once per block, not per repeat.
     """
     seconds = sm_seconds = dram_seconds = need_seconds = 0.0
     count = 0
     for launches, repeat in blocks:
         for _, phases in launches:
-            for t, s, b, k in phases:
+            for t, s, b, k, _ in phases:
                 seconds += t * repeat
                 sm_seconds += s * t * repeat
                 dram_seconds += b * t * repeat
@@ -63,8 +63,8 @@ def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> La
         count += len(launches) * repeat
     total = seconds + overhead_s * (count - 1)
     if total <= 0.0:
-        return ("batch", ((0.0, 0.0, 0.0, 0.0),))
-    return ("batch", ((total, sm_seconds / total, dram_seconds / total, need_seconds / total),))
+        return ("batch", ((0.0, 0.0, 0.0, 0.0, 0.0),))
+    return ("batch", ((total, sm_seconds / total, dram_seconds / total, need_seconds / total, 0.0),))
 
 
 _CACHE_LIMIT = 8192
@@ -243,7 +243,7 @@ class BoundService:
                       for ops, repeat in self.blocks]
             count = sum(len(launches) * repeat for launches, repeat in blocks)
             kernels += count
-            peak = max(peak, max((s for launches, _ in blocks for _, phases in launches for _, s, _, _ in phases),
+            peak = max(peak, max((s for launches, _ in blocks for _, phases in launches for _, s, _, _, _ in phases),
                                  default=0.0))
             if self.merged and count > 1:
                 lanes.append((merge(blocks, self.service.launch_overhead_s),))

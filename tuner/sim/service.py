@@ -28,7 +28,7 @@ from ..problem.assignment import Assignment
 from ..problem.model import Problem, Slo
 from ..traffic import Workload
 from .batching import ContinuousBatching, DynamicBatching
-from .gpu import FluidGPU, Kernel, share
+from .gpu import FluidGPU, Kernel, phase_rate
 from .policy import SwitchPolicy
 from .metrics import Metrics, percentile
 from .program import BoundService, Launch, Program, bind
@@ -160,7 +160,8 @@ class ServiceRun:
         self._neighbor_part = [partitions.index(n.partition) for n in service.neighbors]
         self._lanes_left = [0] * self.executors
         self._lane_streams = [tuple(range(e, self.streams, self.executors)) for e in range(self.executors)]
-        self.gpu = FluidGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions))
+        self.gpu = FluidGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions),
+                            service.device.sms)
         self.recording = record if isinstance(record, Recording) else Recording() if record else None
         self.policy = (ContinuousBatching if service.batching == "continuous" else DynamicBatching)(self)
         self._overhead = service.launch_overhead_s
@@ -429,7 +430,7 @@ class ServiceRun:
         if service.neighbors:
             alone = math.fsum(_alone_progress(nb.profile.phases({}, service.device), nb.gap_s,
                                               service.launch_overhead_s, horizon,
-                                              nb.partition.exact_share(service.device))
+                                              nb.partition.exact_share(service.device), service.device.sms)
                               for nb in service.neighbors)
             neighbor_ratio = (self._neighbor_at_horizon or 0.0) / alone if alone > 0 else None
         growth = _backlog_growth(arrival, np.where(admitted, finish, arrival), warmup, horizon)
@@ -506,12 +507,13 @@ def _tpot(finish: Any, first: Any, output: Any) -> Any:
 
 
 def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, horizon: float,
-                    cap: float = 1.0) -> float:
+                    cap: float = 1.0, sms: int = 0) -> float:
     """Kernel work a closed-loop neighbour completes by ``horizon`` with its partition
     (SM share ``cap``) and the DRAM to itself: each phase at the GPU layer's rate."""
     spans = []
-    for work, s, b, k in phases:
-        _, rate = share(s, b, k, cap, 1.0)
+    for phase in phases:
+        work, s = phase[0], phase[1]
+        rate = phase_rate(phase, s if s < cap else cap, 1.0, sms)
         spans.append((work, work / rate if rate > 0.0 else math.inf))
     work = math.fsum(w for w, _ in spans)  # fsum: see ServiceRun._on_timer
     cycle = overhead + math.fsum(d for _, d in spans) + gap
