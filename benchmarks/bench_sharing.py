@@ -79,7 +79,7 @@ GENERATION_PRESETS = {"ampere": ("a100",), "hopper": ("h100", "h200")}
 CLOCK_HZ = {"ampere": 1.410e9, "hopper": 1.98e9}
 #: The co-runner of the interference rows: a compute-bound GEMM (needs every SM it
 #: occupies, DRAM demand neglected).
-GEMM_PHASE: Phase = (1.0, 1.0, 0.0, 1.0)
+GEMM_PHASE: Phase = (1.0, 1.0, 0.0, 1.0, 0.0)
 SCAN = np.geomspace(5e9, 500e9, 801)
 
 
@@ -116,7 +116,7 @@ def streaming_phase(device: DevicePreset, per_sm: float, full_gbs: float) -> tup
     that fills every SM slot and draws ``full_gbs`` alone (no SM-bound part)."""
     dev = replace(device, sm_dram_bytes_per_s=per_sm)
     b = min(1.0, full_gbs * GB / dev.dram_bytes_per_s)
-    return dev, (1.0, 1.0, b, sm_need(1.0, b, 0.0, dev.saturating_share))
+    return dev, (1.0, 1.0, b, sm_need(1.0, b, 0.0, dev.saturating_share), 0.0)  # fluid: a grid-stride stream
 
 
 def rates(caps: tuple[float, ...], launches: list[tuple[Phase, int]]) -> list[float]:
@@ -138,7 +138,43 @@ def predict(row: Row, per_sm: float) -> float:
     if row.kind == "corun_rel_perf":  # share R for it, 1 - R for a GEMM beside it
         _gemm, gemv = rates((1.0 - row.x, row.x), [(GEMM_PHASE, 0), (phase, 1)])
         return gemv
+    if row.kind == "gemm_beside_comm":  # a persistent GEMM's slowdown beside a kernel holding x SMs
+        return wave_slowdown(dev, int(row.x), persistent=True)
     raise ValueError(f"row {row.id}: unknown kind {row.kind!r}")
+
+
+#: The GEMM of the wave rows: issue 24's 8192^3 bf16 matmul, BLOCK 128x256x64, 8 warps, 3 stages.
+WAVE_GEMM = {"M": 8192, "N": 8192, "K": 8192}
+WAVE_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+               "SPLIT_K": 1, "FUSE_EPILOGUE": True}
+_wave_phases: dict[tuple, tuple] = {}
+
+
+def wave_slowdown(device: DevicePreset, held_sms: int, persistent: bool, discrete: bool = True) -> float:
+    """The modeled GEMM's time beside a kernel that holds ``held_sms`` SMs for longer than
+    it runs (NCCL's channels: one CTA each, one wave), over its time alone, through the
+    discrete GPU layer (:mod:`tuner.sim.gpu`): the project's matmul family, its compiled
+    resources from the committed compile cache, the analytic model. Nothing is fitted.
+    ``discrete=False`` runs the fluid GPU layer of before issue 24, for contrast."""
+    from tuner.kernels import get_family
+    from tuner.profile.modeled import LazyCompileCache, ModeledProfile
+
+    key = (device, persistent)
+    if key not in _wave_phases:
+        config = {**WAVE_CONFIG, "PERSISTENT": persistent}
+        profile = ModeledProfile(get_family("matmul"), tuple(config.items()), device, LazyCompileCache.from_environment())
+        ((_, phases),) = profile.launches(WAVE_GEMM, None, "gemm")
+        _wave_phases[key] = phases
+    phases = _wave_phases[key]
+    alone = sum(p[0] for p in phases)
+    holder = (1e3 * alone, held_sms / device.sms, 0.0, held_sms / device.sms, 1.0)
+    gpu = FluidGPU(sms=device.sms if discrete else 0)
+    gpu.launch(0, 0, "comm", (holder,), 1.0, 0.0, 0.0)
+    gpu.launch(0, 1, "gemm", phases, 1.0, 0.0, 0.0)
+    while (kernel := gpu.run_until(math.inf)) is not None:
+        if kernel.tag == "gemm":
+            return gpu.now / alone
+    raise AssertionError("the GEMM never finished")
 
 
 def log_loss(rows: list[Row], per_sm: float) -> float:
@@ -196,6 +232,7 @@ def measure(path: Path = DATA) -> dict:
         if o["split"] == "holdout":
             by_kind.setdefault(o["kind"], []).append(o["error_pct"])
     return {
+        "waves": wave_contrast(),
         "data": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
         "fitted": fitted,
         "rows": out_rows,
@@ -204,6 +241,13 @@ def measure(path: Path = DATA) -> dict:
         "holdout_error_by_kind": {k: mean_abs(v) for k, v in by_kind.items()},
         "counts": {s: len(v) for s, v in errors.items()},
     }
+
+
+def wave_contrast() -> dict:
+    """The wave row's GEMM beside 13 held SMs, modeled four ways (no measurement to compare
+    but the persistent one's): persistent or one CTA per tile, discrete or fluid."""
+    return {f"{'persistent' if persistent else 'tiled'}_{'discrete' if discrete else 'fluid'}":
+            wave_slowdown(H100, 13, persistent, discrete) for persistent in (True, False) for discrete in (True, False)}
 
 
 def render(result: dict) -> str:
@@ -216,6 +260,12 @@ def render(result: dict) -> str:
     lines += ["", f"mean |error|: fit {result['fit_error']:.1f} % ({result['counts']['fit']} rows), "
                   f"holdout {result['holdout_error']:.1f} % ({result['counts']['holdout']} rows)"]
     lines += [f"  holdout {kind}: {err:.1f} %" for kind, err in result["holdout_error_by_kind"].items()]
+    waves = result["waves"]
+    lines += ["", "8192^3 matmul (128x256x64) on an H100 beside a kernel holding 13 SMs, time / alone (modeled):",
+              f"  persistent grid of 132: {waves['persistent_discrete']:.2f}x discrete waves "
+              f"({waves['persistent_fluid']:.2f}x on the fluid GPU layer before issue 24); measured 2x (pytorch#143988)",
+              f"  one CTA per tile (2048): {waves['tiled_discrete']:.2f}x discrete ({waves['tiled_fluid']:.2f}x fluid); "
+              "not measured by the source"]
     lines += ["", "fitted DevicePreset.sm_dram_bytes_per_s (tuner/profile/devices.py), per generation:"]
     for gen, f in result["fitted"].items():
         shares = ", ".join(f"{d} {s:.2f}" for d, s in f["saturating_share"].items())
