@@ -84,6 +84,16 @@ def test_the_same_grid_with_a_margin_of_16_takes_one_round() -> None:
     assert done["gemm"] == pytest.approx(11 * MS, rel=1e-12)
 
 
+def test_a_waiting_kernel_starts_when_it_first_runs() -> None:
+    gpu = FluidGPU(sms=SMS)
+    gpu.launch(0, 0, "gemm", compute_bound(10 * MS, SMS, persistent=True), 1.0, 0.0, 0.0)
+    gpu.run_until(2 * MS)
+    nccl = gpu.launch(-1, 1, "nccl", holder(1 * MS, 13), 1.0, 0.0, 2 * MS)
+    while gpu.run_until(math.inf) is not None:
+        pass
+    assert nccl.started == pytest.approx(10 * MS, rel=1e-12)   # launched at 2 ms, ran from 10 ms
+
+
 def test_a_priority_kernel_behind_a_persistent_grid_starts_when_it_ends() -> None:
     # resident CTAs are not preempted: the higher-priority (lower number) collective
     # launched at 2 ms waits for the persistent grid's end at 10 ms

@@ -85,6 +85,8 @@ class Kernel:
     CTAs hold now. It is *limited* — a share freed elsewhere could change it — when it
     holds less than it occupies alone or runs below rate 1; a kernel that fits is handed
     exactly ``held = s`` and ``rate = 1``, so ``held != s or rate < 1`` tells.
+    ``started`` is when its first phase first ran: a kernel may wait for SMs after its
+    launch (resident CTAs of others are not preempted).
     """
 
     __slots__ = ("key", "stream", "tag", "phases", "scale", "index", "remaining", "anchor",
@@ -289,8 +291,6 @@ class FluidGPU:
                 elif self.limited and (not is_last or held > 0.0):
                     self._reallocate(now)
             else:
-                if index == 0:
-                    kernel.started = now
                 phase = kernel.phases[index]
                 work, s, b, k, waves = phase
                 kernel.s, kernel.b = s, b
@@ -320,6 +320,8 @@ class FluidGPU:
                     kernel.held = held
                     kernel.rate = rate
                     kernel.version += 1
+                    if kernel.started < 0.0 and rate > 0.0:
+                        kernel.started = now
                     if rate > 0.0:
                         heappush(heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
                 else:
@@ -418,6 +420,8 @@ class FluidGPU:
             kernel.held = held
             if rate != kernel.rate:
                 self._rerate(kernel, rate, now)
+            if kernel.started < 0.0 and rate > 0.0 and kernel.index >= 0:
+                kernel.started = now
             if waiting and kernel.waves > 0.0 and held > 0.0 and rate > 0.0:
                 self._yield_at_wave_end(kernel, now)
             if held < s - TOLERANCE:
