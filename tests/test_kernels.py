@@ -58,12 +58,12 @@ MATMUL_CASES: list[tuple[dict, dict, dict, str]] = [
     ({"epilogue": "gated_silu"}, S_ODD, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 2}, "fp16"),
     ({"epilogue": "none"}, S_ODD, {"BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4}, "fp16"),
     ({"epilogue": "bias"}, S_LONG_K, {"SPLIT_K": 8, "num_stages": 5}, "fp16"),
-    ({"epilogue": "silu"}, S_LONG_K, {"SPLIT_K": 4, "PERSISTENT": True}, "fp16"),
+    ({"epilogue": "silu"}, S_LONG_K, {"SPLIT_K": 4, "PERSISTENT": True, "SM_MARGIN": 8}, "fp16"),
     ({"epilogue": "gelu"}, S_ODD, {"SPLIT_K": 2, "FUSE_EPILOGUE": False}, "fp16"),
     ({"epilogue": "gated_silu"}, S_LONG_K,
-     {"SPLIT_K": 2, "PERSISTENT": True, "FUSE_EPILOGUE": False, "GROUP_M": 1}, "fp16"),
+     {"SPLIT_K": 2, "PERSISTENT": True, "FUSE_EPILOGUE": False, "GROUP_M": 1, "SM_MARGIN": 16}, "fp16"),
     ({"epilogue": "gated_silu"}, S_LONG_K, {"SPLIT_K": 4, "BLOCK_M": 32}, "fp16"),
-    ({"epilogue": "none"}, S_BIG_TILES, {"PERSISTENT": True, "BLOCK_M": 32, "BLOCK_N": 64}, "fp16"),
+    ({"epilogue": "none"}, S_BIG_TILES, {"PERSISTENT": True, "BLOCK_M": 32, "BLOCK_N": 64, "SM_MARGIN": 24}, "fp16"),
     ({"epilogue": "bias"}, S_ODD, {"PERSISTENT": True, "SPLIT_K": 2}, "fp16"),
     ({"epilogue": "silu"}, {"M": 1, "N": 33, "K": 100}, {"SPLIT_K": 2}, "fp16"),
     *[({"epilogue": e}, S_TINY, {"FUSE_EPILOGUE": False}, "fp16") for e in ("bias", "silu", "gelu", "gated_silu")],
@@ -85,6 +85,10 @@ DECODE_CASES: list[tuple[dict, dict, dict, str]] = [
     ({}, D_MHA, {"BLOCK_N": 64}, "fp16"),
     ({}, D_GQA, {"NUM_SPLITS": 16, "BLOCK_N": 32}, "fp16"),  # 3 tiles: 2 of the 16 splits run
     ({}, D_MQA, {"NUM_SPLITS": "auto", "BLOCK_N": 32}, "fp16"),  # 4 interpreter SMs: FA-2 picks 5, runs 4
+    # a margin as large as the interpreter's 4 SMs leaves it sized to 1 SM
+    ({}, D_MQA, {"NUM_SPLITS": "auto", "BLOCK_N": 32, "SM_MARGIN": 8}, "fp16"),
+    ({}, D_GQA, {"NUM_SPLITS": "auto", "SM_MARGIN": 16}, "fp16"),
+    ({}, D_WIDE, {"NUM_SPLITS": "auto", "SM_MARGIN": 24}, "fp16"),
     ({}, D_MHA, {}, "fp16"),
     ({}, D_GQA, {"VARIANT": "materialize", "BLOCK_N": 32}, "fp16"),
     ({}, D_MHA, {"VARIANT": "materialize"}, "fp16"),

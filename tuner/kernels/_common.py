@@ -76,8 +76,12 @@ def shape_problem(shape: Mapping[str, int], keys: tuple[str, ...]) -> str | None
 
 def config_problem(config: Mapping[str, Any], space: Mapping[str, tuple[Any, ...]]) -> str | None:
     """Why ``config`` is not a point of ``space`` (a missing parameter or a value outside it)."""
+    from .family import OPTIONAL_PARAMS
+
     for name, allowed in space.items():
         if name not in config:
+            if name in OPTIONAL_PARAMS:
+                continue
             return f"the config has no {name}"
         if config[name] not in allowed:
             return f"{name}={config[name]!r} is not in the space ({', '.join(map(repr, allowed))})"

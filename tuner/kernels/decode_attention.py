@@ -64,7 +64,7 @@ from ._common import (
     torch_dtype,
     workspace_bytes,
 )
-from .family import ConfigParams, LaunchPlan, Shape
+from .family import ConfigParams, LaunchPlan, Shape, sized_sms
 
 SPACE: dict[str, tuple[Any, ...]] = {
     "VARIANT": ("split", "materialize"),
@@ -72,6 +72,9 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "NUM_SPLITS": (1, 2, 4, 8, 16, "auto"),
     "num_warps": (4, 2, 8),
     "num_stages": (2, 1, 3),
+    # SMs NUM_SPLITS="auto" leaves to other streams when it sizes its split count
+    # (FlashAttention-3's sm_margin); optional (family.OPTIONAL_PARAMS): 0 when not named
+    "SM_MARGIN": (0, 8, 16, 24),
 }
 
 #: The most splits ``NUM_SPLITS="auto"`` picks (FlashAttention-2's cap).
@@ -259,6 +262,8 @@ class DecodeAttentionFamily:
         if D & (D - 1) or not 16 <= D <= 256:
             return f"D={D} must be a power of two from 16 to 256"
         splits = config["NUM_SPLITS"]
+        if config.get("SM_MARGIN", 0) and splits != "auto":
+            return f"SM_MARGIN sizes NUM_SPLITS='auto'; with NUM_SPLITS={splits} it changes nothing (use 0)"
         if config["VARIANT"] == "materialize" and splits != 1:
             return f"NUM_SPLITS={splits}: the materialize variant has no splits (NUM_SPLITS must be 1)"
         most = MAX_AUTO_SPLITS if splits == "auto" else splits
@@ -381,7 +386,7 @@ class DecodeAttentionFamily:
         """Launch the config's kernels on ``inputs``; returns the output [B, H, D]."""
         q = inputs["q"]
         dtype = dtype_name(q.dtype)
-        num_sms = sm_count(q.device)
+        num_sms = sized_sms(config, sm_count(q.device))
         tensors = {**allocate(self._buffers(config, shape, dtype, num_sms), q.device),
                    **{k: v.contiguous() for k, v in inputs.items()}}
         run_steps(self._steps(config, shape, dtype, num_sms), tensors)

@@ -98,6 +98,29 @@ class KernelFamily(Protocol):
     def run(self, inputs: Mapping[str, Any], config: ConfigParams, shape: Shape) -> Any: ...
 
 
+#: Parameters a family may leave out of a config: a config without one behaves as at its
+#: first value. A problem file that does not name them keeps its configs' names and
+#: parameters (and its stored tables) as they were before the parameter existed.
+OPTIONAL_PARAMS: frozenset[str] = frozenset({"SM_MARGIN"})
+
+
+def sized_sms(config: ConfigParams, sms: int) -> int:
+    """The SMs a config sizes its persistent grid and split counts to: the ``sms`` it is
+    told, less its ``SM_MARGIN`` (the SMs it leaves to another stream, as PyTorch's
+    sm_carveout, FlashAttention-3's sm_margin, DeepGEMM's num_sms and cuBLASLt's
+    SM_COUNT_TARGET do), at least one. The one rule of the margin, for the model and
+    for the real launch alike."""
+    return max(1, sms - int(config.get("SM_MARGIN", 0)))
+
+
+def margin_problem(config: ConfigParams, sms: int) -> str | None:
+    """Why a config's margin cannot run on ``sms`` SMs (it would leave none), or None."""
+    margin = int(config.get("SM_MARGIN", 0))
+    if margin >= sms:
+        return f"SM_MARGIN={margin} leaves no SM of the {sms} it is told"
+    return None
+
+
 def all_configs(space: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
     """Every point of a space, in a stable order."""
     names = list(space)

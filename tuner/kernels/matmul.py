@@ -62,7 +62,7 @@ from ._common import (
     torch_dtype,
     workspace_bytes,
 )
-from .family import ConfigParams, LaunchPlan, Shape
+from .family import ConfigParams, LaunchPlan, Shape, sized_sms
 
 Epilogue = Literal["none", "bias", "silu", "gelu", "gated_silu"]
 EPILOGUES: tuple[str, ...] = ("none", "bias", "silu", "gelu", "gated_silu")
@@ -82,6 +82,10 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "num_stages": (3, 2, 4, 5),
     "SPLIT_K": (1, 2, 4, 8),
     "PERSISTENT": (False, True),
+    # SMs a persistent grid leaves free (sized to the SMs it is told less these): 16 is
+    # NCCL's channel count for NVLS on sm_90, 20-24 what DeepSeek-V3 and DeepEP give
+    # communication (issue 24); optional (family.OPTIONAL_PARAMS): 0 when not named
+    "SM_MARGIN": (0, 8, 16, 24),
     "FUSE_EPILOGUE": (True, False),
 }
 
@@ -248,6 +252,8 @@ class MatmulFamily:
         split, block_k = config["SPLIT_K"], config["BLOCK_K"]
         if not config["FUSE_EPILOGUE"] and self.epilogue == "none":
             return "FUSE_EPILOGUE=False needs an epilogue to unfuse; with epilogue 'none' it is the fused config"
+        if config.get("SM_MARGIN", 0) and not config["PERSISTENT"]:
+            return "SM_MARGIN sizes a persistent grid; with PERSISTENT=False it changes nothing (use 0)"
         if split > cdiv(K, block_k):
             return (f"SPLIT_K={split} needs at least {split} K tiles but K={K} has "
                     f"{cdiv(K, block_k)} of BLOCK_K={block_k}: a K slice would be empty")
@@ -365,7 +371,7 @@ class MatmulFamily:
         a = inputs["a"]
         dtype = dtype_name(a.dtype)
         if persistent_ctas is None:
-            persistent_ctas = sm_count(a.device)
+            persistent_ctas = sized_sms(config, sm_count(a.device))
         buffers = self._buffers(config, shape, dtype)
         tensors = {**allocate(buffers, a.device), **{k: v.contiguous() for k, v in inputs.items()}}
         run_steps(self._steps(config, shape, persistent_ctas, dtype), tensors)

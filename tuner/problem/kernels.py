@@ -108,11 +108,15 @@ def check_shapes(spec: s.ProblemSpec, operators: Sequence[Operator], families: M
 
 
 def _narrowed(full: Mapping[str, tuple[Any, ...]], narrowed: Mapping[str, list[Any]], key: str) -> dict[str, tuple[Any, ...]]:
-    """The family's space with the file's choices; unnamed parameters keep their default."""
+    """The family's space with the file's choices; unnamed parameters keep their default,
+    and optional ones (``kernels.family.OPTIONAL_PARAMS``) stay out of the configs."""
+    from ..kernels.family import OPTIONAL_PARAMS
+
     for name, values in narrowed.items():
         if name not in full:
             raise Invalid(f"{key}.{name}", f"not a parameter of this family ({', '.join(full)})")
         for value in values:
             if not any(same_value(value, allowed) for allowed in full[name]):
                 raise Invalid(f"{key}.{name}", f"value {s.show(value)} is outside the family's space {list(full[name])}")
-    return {name: tuple(narrowed.get(name, full[name][:1])) for name in full}
+    return {name: tuple(narrowed.get(name, full[name][:1])) for name in full
+            if name in narrowed or name not in OPTIONAL_PARAMS}

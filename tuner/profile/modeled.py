@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import IllegalConfigError
-from ..kernels.family import KernelFamily, KernelLaunch, LaunchPlan
+from ..kernels.family import KernelFamily, KernelLaunch, LaunchPlan, margin_problem, sized_sms
 from ..phases import WHOLE_DEVICE, Partition, Phase
 from .devices import DevicePreset
 from .model import DEFAULT, Efficiency, LaunchTiming, launch_time
@@ -158,9 +158,10 @@ class ModeledProfile:
         if cached is not None:
             return cached
         config = self.config
-        reason = self.family.illegal(config, shape)
+        reason = self.family.illegal(config, shape) or margin_problem(config, sizing)
         if reason is not None:
             raise IllegalConfigError(f"{self.family.name} {_describe(config)} at {dict(shape)}: {reason}")
+        sizing = sized_sms(config, sizing)
         plan = self.family.plan(config, shape, sizing)
         compiled = [self._compiled(launch) for launch in plan.launches]
         if any(launch.persistent for launch in plan.launches):
