@@ -94,6 +94,8 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "date": lambda v: str(v)[:10],
     "met": lambda v: "met" if v else "**missed**",
     "tests": _tests,
+    "us": lambda v: f"{v * 1e6:.1f} µs",
+    "gbs": lambda v: f"{v / 1e9:.1f} GB/s",
 }
 
 

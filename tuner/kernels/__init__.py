@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import KernelError
+from .comm import CommFamily
 from .decode_attention import DecodeAttentionFamily
 from .family import KernelFamily, KernelLaunch, LaunchPlan, all_configs, ast_source
 from .matmul import MatmulFamily
@@ -19,6 +20,7 @@ FAMILIES: dict[str, type] = {
     MatmulFamily.name: MatmulFamily,
     DecodeAttentionFamily.name: DecodeAttentionFamily,
     RmsNormFamily.name: RmsNormFamily,
+    CommFamily.name: CommFamily,
 }
 
 
@@ -39,6 +41,7 @@ def get_family(name: str, **options: Any) -> KernelFamily:
 
 __all__ = [
     "FAMILIES",
+    "CommFamily",
     "DecodeAttentionFamily",
     "KernelError",
     "KernelFamily",

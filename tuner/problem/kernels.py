@@ -49,7 +49,10 @@ def kernel_families(
 ) -> dict[str, Family]:
     """Families declared as ``kernel: NAME`` with modeled profiles for their configs."""
     from ..kernels import FAMILIES, get_family
+    from ..kernels.comm import CommFamily
     from ..kernels.family import all_configs
+    from ..profile.collective import CollectiveProfile
+    from ..profile.interconnect import PRESETS as INTERCONNECTS
     from ..profile.measured import MeasuredStore
     from ..profile.modeled import LazyCompileCache, ModeledProfile
 
@@ -75,9 +78,14 @@ def kernel_families(
                     raise Invalid(f"service.operators[{i}].shape",
                                   f"family {s.show(fam.kernel)} needs shape dimensions {', '.join(family.shape_keys)}; "
                                   f"{s.show(missing[0])} is missing")
+        collective = isinstance(family, CommFamily)  # NCCL's kernels: modeled without Triton
+        if collective and family.interconnect not in INTERCONNECTS:
+            raise Invalid(f"{key}.options.interconnect", f"unknown interconnect {s.show(family.interconnect)} "
+                                                         f"(presets: {', '.join(INTERCONNECTS)})")
         configs = tuple(
             Config(fname, config_name(params), tuple(params.items()),
-                   ModeledProfile(family, tuple(params.items()), preset, source, measured=measured))
+                   CollectiveProfile(family, tuple(params.items()), preset) if collective
+                   else ModeledProfile(family, tuple(params.items()), preset, source, measured=measured))
             for params in all_configs(space)
         )
         families[fname] = Family(fname, tuple(space.items()), configs, bucket_key=tuple(family.bucket_key))

@@ -1,0 +1,105 @@
+"""Interconnects for collectives: what a NCCL all-reduce costs on a link, and its fit.
+
+A collective of ``S`` bytes per rank on ``n`` ranks moves ``f(n) · S`` bytes through each
+rank's link (nccl-tests' doc/PERFORMANCE.md: ``busbw = algbw · 2(n-1)/n`` for all-reduce,
+``(n-1)/n`` for all-gather, reduce-scatter and all-to-all), so its time is::
+
+    t = α + f(n) · S / min(bus_bw, channels · per_channel_bw)
+
+``α`` is the fixed cost (launch, handshakes, the first chunk's latency), ``bus_bw`` the bus
+bandwidth the link sustains for large messages, and ``per_channel_bw`` what one NCCL
+channel — one CTA on one SM — can drive, so few channels cannot fill the link. Constants
+come from published measurements (``benchmarks/data/comm_measurements.json``): ``α`` and
+``bus_bw`` are fitted on one source (:func:`fit_alpha_beta`), and checked on others by
+``benchmarks/bench_comm.py``; ``per_channel_bw`` is NCCL's own tuning constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Bytes through each rank's link per byte of the collective's buffer, by collective
+#: (nccl-tests doc/PERFORMANCE.md, "bus bandwidth").
+def wire_factor(collective: str, ranks: int) -> float:
+    """``f(n)``, bytes through each rank's link per byte of the buffer: 2(n-1)/n for
+    all-reduce, (n-1)/n for the others (nccl-tests doc/PERFORMANCE.md, "bus bandwidth")."""
+    if collective == "all_reduce":
+        return 2.0 * (ranks - 1) / ranks
+    return (ranks - 1) / ranks
+
+
+#: HBM bytes a rank reads and writes per byte it sends: a reducing collective reads its
+#: own data and the incoming chunk and writes the sum (3); a copying one reads what it
+#: sends and writes what it receives (2). NCCL's maintainer on nccl#1428: link traffic
+#: "needs to be multiplied by at least 2x for memory bandwidth".
+HBM_PER_WIRE_BYTE = {"all_reduce": 3.0, "reduce_scatter": 3.0, "all_gather": 2.0, "all_to_all": 2.0}
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """A link between the ranks of one node, for NCCL's default algorithms.
+
+    Attributes:
+        name: what problem files call it.
+        link_bw: per-direction bandwidth per GPU from the datasheet (bytes/s), for reference.
+        bus_bw: large-message bus bandwidth of all-reduce (bytes/s): fitted.
+        copy_bus_bw: the same for all-gather, reduce-scatter and all-to-all, which cannot
+            use NVLink SHARP (NVLS) reductions: measured.
+        latency_s: ``α``, the fixed cost of one collective: fitted.
+        per_channel_bw: bus bandwidth one channel (one CTA, one SM) drives at most.
+        default_channels: NCCL's channel count on this fabric.
+        source: where each number comes from.
+    """
+
+    name: str
+    link_bw: float
+    bus_bw: float
+    copy_bus_bw: float
+    latency_s: float
+    per_channel_bw: float
+    default_channels: int
+    source: str
+
+    def bandwidth(self, collective: str, channels: int) -> float:
+        """Bus bandwidth with ``channels`` channels."""
+        top = self.bus_bw if collective == "all_reduce" else self.copy_bus_bw
+        return min(top, channels * self.per_channel_bw)
+
+    def seconds(self, collective: str, nbytes: float, ranks: int, channels: int) -> float:
+        """Time of one collective of ``nbytes`` per rank on ``ranks`` ranks."""
+        if ranks <= 1 or nbytes <= 0:
+            return 0.0
+        return self.latency_s + wire_factor(collective, ranks) * nbytes / self.bandwidth(collective, channels)
+
+
+def fit_alpha_beta(nbytes: Sequence[float], seconds: Sequence[float], factor: float) -> tuple[float, float]:
+    """``(α, bus_bw)`` minimising the squared *relative* error of ``α + factor·S/bus_bw``
+    over the points: linear least squares in (α, 1/bus_bw) with rows scaled by 1/t, so a
+    32 KiB point weighs as much as a 16 GiB one."""
+    t = np.asarray(seconds, dtype=float)
+    s = np.asarray(nbytes, dtype=float)
+    rows = np.column_stack([1.0 / t, factor * s / t])
+    (alpha, inverse), *_ = np.linalg.lstsq(rows, np.ones_like(t), rcond=None)
+    return float(alpha), float(1.0 / inverse)
+
+
+#: NVLink 4 through NVSwitch, 8 H100/H200 SXM GPUs.
+#: - link_bw: 450 GB/s per direction (900 GB/s bidirectional; nccl-tests#212, nccl#1442).
+#: - bus_bw, latency_s: fit_alpha_beta on the 8x H200 all-reduce sweep 32 KiB - 16 GiB
+#:   (stas00/ml-engineering, network/benchmarks/results; NCCL 2.27.7, its default
+#:   algorithm: NVLS for large messages), benchmarks/bench_comm.py, 2026-12-02.
+#: - copy_bus_bw: all-gather and reduce-scatter at 16 GiB on the same machine, 361.4 and
+#:   362.9 GB/s (same source; mean).
+#: - per_channel_bw: NCCL's tuning constant for Hopper ring LL128, 36.7 GB/s per channel
+#:   (NVIDIA/nccl src/graph/tuning.cc); a prior, not measured.
+#: - default_channels: 16, NCCL's NVLS channel count on sm_90 (src/transport/nvls.cc).
+NVLINK4 = Interconnect(
+    name="nvlink4", link_bw=450e9, bus_bw=443.9e9, copy_bus_bw=362.15e9, latency_s=41.4e-6,
+    per_channel_bw=36.7e9, default_channels=16,
+    source="fit on stas00/ml-engineering 8xH200 all-reduce sweep; NCCL tuning.cc; nccl-tests#212",
+)
+
+PRESETS: dict[str, Interconnect] = {NVLINK4.name: NVLINK4}
