@@ -140,3 +140,54 @@ def test_the_tenant_progresses_less_when_the_llm_cap_grows(colocated) -> None:
         result = simulate(problem, resolve_assignment(problem, []), "probe", horizon_s=2.0)
         ratios[share] = result.metrics.neighbor_progress_ratio
     assert 0.0 < ratios[1.0] < ratios[0.4] <= 1.0 + 1e-9  # alone on its partition: 1
+
+
+# -- tensor parallel: all-reduces on a communication stream beside the GEMMs ---------------
+
+TP = ROOT / "search_spaces" / "llm_tp_overlap.yaml"
+
+
+def test_the_tensor_parallel_file_puts_two_all_reduces_a_layer_on_the_comm_stream() -> None:
+    problem = load_problem(TP)
+    lanes = problem.service.lanes()
+    assert [p.name for p in lanes] == ["device", "comm_stream"] and lanes[1].share == 1.0
+    bound = bind(problem.service, resolve_assignment(problem, []), problem.size_fields, allow_merge=False)
+    program = bound.program(ITERATIONS["decode"])
+    compute, comm = program.lanes
+    assert len(comm) == 2 * 80 and all(tag.endswith(":all_reduce") for tag, _ in comm)
+    # NCCL's 16 channels hold 16 of 132 SMs for one wave each
+    assert {phases[0][1] for _, phases in comm} == {16 / 132} and {phases[0][4] for _, phases in comm} == {1.0}
+
+
+def test_a_persistent_gemm_sized_to_every_sm_loses_a_round_beside_the_all_reduce() -> None:
+    # The down projection of a 1024-token iteration (M=1024, N=8192, K=3584) as one
+    # persistent grid sized to all 132 SMs (two CTAs per SM, its compiled occupancy: 264),
+    # launched while an all-reduce holds 16 SMs: on 116 free SMs (232 slots) its CTAs take two rounds,
+    # so it takes up to twice its time alone (less only by the share of its time that is
+    # not SM-bound, k/s < 1, which fewer rounds do not slow); sized to 132 - 16 it keeps
+    # its own isolated time.
+    problem = load_problem(TP)
+    configs = {c.name: c for c in problem.families["gemm"].configs}
+    full = next(c for n, c in configs.items() if "_p1_sm0_" in n and "bm128" in n)
+    margin = next(c for n, c in configs.items() if "_p1_sm16_" in n and "bm128" in n)
+    comm = problem.families["allreduce"].configs[0]
+    shape = {"M": 1024, "N": 8192, "K": 3584}
+    device = problem.service.device
+
+    def beside_collective(config) -> tuple[float, float]:
+        ((_, gemm),) = config.profile.launches(shape, device, "down")
+        ((_, ar),) = comm.profile.launches({"M": 100_000, "N": 8192}, device, "ar")   # outlasts the GEMM
+        gpu = FluidGPU(sms=device.sms)
+        gpu.launch(-1, 0, "ar", ar, 1.0, 0.0, 0.0)
+        gpu.launch(0, 1, "gemm", gemm, 1.0, 0.0, 0.0)
+        while (kernel := gpu.run_until(float("inf"))) is not None:
+            if kernel.tag == "gemm":
+                return gpu.now, sum(p[0] for p in gemm)
+        raise AssertionError
+
+    with_full, alone_full = beside_collective(full)
+    with_margin, alone_margin = beside_collective(margin)
+    assert full.profile.at(shape).plan.launches[0].grid == 2 * 132
+    assert 1.6 * alone_full <= with_full <= 2.0 * alone_full * (1 + 1e-9)
+    assert with_margin == pytest.approx(alone_margin, rel=1e-9)
+    assert with_margin < with_full

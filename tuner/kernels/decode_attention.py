@@ -74,7 +74,7 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "num_stages": (2, 1, 3),
     # SMs NUM_SPLITS="auto" leaves to other streams when it sizes its split count
     # (FlashAttention-3's sm_margin); optional (family.OPTIONAL_PARAMS): 0 when not named
-    "SM_MARGIN": (0, 8, 16, 24),
+    "SM_MARGIN": (0, 8, 16, 24, 48),
 }
 
 #: The most splits ``NUM_SPLITS="auto"`` picks (FlashAttention-2's cap).
