@@ -11,9 +11,11 @@ before fitting, by source:
   reduce-scatter at 16 GiB give ``copy_bus_bw`` (their mean).
 * **validation** -- other machines and harnesses, never fitted: 8x H100 SXM all-reduce
   bus bandwidths at 2-4 GiB from NCCL's issue tracker (nccl#1455, nccl-tests#290), vLLM's
-  NCCL all-reduce times on 6 H100s for 0.5-4 MiB (vllm#24111), and OpenXLA's sm_90
-  8-device all-reduce table (a different harness, whose small-message times include XLA's
-  own overhead).
+  NCCL all-reduce times on 6 H100s for 0.5-4 MiB (vllm#24111), OpenXLA's sm_90 8-device
+  tables of all four collectives from 1 MiB (a different harness, whose smaller-message
+  times are mostly XLA's own overhead), and the 8x A100 nccl-tests all-reduce sweep
+  32 KiB - 16 GiB (stas00/ml-engineering) against the NVLink 3 preset, whose constants
+  are carried over from the calibration (link rate x ring efficiency), not fitted.
 
 Every prediction goes through the preset the simulator uses; the benchmark also checks
 that the preset's constants are what this fit gives (rounded).
@@ -38,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from tuner.profile.interconnect import NVLINK4, fit_alpha_beta, wire_factor  # noqa: E402
+from tuner.profile.interconnect import (  # noqa: E402
+    COPY_EFFICIENCY, NVLINK3, NVLINK4, PRESETS, RING_EFFICIENCY, fit_alpha_beta, wire_factor)
 
 from recorded import add_options, record  # noqa: E402
 
@@ -62,29 +65,45 @@ def calibration(points: list[dict]) -> tuple[list[dict], list[dict]]:
     return sweep, copies
 
 
+_XLA = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
+        "all-to-all": "all_to_all"}
+
+
 def validation(points: list[dict]) -> list[dict]:
-    """Rows (id, what, measured, unit, kind) of the held-out sources, each as the quantity
-    its source reports."""
+    """Rows of the held-out sources, each as the quantity its source reports, with the
+    collective and the interconnect preset that predicts it."""
     rows = []
     for p in points:
-        if p["id"] in ("h100-ar-nvls-8gpu", "h100-ar-476"):   # busbw of a 2-4 GiB all-reduce, 8 GPUs
-            rows.append({**p, "at_bytes": 4 * GIB, "quantity": "busbw"})
-        elif p["id"].startswith("h100-tp6-pynccl-"):          # microseconds per all-reduce, 6 GPUs
-            rows.append({**p, "quantity": "us"})
-        elif p["id"].startswith("xla-sm90-all-reduce-8gpu-") and p["bytes"] >= 1 << 20:
-            rows.append({**p, "quantity": "algbw"})           # XLA's table from 1 MiB (its overhead below)
+        pid = p["id"]
+        if pid in ("h100-ar-nvls-8gpu", "h100-ar-476"):       # busbw of a 2-4 GiB all-reduce, 8 GPUs
+            rows.append({**p, "at_bytes": 4 * GIB, "quantity": "busbw", "op": "all_reduce", "link": "nvlink4"})
+        elif pid.startswith("h100-tp6-pynccl-"):              # microseconds per all-reduce, 6 GPUs
+            rows.append({**p, "quantity": "us", "op": "all_reduce", "link": "nvlink4"})
+        elif pid.startswith("xla-sm90-") and "-8gpu-" in pid and p["bytes"] >= 1 << 20:
+            op = _XLA[pid[len("xla-sm90-"):pid.index("-8gpu-")]]   # algbw = tensor bytes / time
+            rows.append({**p, "quantity": "algbw", "op": op, "link": "nvlink4"})
+        elif pid.startswith("a100-ar-nccltests-"):            # nccl-tests time per all-reduce, 8 A100s
+            rows.append({**p, "value": p["time_us"], "quantity": "us", "op": "all_reduce", "link": "nvlink3"})
     return rows
 
 
-def predict(row: dict, link=NVLINK4) -> float:
-    gpus = row["gpus"]
+def predict(row: dict) -> float:
+    link, op, gpus = PRESETS[row["link"]], row["op"], row["gpus"]
     if row["quantity"] == "busbw":
         size = row["at_bytes"]
-        return wire_factor("all_reduce", gpus) * size / link.seconds("all_reduce", size, gpus, link.default_channels) / GB
-    seconds = link.seconds("all_reduce", row["bytes"], gpus, link.default_channels)
+        return wire_factor(op, gpus) * size / link.seconds(op, size, gpus, link.default_channels) / GB
+    seconds = link.seconds(op, row["bytes"], gpus, link.default_channels)
     if row["quantity"] == "us":
         return seconds * 1e6
     return row["bytes"] / seconds / GB  # algbw
+
+
+def _source(row: dict) -> str:
+    """The validation source a row belongs to (errors are reported per source)."""
+    pid = row["id"]
+    if pid.startswith(("xla-", "h100-tp6", "a100-")):
+        return pid.rsplit("-", 1)[0]
+    return pid
 
 
 def measure(path: Path = DATA) -> dict:
@@ -97,23 +116,27 @@ def measure(path: Path = DATA) -> dict:
     for p in sweep:
         modeled = NVLINK4.seconds("all_reduce", p["bytes"], 8, NVLINK4.default_channels)
         measured = _time_from_busbw(p)
-        rows.append({"id": p["id"], "split": "calibration", "bytes": p["bytes"], "measured": measured * 1e6,
-                     "modeled": modeled * 1e6, "unit": "us", "source": p["source"]})
-    for p in validation(points):
+        rows.append({"id": p["id"], "split": "calibration", "collective": "all_reduce", "interconnect": "nvlink4",
+                     "gpus": 8, "bytes": p["bytes"], "measured": measured * 1e6, "modeled": modeled * 1e6,
+                     "unit": "us", "source": p["source"]})
+    for p in sorted(validation(points), key=lambda p: (_source(p), p.get("at_bytes") or p["bytes"])):
         unit = {"busbw": "GB/s busbw", "us": "us", "algbw": "GB/s algbw"}[p["quantity"]]
-        rows.append({"id": p["id"], "split": "validation", "bytes": p.get("at_bytes") or p["bytes"],
-                     "measured": p["value"], "modeled": predict(p), "unit": unit, "source": p["source"]})
+        rows.append({"id": p["id"], "split": "validation", "collective": p["op"], "interconnect": p["link"],
+                     "gpus": p["gpus"], "bytes": p.get("at_bytes") or p["bytes"], "measured": p["value"],
+                     "modeled": predict(p), "unit": unit, "source": p["source"]})
     for r in rows:
         r["error_pct"] = 100.0 * (r["modeled"] / r["measured"] - 1.0)
     errors = {s: [abs(r["error_pct"]) for r in rows if r["split"] == s] for s in ("calibration", "validation")}
     by_source: dict[str, list[float]] = {}
     for r in rows:
         if r["split"] == "validation":
-            by_source.setdefault(r["id"].rsplit("-", 1)[0] if r["id"].startswith(("xla", "h100-tp6")) else r["id"],
-                                 []).append(abs(r["error_pct"]))
+            by_source.setdefault(_source(r), []).append(abs(r["error_pct"]))
     return {
         "data": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
         "fitted": {"latency_s": alpha, "bus_bw": bus, "copy_bus_bw": copy_bus},
+        # carried to links without a sweep of their own (NVLink 3, PCIe 5): link rate x these
+        "carried": {"ring_efficiency": RING_EFFICIENCY, "copy_efficiency": COPY_EFFICIENCY,
+                    "nvlink3_bus_bw": NVLINK3.bus_bw, "nvlink3_copy_bus_bw": NVLINK3.copy_bus_bw},
         "preset": {"latency_s": NVLINK4.latency_s, "bus_bw": NVLINK4.bus_bw, "copy_bus_bw": NVLINK4.copy_bus_bw,
                    "per_channel_bw": NVLINK4.per_channel_bw, "default_channels": NVLINK4.default_channels},
         "rows": rows,
@@ -126,14 +149,21 @@ def measure(path: Path = DATA) -> dict:
     }
 
 
+def _size(nbytes: float) -> str:
+    for unit, scale in (("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
+
+
 def render(result: dict) -> str:
-    lines = ["All-reduce on NVLink 4 (8 ranks unless the row says): interconnect model vs published measurements", "",
-             f"{'point':<34} {'size':>9} {'measured':>10} {'modeled':>10} {'unit':<11} {'error':>8}  split",
-             "-" * 100]
+    lines = ["Collectives: interconnect model vs published measurements (NCCL's default channels per preset)", "",
+             f"{'point':<38} {'collective':<14} {'link':<7} {'n':>2} {'size':>10} {'measured':>10} {'modeled':>10} "
+             f"{'unit':<11} {'error':>8}  split", "-" * 130]
     for r in result["rows"]:
-        size = f"{r['bytes'] / (1 << 20):g} MiB"
-        lines.append(f"{r['id']:<34} {size:>9} {r['measured']:>10.4g} {r['modeled']:>10.4g} {r['unit']:<11} "
-                     f"{r['error_pct']:>+7.1f}%  {r['split']}")
+        size = _size(r["bytes"])
+        lines.append(f"{r['id']:<38} {r['collective']:<14} {r['interconnect']:<7} {r['gpus']:>2} {size:>10} "
+                     f"{r['measured']:>10.4g} {r['modeled']:>10.4g} {r['unit']:<11} {r['error_pct']:>+7.1f}%  {r['split']}")
     f = result["fitted"]
     lines += ["", f"mean |error|: calibration {result['calibration_error']:.1f} % (max {result['calibration_error_max']:.1f} %, "
                   f"{result['counts']['calibration']} points), validation {result['validation_error']:.1f} % "
@@ -141,7 +171,9 @@ def render(result: dict) -> str:
     lines += [f"  validation {source}: {err:.1f} %" for source, err in result["validation_error_by_source"].items()]
     lines += ["", f"fitted: alpha {f['latency_s'] * 1e6:.1f} us, all-reduce bus bandwidth {f['bus_bw'] / GB:.1f} GB/s; "
                   f"all-gather/reduce-scatter {f['copy_bus_bw'] / GB:.1f} GB/s "
-                  "(tuner/profile/interconnect.py NVLINK4; per channel 36.7 GB/s is NCCL's constant, not fitted)"]
+                  "(tuner/profile/interconnect.py NVLINK4; per channel 36.7 GB/s is NCCL's constant, not fitted)",
+              f"carried: NVLink 3 = 300 GB/s x ring efficiency {result['carried']['ring_efficiency']:.3f} "
+              f"= {result['carried']['nvlink3_bus_bw'] / GB:.1f} GB/s all-reduce (copies x {result['carried']['copy_efficiency']:.3f})"]
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ import pytest
 from tuner.errors import ProblemError
 from tuner.kernels import get_family
 from tuner.kernels._common import KernelError
-from tuner.profile.collective import CollectiveProfile
+from tuner.profile.collective import CollectiveProfile, priced_profile
 from tuner.profile.devices import PRESETS
 from tuner.profile.interconnect import NVLINK4, fit_alpha_beta, wire_factor
 
@@ -90,7 +90,7 @@ def test_a_problem_file_declares_and_simulates_a_collective(write_problem) -> No
 
 def test_an_unknown_interconnect_names_its_key(write_problem) -> None:
     bad = {**COMM_PROBLEM, "families": {"allreduce": {"kernel": "comm", "options": {"interconnect": "infiniband"}}}}
-    with pytest.raises(ProblemError, match="options.interconnect"):
+    with pytest.raises(ProblemError, match=r"families\.allreduce\.options: interconnect 'infiniband' is not a preset"):
         write_problem(bad)
 
 
@@ -112,3 +112,105 @@ def test_the_preset_carries_the_benchmarks_fit_and_states_its_errors() -> None:
     assert result["counts"]["calibration"] == 20 and result["counts"]["validation"] >= 10
     # large 8x H100 all-reduces (held out) within 10 %
     assert result["validation_error_by_source"]["h100-ar-476"] < 10
+
+
+# --- presets beyond NVLink 4, the family's own profile hook, and the held-out sources ---
+
+def test_nvlink3_carries_the_calibrations_ring_efficiency_and_amperes_channel_cap() -> None:
+    from tuner.profile.interconnect import NVLINK3
+
+    # A100: 300 GB/s x 367.2/450 (ring all-reduce at 16 GiB on the 8x H200) = 244.8 GB/s
+    assert NVLINK3.bus_bw == pytest.approx(244.8e9)
+    assert NVLINK3.copy_bus_bw == pytest.approx(300e9 * 362.15 / 450)
+    # 8 channels x 20.0 GB/s (NCCL's Ampere ring LL128 cap) = 160 GB/s binds below 244.8
+    a100 = PRESETS["a100"]
+    slow = CollectiveProfile(get_family("comm", interconnect="nvlink3"), (("CHANNELS", 8),), a100)
+    assert slow.seconds({"M": 4096, "N": 8192}) == pytest.approx(41.4e-6 + 1.75 * 64 * MIB / 160e9)
+    ((_, s, _, k, waves),) = slow.phases({"M": 4096, "N": 8192})
+    assert (s, k, waves) == (8 / a100.sms, 8 / a100.sms, 1.0)
+
+
+def test_pcie5_is_link_bound_on_ncclS_two_channels() -> None:
+    from tuner.profile.interconnect import PCIE5
+
+    # 2 x 36.7 = 73.4 GB/s > 63 x 0.816 = 51.4 GB/s: the link binds, as NCCL's 2 SMs suffice
+    assert PCIE5.bandwidth("all_reduce", 2) == pytest.approx(63e9 * 367.2 / 450)
+    p = CollectiveProfile(get_family("comm", interconnect="pcie5"), (("CHANNELS", 2),), H100)
+    assert p.seconds({"M": 1024, "N": 8192}) == pytest.approx(41.4e-6 + 1.75 * 16 * MIB / (63e9 * 367.2 / 450))
+
+
+def test_an_all_gather_moves_seven_eighths_of_its_buffer_at_the_ring_bandwidth() -> None:
+    # 64 MiB gathered on 8 ranks: 0.875 x 64 MiB over 362.15 GB/s; HBM: 2 bytes per wire byte
+    p = profile(16, "all_gather")
+    seconds = 41.4e-6 + 0.875 * 64 * MIB / 362.15e9
+    ((t, s, b, k, w),) = p.phases({"M": 4096, "N": 8192})
+    assert t == pytest.approx(seconds)
+    assert b == pytest.approx(2 * 0.875 * 64 * MIB / seconds / H100.dram_bytes_per_s)
+
+
+def test_a_huge_fp32_all_reduce_caps_its_hbm_share_at_one_and_shares_stay_whole_device_on_a_partition() -> None:
+    from tuner.phases import Partition
+
+    p = CollectiveProfile(get_family("comm", dtype="fp32"), (("CHANNELS", 32),), H100)
+    half = Partition("half", 0.5, True)
+    ((_, phases),) = p.launches({"M": 4096, "N": 8192}, H100, "ar", half)
+    ((_, s, b, k, w),) = phases
+    assert (s, k, w) == (32 / 132, 32 / 132, 1.0) and 0 < b <= 1.0
+
+
+def test_the_family_is_priced_by_the_model_and_unknown_interconnects_are_refused() -> None:
+    family = get_family("comm", collective="reduce_scatter", ranks=4, interconnect="nvlink3")
+    p = priced_profile(family, {"CHANNELS": 16}, H100)
+    assert isinstance(p, CollectiveProfile) and p.source == "modeled" and p.config == {"CHANNELS": 16}
+    assert len(p.source_hash) == 16 and p.source_hash != profile(16).source_hash
+    assert p.workspace_bytes({"M": 8, "N": 8}) == 0.0
+    with pytest.raises(KernelError, match="interconnect 'ib' is not a preset"):
+        priced_profile(get_family("comm", interconnect="ib"), {"CHANNELS": 16}, H100)
+    assert priced_profile(get_family("matmul"), {}, H100) is None
+    with pytest.raises(KernelError, match="modeled, not run"):
+        family.run({}, {"CHANNELS": 16}, {"M": 8, "N": 8})
+
+
+def test_problem_file_configs_take_the_familys_own_profile(write_problem) -> None:
+    problem = write_problem(COMM_PROBLEM)
+    configs = problem.families["allreduce"].configs
+    assert all(isinstance(c.profile, CollectiveProfile) for c in configs)
+    assert [c.name for c in configs] == ["c16", "c4"]
+    assert problem.families["allreduce"].bucket_key == ("M",)
+
+
+def test_validation_never_meets_calibration_and_a100_large_messages_hold() -> None:
+    import sys
+    import time
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_comm
+
+    started = time.perf_counter()
+    result = bench_comm.measure()
+    assert time.perf_counter() - started < 20
+    calibration = {r["id"] for r in result["rows"] if r["split"] == "calibration"}
+    validation = {r["id"] for r in result["rows"] if r["split"] == "validation"}
+    assert calibration and validation and not calibration & validation
+    assert all(i.startswith("h200-ar-torch-") for i in calibration)
+    assert {r["interconnect"] for r in result["rows"] if r["id"].startswith("a100-")} == {"nvlink3"}
+    # the A100 sweep from 512 MiB (ring at its bus bandwidth), held out: within 10 %
+    big = [r for r in result["rows"] if r["id"].startswith("a100-") and r["bytes"] >= 512 * MIB]
+    assert len(big) == 6 and all(abs(r["error_pct"]) < 10 for r in big)
+    assert {"all_gather", "reduce_scatter", "all_to_all"} <= {r["collective"] for r in result["rows"]}
+
+
+def test_tuner_profile_prices_a_collective_without_compiling() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+
+    result = CliRunner().invoke(main, ["profile", "--family", "comm", "--shape", "M=4096,N=8192",
+                                       "--config", "CHANNELS=4", "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert answer["latency_s"] == pytest.approx(41.4e-6 + 1.75 * 64 * MIB / (4 * 36.7e9))
+    assert answer["phases"][0]["sm_share"] == pytest.approx(4 / 132) and answer["workspace_bytes"] == 0.0

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -107,17 +108,52 @@ def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...]
     reason = None if best else family.illegal({**{k: v[0] for k, v in family.space.items()}, **config}, shape)
     if reason is not None:
         raise TunerError(f"{family_name} at {shape}: {reason}")
-    answer = profile_one(family, shape, device, cache, config=config, best=best)
+    from ..profile.collective import priced_profile
+
+    if priced_profile(family, {k: v[0] for k, v in family.space.items()}, device) is not None:
+        answer = _priced(family, shape, device, config, best)   # `comm`: NCCL's kernels, not Triton's
+    else:
+        answer = profile_one(family, shape, device, cache, config=config, best=best)
     if as_json:
         click.echo(json.dumps(answer, indent=2))
         return
     click.echo(f"{answer['family']} {answer['shape']} on {answer['device']} ({answer['source']}): "
                f"{answer['latency_s'] * 1e6:.1f} us, workspace {answer['workspace_bytes'] / 2**20:.1f} MiB")
     click.echo("  config " + ", ".join(f"{k}={v}" for k, v in answer["config"].items()))
+    if "phases" in answer:
+        for phase in answer["phases"]:
+            click.echo(f"  {phase['name']}: {phase['seconds'] * 1e6:.1f} us, SM share {phase['sm_share']:.3f}, "
+                       f"DRAM share {phase['dram_share']:.3f}, {phase['waves']:g} wave")
+        return
     for launch in answer["launches"]:
         click.echo(f"  {launch['name']}: {launch['latency_s'] * 1e6:.1f} us, {launch['ctas']} CTAs, "
                    f"{launch['ctas_per_sm']}/SM ({launch['limiter']}), {launch['smem_bytes']} B smem, "
                    f"{launch['regs_per_thread']} regs, {launch['waves']} waves")
+
+
+def _priced(family: Any, shape: dict[str, Any], device: Any, config: dict[str, Any],
+             best: bool) -> dict[str, Any]:
+    """``tuner profile --family`` for a family priced by a model (``priced_profile``):
+    nothing to compile; its modeled phases at the shape (``--best``: the fastest config)."""
+    from ..kernels.family import all_configs
+    from ..profile.collective import priced_profile
+
+    defaults = {k: v[0] for k, v in family.space.items()}
+    candidates = list(all_configs(family.space)) if best else [{**defaults, **config}]
+
+    def latency(params: dict[str, Any]) -> float:
+        return sum(phase[0] for _, phases in priced_profile(family, params, device).launches(shape, device, family.name)
+                   for phase in phases)
+
+    params = min(candidates, key=latency)
+    profile = priced_profile(family, params, device)
+    launches = profile.launches(shape, device, family.name)
+    return {
+        "family": family.name, "shape": shape, "device": device.name, "source": profile.source,
+        "config": params, "latency_s": latency(params), "workspace_bytes": profile.workspace_bytes(shape),
+        "phases": [{"name": name, "seconds": t, "sm_share": s, "dram_share": b, "sm_need": k, "waves": w}
+                   for name, phases in launches for t, s, b, k, w in phases],
+    }
 
 
 def _fill(path: Path, device: str | None, cache: object, workers: int, as_json: bool, quiet: bool) -> None:

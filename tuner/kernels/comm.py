@@ -9,7 +9,9 @@ it: the channel count is the searchable parameter, as ``NCCL_MIN_CTAS``/``NCCL_M
 (``NCCL_MIN_NCHANNELS``) are in a real engine.
 
 Shape: ``M`` rows of ``N`` elements (the tokens of a batch by the hidden size: an
-all-reduce of a row-parallel GEMM's output). Options: ``collective`` (all_reduce,
+all-reduce of a row-parallel GEMM's output). The buffer is sized as nccl-tests sizes it:
+an all-reduce's and an all-to-all's per-rank buffer, an all-gather's gathered output, a
+reduce-scatter's unscattered input. Options: ``collective`` (all_reduce,
 all_gather, reduce_scatter, all_to_all), ``ranks``, ``interconnect`` (a preset of
 ``tuner.profile.interconnect``, which prices it: ``tuner.profile.collective``), ``dtype``.
 """

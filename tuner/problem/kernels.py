@@ -47,12 +47,12 @@ def config_name(params: Mapping[str, Any]) -> str:
 def kernel_families(
     spec: s.ProblemSpec, operators: tuple[Operator, ...], preset: Any, resources: object | None
 ) -> dict[str, Family]:
-    """Families declared as ``kernel: NAME`` with modeled profiles for their configs."""
+    """Families declared as ``kernel: NAME`` with modeled profiles for their configs: a
+    model's price where the family is not a Triton kernel (``priced_profile``: the `comm`
+    family's collectives), else a Triton :class:`ModeledProfile`."""
     from ..kernels import FAMILIES, get_family
-    from ..kernels.comm import CommFamily
     from ..kernels.family import all_configs
-    from ..profile.collective import CollectiveProfile
-    from ..profile.interconnect import PRESETS as INTERCONNECTS
+    from ..profile.collective import priced_profile
     from ..profile.measured import MeasuredStore
     from ..profile.modeled import LazyCompileCache, ModeledProfile
 
@@ -78,16 +78,15 @@ def kernel_families(
                     raise Invalid(f"service.operators[{i}].shape",
                                   f"family {s.show(fam.kernel)} needs shape dimensions {', '.join(family.shape_keys)}; "
                                   f"{s.show(missing[0])} is missing")
-        collective = isinstance(family, CommFamily)  # NCCL's kernels: modeled without Triton
-        if collective and family.interconnect not in INTERCONNECTS:
-            raise Invalid(f"{key}.options.interconnect", f"unknown interconnect {s.show(family.interconnect)} "
-                                                         f"(presets: {', '.join(INTERCONNECTS)})")
-        configs = tuple(
-            Config(fname, config_name(params), tuple(params.items()),
-                   CollectiveProfile(family, tuple(params.items()), preset) if collective
-                   else ModeledProfile(family, tuple(params.items()), preset, source, measured=measured))
-            for params in all_configs(space)
-        )
+        try:
+            configs = tuple(
+                Config(fname, config_name(params), tuple(params.items()),
+                       priced_profile(family, params, preset)
+                       or ModeledProfile(family, tuple(params.items()), preset, source, measured=measured))
+                for params in all_configs(space)
+            )
+        except TunerError as exc:
+            raise Invalid(f"{key}.options", str(exc)) from None
         families[fname] = Family(fname, tuple(space.items()), configs, bucket_key=tuple(family.bucket_key))
     return families
 

@@ -3,11 +3,13 @@ holds of the GPU meanwhile (``Profile`` of :mod:`tuner.problem.model`)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kernels._common import KernelError
 from ..kernels.comm import CommFamily
 from ..phases import WHOLE_DEVICE, Partition, Phase
 from .devices import DevicePreset
@@ -30,11 +32,20 @@ class CollectiveProfile:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "config", dict(self.params))
-        object.__setattr__(self, "link", PRESETS[self.family.interconnect])
+        link = PRESETS.get(self.family.interconnect)
+        if link is None:
+            raise KernelError(f"interconnect {self.family.interconnect!r} is not a preset ({', '.join(PRESETS)})")
+        object.__setattr__(self, "link", link)
 
     @property
     def variables_read(self) -> frozenset[str]:
-        return frozenset()   # its launches depend on its shape alone
+        return frozenset(self.family.shape_keys)   # its launches depend on its shape alone
+
+    @property
+    def source_hash(self) -> str:
+        """Hash of what prices it (the collective and the interconnect preset's constants),
+        so a table row tells when the model changed (a Triton config hashes its sources)."""
+        return hashlib.sha256(f"{self.family!r}{self.link!r}".encode()).hexdigest()[:16]
 
     def shape_of(self, variables: Mapping[str, float]) -> dict[str, int]:
         return {key: max(1, math.ceil(variables[key])) for key in self.family.shape_keys}
@@ -62,3 +73,12 @@ class CollectiveProfile:
 
     def workspace_bytes(self, variables: Mapping[str, float], partition: Partition = WHOLE_DEVICE) -> float:
         return 0.0
+
+
+def priced_profile(family: object, params: Mapping[str, Any], device: DevicePreset) -> CollectiveProfile | None:
+    """The profile of a family priced by a model instead of compiled (NCCL's collectives,
+    which are not Triton kernels), or None for a Triton family: the one place that tells
+    the two apart, for problem files and ``tuner profile --family`` alike."""
+    if isinstance(family, CommFamily):
+        return CollectiveProfile(family, tuple(params.items()), device)
+    return None

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Bytes through each rank's link per byte of the collective's buffer, by collective
-#: (nccl-tests doc/PERFORMANCE.md, "bus bandwidth").
 def wire_factor(collective: str, ranks: int) -> float:
     """``f(n)``, bytes through each rank's link per byte of the buffer: 2(n-1)/n for
     all-reduce, (n-1)/n for the others (nccl-tests doc/PERFORMANCE.md, "bus bandwidth")."""
@@ -102,4 +100,45 @@ NVLINK4 = Interconnect(
     source="fit on stas00/ml-engineering 8xH200 all-reduce sweep; NCCL tuning.cc; nccl-tests#212",
 )
 
-PRESETS: dict[str, Interconnect] = {NVLINK4.name: NVLINK4}
+#: NCCL's ring efficiency on an NVSwitch fabric: large-message bus bandwidth over the
+#: per-direction link rate, from the calibration machine (8x H200, stas00/ml-engineering,
+#: nccl-tests at 16 GiB): ring all-reduce 367.2 GB/s (NCCL_NVLS_ENABLE=0) and all-gather /
+#: reduce-scatter 362.15 GB/s (mean of 361.4 and 362.9), over 450 GB/s. nccl-tests#212
+#: calls the gap "~20% protocol overhead". Used to carry the calibration to links without
+#: a sweep of their own (below); NVLS, which beats it, exists only on Hopper's NVSwitch.
+RING_EFFICIENCY = 367.2 / 450.0
+COPY_EFFICIENCY = 362.15 / 450.0
+
+#: NVLink 3 through NVSwitch, 8 A100 SXM GPUs (DGX/HGX A100). Nothing fitted on A100:
+#: - link_bw: 300 GB/s per direction (stas00/ml-engineering network/README.md, NVLink 3).
+#: - bus_bw, copy_bus_bw: link_bw x the ring efficiencies above (A100 has no NVLS, so
+#:   all-reduce is NCCL's ring): 244.8 and 241.4 GB/s. Checked, not fitted, against the
+#:   8x A100 nccl-tests sweep of the same source (benchmarks/bench_comm.py, validation).
+#: - latency_s: NVLINK4's fitted alpha, carried over (2026-12-02).
+#: - per_channel_bw: NCCL's tuning constant for Ampere ring LL128, 20.0 GB/s per channel
+#:   (NVIDIA/nccl src/graph/tuning.cc, perChMaxRingLL128Bws); a prior.
+#: - default_channels: 24, NCCL's 2 CTAs per NVLink (nccl#1703) x A100's 12 NVLinks, the
+#:   24 CTAs a DGX A100 all-reduce is reported to launch (nccl#1225).
+NVLINK3 = Interconnect(
+    name="nvlink3", link_bw=300e9, bus_bw=300e9 * RING_EFFICIENCY, copy_bus_bw=300e9 * COPY_EFFICIENCY,
+    latency_s=NVLINK4.latency_s, per_channel_bw=20.0e9, default_channels=24,
+    source="NVLink 3 spec (stas00/ml-engineering) x NVLink 4 ring efficiency; NCCL tuning.cc; nccl#1703",
+)
+
+#: PCIe Gen5 x16, each GPU on its own x16 link to a non-blocking switch (H100 PCIe, or SXM
+#: parts with NVLink off). No published NCCL collective on such a machine was found
+#: (benchmarks/data/comm_measurements.md, Gaps), so this preset is unvalidated:
+#: - link_bw: 63 GB/s per direction ("Gen5 x16 tops out at 63GBps", stas00/ml-engineering
+#:   network/README.md; nvbandwidth measures 55.4 GB/s host-to-device on an 8x H200).
+#: - bus_bw, copy_bus_bw: link_bw x the ring efficiencies above (51.4, 50.7 GB/s); an upper
+#:   bound: a shared switch uplink or a CPU root complex between the GPUs lowers it.
+#: - latency_s: NVLINK4's fitted alpha, carried over (2026-12-02).
+#: - per_channel_bw: 36.7 GB/s (Hopper, as NVLINK4); default_channels: 2, NCCL's maintainer
+#:   on nccl#689: a PCI system "should just launch 2 SMs".
+PCIE5 = Interconnect(
+    name="pcie5", link_bw=63e9, bus_bw=63e9 * RING_EFFICIENCY, copy_bus_bw=63e9 * COPY_EFFICIENCY,
+    latency_s=NVLINK4.latency_s, per_channel_bw=36.7e9, default_channels=2,
+    source="PCIe Gen5 x16 spec (stas00/ml-engineering) x NVLink 4 ring efficiency; nccl#689; unvalidated",
+)
+
+PRESETS: dict[str, Interconnect] = {link.name: link for link in (NVLINK4, NVLINK3, PCIE5)}
