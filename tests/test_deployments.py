@@ -191,3 +191,19 @@ def test_a_persistent_gemm_sized_to_every_sm_loses_a_round_beside_the_all_reduce
     assert 1.6 * alone_full <= with_full <= 2.0 * alone_full * (1 + 1e-9)
     assert with_margin == pytest.approx(alone_margin, rel=1e-9)
     assert with_margin < with_full
+
+
+def test_the_mechanism_line_names_the_round_a_full_device_grid_loses_beside_the_all_reduce() -> None:
+    # As above: down's 1024-token bucket as a persistent grid sized to all 132 SMs runs
+    # 2 rounds beside the 16 SMs NCCL's channels hold, sized to 132 - 16 one; alone one each.
+    from tuner.search.report import mechanism
+    from tuner.search.space import JointSpace
+
+    problem = load_problem(TP)
+    configs = {c.name: c for c in problem.families["gemm"].configs}
+    full = next(c for n, c in configs.items() if "_p1_sm0_" in n and "bm128" in n)
+    margin = next(c for n, c in configs.items() if "_p1_sm16_" in n and "bm128" in n)
+    default = resolve_assignment(problem, [])
+    base, tuned = (default.replace({("down", 1): c}) for c in (full, margin))
+    line = mechanism(JointSpace.of(problem), tuned, base)
+    assert "waves: down[1] beside 16 SMs runs its CTAs in rounds: baseline 2, tuned 1 (alone: 1, 1)" in line

@@ -31,7 +31,8 @@ REQUIRE_COMPILED = os.environ.get("TUNER_REQUIRE_COMPILED") == "1"
 compiled_only = pytest.mark.skipif(not BUILD.compiled, reason=f"the simulator core runs {BUILD}")
 
 #: The simulator's own tests (closed-form queues, hand-worked schedules), rerun on pure Python.
-SIMULATOR_TESTS = ("tests/test_gpu.py", "tests/test_queueing.py", "tests/test_service.py", "tests/test_program_memo.py")
+SIMULATOR_TESTS = ("tests/test_gpu.py", "tests/test_queueing.py", "tests/test_service.py", "tests/test_program_memo.py",
+                   "tests/test_waves.py", "tests/test_two_batch.py")
 HORIZON_S = 2.0
 
 

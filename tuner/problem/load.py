@@ -335,6 +335,13 @@ def _service(
                 f"{sv.max_batch} sequences cannot each decode a token within max_tokens={sv.max_tokens}; "
                 "make max_batch <= max_tokens",
             )
+    if sv.overlap == "two_batch":
+        if sv.batching != "continuous":
+            raise Invalid("service.overlap", "two_batch splits a continuous-batching iteration's sequences; "
+                                             "it needs batching: continuous")
+        if all(op.partition is None or op.partition == sv.partition for op in sv.operators):
+            raise Invalid("service.overlap", "two_batch overlaps operators on another partition (a second "
+                                             "stream) with the rest, and no operator is placed on one")
     names = [n.name for n in sv.neighbors]
     for i, name in enumerate(names):
         if name in names[:i]:
@@ -366,4 +373,5 @@ def _service(
         max_context=sv.max_context, executors=sv.executors, priority=sv.priority,
         launch_overhead_s=sv.launch_overhead, neighbors=neighbors, jitter=jitter, device=device,
         partition=_placed(sv.partition, "service.partition", partitions) or WHOLE_DEVICE,
+        overlap=sv.overlap,
     )

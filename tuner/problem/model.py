@@ -321,6 +321,10 @@ class Service:
     device: Device = Device()
     baseline_batch: tuple[tuple[str, float], ...] = ()
     partition: Partition = WHOLE_DEVICE
+    #: how an operator on another lane runs beside the rest: ``independent`` (each lane
+    #: runs its operators back to back, joined at the batch's end) or ``two_batch`` (the
+    #: iteration split into two micro-batches with the lanes' real dependencies)
+    overlap: str = "independent"
 
     def lanes(self) -> tuple[Partition, ...]:
         """The partitions one batch runs on, the service's first: an operator placed on

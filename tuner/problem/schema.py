@@ -253,6 +253,7 @@ class ServiceSpec(Strict):
     baseline_batch: dict[str, float] | None = None
     partitions: dict[str, PartitionSpec] = {}
     partition: str | None = None
+    overlap: Literal["independent", "two_batch"] = "independent"
 
 
 class PoissonSpec(Strict):

@@ -7,6 +7,7 @@ the paired difference over the same seeds, and says which mechanism can produce 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -15,6 +16,7 @@ from rich.table import Table
 from ..problem.assignment import Assignment, runs
 from ..problem.model import Problem
 from ..sim import bind
+from ..sim.gpu import rounds
 from ..sim.metrics import overload_note
 from ..stats import paired_delta
 from ..stats import ratio_text as ratio
@@ -58,6 +60,9 @@ def mechanism(space: JointSpace, tuned: Assignment, base: Assignment) -> str:
     if (service.executors > 1 or service.neighbors or len(service.lanes()) > 1) and any(
             (a.sm, a.dram) != (b.sm, b.dram) for a, b in shares):
         parts.append("SM sharing: changed SM/DRAM shares of co-running kernels")
+    rounds = _rounds_beside(space, tuned, base, changed)
+    if rounds:
+        parts.append(rounds)
     placed = sorted({(op.partition or service.partition).name for op in service.operators if op.name in ops}
                     - {"device"})
     if placed:
@@ -65,6 +70,58 @@ def mechanism(space: JointSpace, tuned: Assignment, base: Assignment) -> str:
     if len(parts) == 1:
         parts.append("shape: time per launch only (no memory or sharing difference)")
     return "; ".join(parts)
+
+
+#: Cells the waves note names before it counts the rest (it rides in a table cell).
+_WAVE_NOTES = 2
+
+
+def _held_beside(space: JointSpace, assignment: Assignment, lane: object) -> float:
+    """The SM share the kernels beside ``lane`` hold at most: the busiest config of each
+    other lane of ``assignment`` (one kernel runs per lane at a time) and each neighbour's."""
+    problem = space.problem
+    service = problem.service
+    index = {cell: i for i, cell in enumerate(space.cells)}
+    held = 0.0
+    for other in service.lanes():
+        if other != lane:
+            held += max((space.cost(index[(o.name, b)], assignment.config(o.name, b).name).sm
+                         for o in service.operators if (o.partition or service.partition) == other
+                         for b in range(o.bucketing.size)), default=0.0)
+    return held + sum(max((p[1] for p in n.profile.phases({}, service.device)), default=0.0)
+                      for n in service.neighbors)
+
+
+def _rounds_beside(space: JointSpace, tuned: Assignment, base: Assignment, changed: Sequence[tuple[str, int]]) -> str:
+    """``waves: ...`` where a changed cell's CTA rounds differ between the two beside the
+    SMs the other streams' kernels hold at most (:func:`_held_beside`, in the tuned
+    assignment): a persistent grid sized to every SM runs a second round beside 16 NCCL
+    channels, a carve-out does not. Worked from the configs (``sim.gpu.rounds``), not
+    observed in a simulation."""
+    problem = space.problem
+    service, sms = problem.service, problem.service.device.sms
+    index = {cell: i for i, cell in enumerate(space.cells)}
+    notes = []
+    for op_name, bucket in changed:
+        held = math.floor(_held_beside(space, tuned, problem.operator(op_name).partition or service.partition)
+                          * sms + 1e-6)
+        if not 0 < held < sms:
+            continue
+        seen = []
+        for label, assignment in (("baseline", base), ("tuned", tuned)):
+            wave = space.cost(index[(op_name, bucket)], assignment.config(op_name, bucket).name).wave
+            if wave is not None:
+                s, w = wave
+                seen.append((label, max(1, math.ceil(w - 1e-9)), rounds(s, w, sms - held, sms)))
+        counts = {(alone, beside) for _, alone, beside in seen}
+        if len(counts) > 1 and any(beside > alone for _, alone, beside in seen):
+            shown = ", ".join(f"{label} {beside}" for label, _, beside in seen)
+            alone = ", ".join(str(alone) for _, alone, _ in seen)
+            notes.append(f"{op_name}[{bucket}] beside {held} SMs runs its CTAs in rounds: {shown} (alone: {alone})")
+    if not notes:
+        return ""
+    more = f"; and {len(notes) - _WAVE_NOTES} more cells" if len(notes) > _WAVE_NOTES else ""
+    return "waves: " + "; ".join(notes[:_WAVE_NOTES]) + more
 
 
 def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage: str,

@@ -36,7 +36,9 @@ _SPACES: dict[int, JointSpace] = {}  # id(problem) → its space (the space keep
 
 @dataclass(frozen=True)
 class CellCost:
-    """What a config costs alone in one bucket (None latency: illegal there)."""
+    """What a config costs alone in one bucket (None latency: illegal there), and the
+    ``(s, waves)`` of its longest phase dispatched in CTA waves (None: fluid), which
+    decide how many rounds it runs where other streams hold SMs (``sim.gpu.rounds``)."""
 
     config: Config
     latency_s: float | None
@@ -44,6 +46,7 @@ class CellCost:
     workspace: float
     sm: float
     dram: float
+    wave: tuple[float, float] | None = None
 
     @property
     def legal(self) -> bool:
@@ -79,7 +82,10 @@ def cell_cost(problem: Problem, op: str, bucket: int, config: Config) -> CellCos
         return CellCost(config, None, None, math.inf, 1.0, 1.0)
     sm = max((p[1] for _, phases in launches for p in phases), default=0.0)
     dram = max((p[2] for _, phases in launches for p in phases), default=0.0)
-    return CellCost(config, latency, lowest, workspace, sm, dram)
+    discrete = [p for _, phases in launches for p in phases if p[4] > 0.0]
+    longest = max(discrete, key=lambda p: p[0]) if discrete else None
+    wave = None if longest is None else (longest[1], longest[4])
+    return CellCost(config, latency, lowest, workspace, sm, dram, wave)
 
 
 @dataclass(frozen=True)

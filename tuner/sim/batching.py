@@ -120,7 +120,7 @@ class ContinuousBatching:
 
     def _start_iteration(self, executor: int, running: list[int], now: float) -> None:
         run = self.run
-        prefill_left, generated, prompt = self.prefill_left, self.generated, self.prompt
+        prefill_left = self.prefill_left
         plan: list[tuple[int, int]] = []
         # Decodes first (one token each), as vLLM's scheduler does; prefills share the rest.
         for r in running:
@@ -136,24 +136,39 @@ class ContinuousBatching:
                 chunk = min(left, room)
                 room -= chunk
                 plan.append((r, chunk))
-        prefill = self.max_tokens - decode - room
-        context = max_context = 0
         start_t = run.start_t
-        for r, chunk in plan:
+        for r, _ in plan:
             if start_t[r] != start_t[r]:  # NaN: scheduled for the first time
                 start_t[r] = now
+        jitter = run.jitter
+        scale = left_to_right_sum([jitter[r] for r, _ in plan]) / len(plan)
+        self.plans[executor] = plan
+        if run.bound.service.overlap == "two_batch" and len(plan) > 1:
+            cut = _balanced_cut(plan)
+            program = run.bound.overlapped([self._variables(plan[:cut]), self._variables(plan[cut:])])
+        elif run.bound.service.overlap == "two_batch":
+            program = run.bound.overlapped([self._variables(plan)])
+        else:
+            program = run.bound.program(self._variables(plan))
+        run.start_program(executor, program, scale, now)
+
+    def _variables(self, plan: list[tuple[int, int]]) -> dict[str, float]:
+        """The batch variables of an iteration (or micro-batch) running ``plan``."""
+        prefill_left, generated, prompt = self.prefill_left, self.generated, self.prompt
+        decode = prefill = context = max_context = 0
+        for r, chunk in plan:
+            if prefill_left[r] == 0:
+                decode += 1
+            else:
+                prefill += chunk
             seq_context = max(prompt[r], 1) - prefill_left[r] + chunk + generated[r]
             context += seq_context
             if seq_context > max_context:
                 max_context = seq_context
-        variables = {
+        return {
             "batch": len(plan), "tokens": decode + prefill, "prefill_tokens": prefill,
             "decode_seqs": decode, "context": context, "max_context": max_context,
         }
-        jitter = run.jitter
-        scale = left_to_right_sum([jitter[r] for r, _ in plan]) / len(plan)
-        self.plans[executor] = plan
-        run.start_program(executor, run.bound.program(variables), scale, now)
 
     def program_done(self, executor: int, now: float) -> None:
         run = self.run
@@ -175,3 +190,19 @@ class ContinuousBatching:
             for r in done:
                 run.finish(r, now)
         self.plans[executor] = []
+
+
+def _balanced_cut(plan: list[tuple[int, int]]) -> int:
+    """Where two-batch overlap splits an iteration's sequences (in the scheduler's order,
+    decodes first): the cut, leaving a sequence on each side, that makes the two
+    micro-batches' token counts closest, as SGLang's two-batch overlap balances them
+    (``compute_split_seq_index``). Sequences are not split: a lone long prefill stays
+    on one side."""
+    total = sum(chunk for _, chunk in plan)
+    best, best_gap, running = 1, total, 0
+    for i in range(1, len(plan)):
+        running += plan[i - 1][1]
+        gap = abs(total - 2 * running)
+        if gap < best_gap:
+            best, best_gap = i, gap
+    return best

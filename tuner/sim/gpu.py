@@ -143,6 +143,16 @@ def share(s: float, b: float, k: float, s_free: float, b_free: float) -> tuple[f
     return held, rate
 
 
+def rounds(s: float, waves_left: float, whole: int, sms: int) -> int:
+    """Rounds of CTAs a discrete phase runs on ``whole`` free SMs: its ``waves_left``
+    (rounded up, at least one) waves of ``s·sms`` SMs each, dispatched ``whole`` SMs at a
+    time: a persistent grid sized to all 132 SMs on 116 free ones runs 2."""
+    waves = math.ceil(waves_left - 1e-9)
+    if waves < 1:
+        waves = 1
+    return math.ceil(waves * s * sms / whole - 1e-9)
+
+
 def wave_rate(s: float, k: float, held: float, waves_left: float, sms: int) -> float:
     """The SM-side rate of a discrete phase that holds ``held`` of the device while it
     occupies ``s`` alone: its ``waves_left`` (rounded up) waves of ``s·sms`` SMs each take
@@ -153,11 +163,8 @@ def wave_rate(s: float, k: float, held: float, waves_left: float, sms: int) -> f
     whole = math.floor(held * sms + 1e-6)
     if whole <= 0:
         return 0.0
-    waves = math.ceil(waves_left - 1e-9)
-    if waves < 1:
-        waves = 1
-    rounds = math.ceil(waves * s * sms / whole - 1e-9)
-    effective = s * waves / rounds
+    waves = max(1, math.ceil(waves_left - 1e-9))
+    effective = s * waves / rounds(s, waves_left, whole, sms)
     return effective / k if effective < k - TOLERANCE else 1.0
 
 

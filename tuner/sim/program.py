@@ -19,6 +19,11 @@ from ..problem.model import Config, Device, Operator, Service
 
 Phases = tuple[Phase, ...]
 Launch = tuple[str, Phases]
+#: A launch's wait on another lane: it starts once that lane of the same executor has
+#: completed ``count`` launches (a CUDA event recorded on one stream, waited on by
+#: another). ``NO_WAIT`` (lane -1): nothing to wait for.
+Wait = tuple[int, int]
+NO_WAIT: Wait = (-1, 0)
 
 
 @dataclass(frozen=True)
@@ -26,11 +31,15 @@ class Program:
     """The launches of one batch, per lane (one stream each, the service's partition
     first; see :meth:`Service.lanes`), the real kernel count, and the largest SM share
     any of its kernels takes (kept exact when launches are merged). A lane may be empty
-    (its operators had nothing to do); not all of them are."""
+    (its operators had nothing to do); not all of them are. ``waits``, when set, holds
+    each launch's :data:`Wait` (lane by lane, launch by launch): the dependencies of a
+    micro-batched overlap (:meth:`BoundService.overlapped`); None when the lanes run
+    independently, joined only at the batch's end."""
 
     lanes: tuple[tuple[Launch, ...], ...]
     kernels: int
     peak_sm: float
+    waits: tuple[tuple[Wait, ...], ...] | None = None
 
     @property
     def launches(self) -> tuple[Launch, ...]:
@@ -256,6 +265,68 @@ class BoundService:
             self._cache.clear()
         self._cache[key] = program
         return program
+
+    def overlapped(self, micro_batches: list[dict[str, float]]) -> Program:
+        """The launches of one iteration split into micro-batches with these variables,
+        with the waits between lanes of a two-batch overlap (see :func:`interleave`);
+        memoised by the micro-batches' launch tokens, as :meth:`program` is."""
+        device = self.service.device
+        parts = [[op.keyed(variables, device) for ops, _ in self.blocks for op in ops] for variables in micro_batches]
+        key = (len(parts),) + tuple([part[0] for keyed in parts for part in keyed])
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        segmented: list[list[tuple[int, tuple[Launch, ...]]]] = []
+        for keyed in parts:
+            launched = iter(keyed)
+            blocks = [([(op.lane, next(launched)[1]) for op in ops], repeat) for ops, repeat in self.blocks]
+            runs: list[tuple[int, list[Launch]]] = []
+            for block, repeat in blocks:
+                for _ in range(repeat):
+                    for lane, launches in block:
+                        if runs and runs[-1][0] == lane:
+                            runs[-1][1].extend(launches)
+                        else:
+                            runs.append((lane, list(launches)))
+            segmented.append([(lane, tuple(launches)) for lane, launches in runs])
+        lanes, waits = interleave(segmented, self.lane_count)
+        kernels = sum(len(launches) for launches in lanes)
+        peak = max((s for launches in lanes for _, phases in launches for _, s, _, _, _ in phases), default=0.0)
+        if not kernels:
+            lanes, waits = ((_EMPTY,),) + lanes[1:], ((NO_WAIT,),) + waits[1:]
+        program = Program(lanes, kernels, peak, waits)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[key] = program
+        return program
+
+
+def interleave(micro_batches: list[list[tuple[int, tuple[Launch, ...]]]], lane_count: int
+               ) -> tuple[tuple[tuple[Launch, ...], ...], tuple[tuple[Wait, ...], ...]]:
+    """The lanes, and each launch's wait, of micro-batches run as two-batch overlap does.
+
+    Each micro-batch is its segments in program order, ``(lane, launches)``: the runs of
+    consecutive operators on one lane (every micro-batch has the same segments, some
+    perhaps empty). Segment j of every micro-batch goes on its lane in micro-batch order
+    (the first micro-batch's attention, then the second's), and the first launch of a
+    segment waits for its own micro-batch's latest launch when that ran on another lane: a
+    layer's all-reduce after its GEMM, the next GEMM after that all-reduce. So one
+    micro-batch's collective runs while the other's GEMMs do, as SGLang's two-batch
+    overlap and NanoFlow schedule them.
+    """
+    lanes: list[list[Launch]] = [[] for _ in range(lane_count)]
+    waits: list[list[Wait]] = [[] for _ in range(lane_count)]
+    latest: list[Wait] = [NO_WAIT] * len(micro_batches)
+    for j in range(len(micro_batches[0])):
+        for m, segments in enumerate(micro_batches):
+            lane, launches = segments[j]
+            if not launches:
+                continue
+            wait = latest[m] if latest[m][0] not in (-1, lane) else NO_WAIT
+            lanes[lane].extend(launches)
+            waits[lane].extend([wait] + [NO_WAIT] * (len(launches) - 1))
+            latest[m] = (lane, len(lanes[lane]))
+    return tuple(tuple(launches) for launches in lanes), tuple(tuple(w) for w in waits)
 
 
 def _reads(configs: tuple[Config, ...], op: Operator) -> tuple[str, ...] | None:

@@ -31,7 +31,7 @@ from .batching import ContinuousBatching, DynamicBatching
 from .gpu import FluidGPU, Kernel, phase_rate
 from .policy import SwitchPolicy
 from .metrics import Metrics, percentile
-from .program import BoundService, Launch, Program, bind
+from .program import BoundService, Launch, Program, Wait, bind
 from .recording import Recording
 
 _WAKE, _HORIZON, _NEIGHBOR = 0, 1, 2
@@ -169,6 +169,11 @@ class ServiceRun:
         self._program_peak = 0.0
         self._pc = [0] * self.streams
         self._scale = [1.0] * self.streams
+        # a micro-batched program's waits between lanes (None: its lanes run independently),
+        # each stream's completed launches, and whether its next launch waits on another lane
+        self._waits: list[tuple[Wait, ...] | None] = [None] * self.streams
+        self._done = [0] * self.streams
+        self._blocked = [False] * self.streams
         self._timers: list[tuple[float, int, int, int]] = []
         self._timer_seq = 0
         self._queue: deque[int] = deque()
@@ -200,18 +205,52 @@ class ServiceRun:
         self.kernels += program.kernels
         if program.peak_sm > self._program_peak:
             self._program_peak = program.peak_sm
-        started = 0
-        for stream, launches in zip(self._lane_streams[executor], program.lanes):
-            if not launches:
-                continue
-            self._programs[stream] = launches
-            self._pc[stream] = 0
-            self._scale[stream] = scale
-            tag, phases = launches[0]
-            self.gpu.launch(self._stream_priority[stream], stream, tag, phases, scale, self._overhead, now,
-                            self._stream_part[stream])
-            started += 1
-        self._lanes_left[executor] = started
+        started: list[int] = []
+        waits = program.waits
+        for lane, (stream, launches) in enumerate(zip(self._lane_streams[executor], program.lanes)):
+            self._done[stream] = 0
+            self._blocked[stream] = False
+            self._waits[stream] = None if waits is None else waits[lane]
+            if launches:
+                self._programs[stream] = launches
+                self._pc[stream] = 0
+                self._scale[stream] = scale
+                started.append(stream)
+        self._lanes_left[executor] = len(started)
+        for stream in started:
+            self._dispatch(stream, now)
+
+    def _dispatch(self, stream: int, now: float) -> None:
+        """Launch the stream's next kernel, or hold it while the launch it waits for on
+        another lane has not completed (see :func:`tuner.sim.program.interleave`)."""
+        waits = self._waits[stream]
+        pc = self._pc[stream]
+        if waits is not None:
+            lane, count = waits[pc]
+            if lane >= 0 and self._done[self._lane_streams[stream % self.executors][lane]] < count:
+                self._blocked[stream] = True
+                return
+            self._blocked[stream] = False
+        tag, phases = self._programs[stream][pc]
+        self.gpu.launch(self._stream_priority[stream], stream, tag, phases, self._scale[stream], self._overhead,
+                        now, self._stream_part[stream])
+
+    def _advance(self, stream: int, now: float) -> None:
+        """A micro-batched program's launch completed on ``stream``: its next launch, the
+        launches of other lanes that waited for this one, and the batch's end."""
+        pc = self._pc[stream] + 1
+        self._done[stream] = pc
+        executor = stream % self.executors
+        if pc < len(self._programs[stream]):
+            self._pc[stream] = pc
+            self._dispatch(stream, now)
+        else:
+            self._lanes_left[executor] -= 1
+        for other in self._lane_streams[executor]:
+            if self._blocked[other]:
+                self._dispatch(other, now)
+        if not self._lanes_left[executor]:
+            self._on_program_done(executor, now)
 
     def finish(self, request: int, now: float) -> None:
         self.finish_t[request] = now
@@ -349,7 +388,7 @@ class ServiceRun:
         run_until, launch = gpu.run_until, gpu.launch
         programs, scales, executors, streams = self._programs, self._scale, self.executors, self.streams
         stream_part, stream_priority, lanes_left = self._stream_part, self._stream_priority, self._lanes_left
-        counters = self._pc
+        counters, stream_waits = self._pc, self._waits
         overhead = self._overhead
         i = 0
         last_t = 0.0
@@ -378,6 +417,8 @@ class ServiceRun:
                         recording.kernel(stream, str(kernel.tag), kernel.started, t)  # the service's tags are names
                     if stream >= streams:
                         self._on_neighbor_kernel_done(kernel, t)
+                    elif stream_waits[stream] is not None:
+                        self._advance(stream, t)
                     else:
                         pc = counters[stream] + 1
                         program = programs[stream]
