@@ -293,6 +293,18 @@ def _latency(value: object, key: str, allowed: frozenset[str], constants: dict[s
     return PiecewiseLinear(variable, tuple(xs), tuple(table[x] for x in xs))
 
 
+def _router(sv: s.ServiceSpec) -> tuple[int, int] | None:
+    """``(experts, top_k)`` of the service's MoE router, if it declares one."""
+    if sv.router is None:
+        return None
+    if sv.batching != "continuous":
+        raise Invalid("service.router", "routing is drawn per iteration of tokens; it needs batching: continuous")
+    if sv.router.top_k > sv.router.experts:
+        raise Invalid("service.router.top_k", f"a token goes to {sv.router.top_k} distinct experts, "
+                                              f"but there are only {sv.router.experts}")
+    return sv.router.experts, sv.router.top_k
+
+
 def _check_sizes(sv: s.ServiceSpec) -> None:
     """Executors and batch sizes the simulator can hold (why each limit: :mod:`.bounds`)."""
     bounds.check_count("service.executors", sv.executors, bounds.MAX_EXECUTORS, "executors",
@@ -373,5 +385,5 @@ def _service(
         max_context=sv.max_context, executors=sv.executors, priority=sv.priority,
         launch_overhead_s=sv.launch_overhead, neighbors=neighbors, jitter=jitter, device=device,
         partition=_placed(sv.partition, "service.partition", partitions) or WHOLE_DEVICE,
-        overlap=sv.overlap,
+        overlap=sv.overlap, router=_router(sv),
     )

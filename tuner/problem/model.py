@@ -20,6 +20,7 @@ from .buckets import Bucketing
 from .explain import Invalid
 from ..phases import WHOLE_DEVICE, Partition, Phase, sm_need, wave_phases
 from ..traffic import ArrivalProcess, Jitter, SizeDistribution, Workload, make_workload
+from ..traffic.routing import Routing
 
 Batching = Literal["dynamic", "continuous"]
 ProfileSource = Literal["measured", "modeled", "declared"]
@@ -325,6 +326,8 @@ class Service:
     #: runs its operators back to back, joined at the batch's end) or ``two_batch`` (the
     #: iteration split into two micro-batches with the lanes' real dependencies)
     overlap: str = "independent"
+    #: the MoE router (experts, top_k) whose routing each regime declares, if any
+    router: tuple[int, int] | None = None
 
     def lanes(self) -> tuple[Partition, ...]:
         """The partitions one batch runs on, the service's first: an operator placed on
@@ -427,6 +430,7 @@ class Regime:
     warmup_s: float | None = None
     shape_key: str = ""
     partition_shares: tuple[tuple[str, float], ...] = ()
+    routing: Routing | None = None
 
     def warmup_for(self, horizon_s: float) -> float:
         """The warm-up of a window of ``horizon_s`` (an explicit one is capped at half the window)."""
@@ -456,7 +460,7 @@ class Regime:
         except Invalid as exc:
             asked = "" if horizon_s is None else f"a horizon of {horizon:g} s: "
             raise ProblemError(f"{asked}{exc}") from None
-        return make_workload(process, self.sizes, jitter, horizon, seed, self.warmup_for(horizon))
+        return make_workload(process, self.sizes, jitter, horizon, seed, self.warmup_for(horizon), self.routing)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..errors import TraceError
+from ..traffic.routing import SUM_TOLERANCE, Routing, routing_problem
 from ..traffic import (
     Diurnal, Empirical, Exponential, Fixed, Gamma, LogNormal, OnOff, Poisson,
     SizeDistribution, Trace, TraceReplay, Uniform, load_trace,
@@ -122,7 +124,35 @@ def regime(name: str, r: s.RegimeSpec, base: Path, service: Service) -> Regime:
     if r.warmup is not None and r.warmup >= r.horizon:
         raise Invalid(f"{key}.warmup", f"a warm-up of {r.warmup:g} s leaves nothing of the {r.horizon:g} s window to judge")
     return Regime(name, r.description.strip(), arrivals, sizes, r.horizon, r.memory_budget, r.warmup,
-                  shape_key(r), tuple((r.partitions or {}).items()))
+                  shape_key(r), tuple((r.partitions or {}).items()), _routing(r.routing, service, f"{key}.routing"))
+
+
+def _routing(spec: s.RoutingSpec | str | None, service: Service, key: str) -> Routing | None:
+    """The regime's routing over the service's router (uniform where it declares none)."""
+    if service.router is None:
+        if spec is not None:
+            raise Invalid(key, "no service.router declares the experts this routing spreads tokens over")
+        return None
+    experts, top_k = service.router
+    if spec is None or spec == "uniform":
+        return Routing.uniform(experts, top_k)
+    assert isinstance(spec, s.RoutingSpec)
+    if (spec.loads is None) == (spec.shares is None):
+        raise Invalid(key, "give either loads (per-expert probability a token is routed there, summing to "
+                           "top_k) or shares (per-expert share of the routed tokens, summing to 1)")
+    field, values = ("loads", spec.loads) if spec.loads is not None else ("shares", spec.shares)
+    assert values is not None
+    if len(values) != experts:
+        raise Invalid(f"{key}.{field}", f"{len(values)} experts, but service.router has {experts}")
+    if field == "shares" and abs(math.fsum(values) - 1.0) > SUM_TOLERANCE:
+        raise Invalid(f"{key}.shares", f"the shares sum to {math.fsum(values):.4g}, not 1")
+    if field == "shares" and min(values) < 0:
+        raise Invalid(f"{key}.shares", f"a share must not be negative but got {min(values):g}")
+    loads = values if field == "loads" else [top_k * v / math.fsum(values) for v in values]
+    problem = routing_problem(loads, top_k)
+    if problem is not None:
+        raise Invalid(f"{key}.{field}", problem)
+    return Routing(tuple(loads), top_k, spec.source.strip())
 
 
 def shape_key(r: s.RegimeSpec) -> str:
@@ -131,8 +161,9 @@ def shape_key(r: s.RegimeSpec) -> str:
     in both."""
     arrivals = r.arrivals.model_dump(exclude={"rate"})
     sizes = None if r.sizes is None else {k: v.model_dump() for k, v in r.sizes.items()}
-    return json.dumps([arrivals, sizes, r.horizon, r.warmup, r.memory_budget, r.partitions],
-                      sort_keys=True, default=str)
+    routing = r.routing.model_dump() if isinstance(r.routing, s.RoutingSpec) else r.routing
+    return json.dumps([arrivals, sizes, r.horizon, r.warmup, r.memory_budget, r.partitions]
+                      + ([routing] if routing not in (None, "uniform") else []), sort_keys=True, default=str)
 
 
 def _arrivals(a: s.ArrivalSpecs, base: Path, key: str) -> ArrivalSpec:

@@ -236,6 +236,17 @@ class JitterSpec(Strict):
     cv: float = Field(0.0, ge=0)
 
 
+class RouterSpec(Strict):
+    experts: int = Field(ge=2)
+    top_k: int = Field(ge=1)
+
+
+class RoutingSpec(Strict):
+    loads: list[float] | None = None
+    shares: list[float] | None = None
+    source: str = Field(min_length=1)
+
+
 class ServiceSpec(Strict):
     batching: Literal["dynamic", "continuous"]
     operators: list[OperatorSpec] = Field(min_length=1)
@@ -254,6 +265,7 @@ class ServiceSpec(Strict):
     partitions: dict[str, PartitionSpec] = {}
     partition: str | None = None
     overlap: Literal["independent", "two_batch"] = "independent"
+    router: RouterSpec | None = None
 
 
 class PoissonSpec(Strict):
@@ -355,6 +367,7 @@ class RegimeSpec(Strict):
     warmup: Seconds | None = None
     memory_budget: PositiveBytes | None = None
     partitions: dict[str, Annotated[float, Field(gt=0, le=1)]] | None = None
+    routing: Literal["uniform"] | RoutingSpec | None = None
 
 
 class ProblemSpec(Strict):

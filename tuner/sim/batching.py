@@ -13,7 +13,9 @@ starts programs through the run (:class:`tuner.sim.service.ServiceRun`). Contrac
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from .gpu import left_to_right_sum
 
@@ -98,6 +100,11 @@ class ContinuousBatching:
         self.max_tokens = service.max_tokens
         self.running: list[list[int]] = [[] for _ in range(run.executors)]
         self.plans: list[list[tuple[int, int]]] = [[] for _ in range(run.executors)]
+        # MoE routing: a fresh generator per simulation from the workload's routing seed,
+        # so every assignment draws the same counts in the same iteration order
+        workload = run.workload
+        self.routing = workload.routing
+        self.routing_rng = np.random.default_rng(workload.routing_seed) if workload.routing is not None else None
         self.prompt = run.sizes["prompt"]
         self.output = run.sizes["output"]
         self.prefill_left = [max(p, 1) for p in self.prompt]  # a request carries at least one token
@@ -152,8 +159,9 @@ class ContinuousBatching:
             program = run.bound.program(self._variables(plan))
         run.start_program(executor, program, scale, now)
 
-    def _variables(self, plan: list[tuple[int, int]]) -> dict[str, float]:
-        """The batch variables of an iteration (or micro-batch) running ``plan``."""
+    def _variables(self, plan: list[tuple[int, int]]) -> dict[str, Any]:
+        """The batch variables of an iteration (or micro-batch) running ``plan``, with its
+        tokens' per-expert counts (``expert_counts``) where the service routes to experts."""
         prefill_left, generated, prompt = self.prefill_left, self.generated, self.prompt
         decode = prefill = context = max_context = 0
         for r, chunk in plan:
@@ -165,10 +173,13 @@ class ContinuousBatching:
             context += seq_context
             if seq_context > max_context:
                 max_context = seq_context
-        return {
+        variables: dict[str, Any] = {
             "batch": len(plan), "tokens": decode + prefill, "prefill_tokens": prefill,
             "decode_seqs": decode, "context": context, "max_context": max_context,
         }
+        if self.routing is not None and self.routing_rng is not None:
+            variables["expert_counts"] = self.routing.counts(self.routing_rng, decode + prefill)
+        return variables
 
     def program_done(self, executor: int, now: float) -> None:
         run = self.run

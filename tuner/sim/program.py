@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from operator import itemgetter
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import AssignmentError
 from ..phases import WHOLE_DEVICE, Partition, Phase
@@ -266,7 +267,7 @@ class BoundService:
         self._cache[key] = program
         return program
 
-    def overlapped(self, micro_batches: list[dict[str, float]]) -> Program:
+    def overlapped(self, micro_batches: list[dict[str, Any]]) -> Program:
         """The launches of one iteration split into micro-batches with these variables,
         with the waits between lanes of a two-batch overlap (see :func:`interleave`);
         memoised by the micro-batches' launch tokens, as :meth:`program` is."""

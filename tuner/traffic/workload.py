@@ -12,6 +12,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from tuner.traffic.arrivals import ArrivalProcess, TraceReplay
+from tuner.traffic.routing import Routing
 from tuner.traffic.sizes import SizeDistribution
 
 JitterKind = Literal["deterministic", "exponential", "lognormal"]
@@ -33,6 +34,9 @@ class Workload:
         horizon_s: Length of the arrival window in seconds.
         warmup_s: The start of the window whose requests are served but not judged
             (the service starts empty, so its first requests meet an idle GPU).
+        routing: The MoE routing whose per-iteration expert counts the simulator draws,
+            from a generator it seeds with ``routing_seed`` (each simulation afresh, so
+            every assignment draws the same stream).
     """
 
     arrivals_s: np.ndarray
@@ -40,6 +44,8 @@ class Workload:
     jitter: np.ndarray
     horizon_s: float
     warmup_s: float = 0.0
+    routing: Routing | None = None
+    routing_seed: np.random.SeedSequence | None = None
 
     def __len__(self) -> int:
         return len(self.arrivals_s)
@@ -88,6 +94,7 @@ def make_workload(
     horizon_s: float,
     seed: int,
     warmup_s: float = 0.0,
+    routing: Routing | None = None,
 ) -> Workload:
     """Sample the workload of one seed.
 
@@ -105,6 +112,7 @@ def make_workload(
         horizon_s: Length of the arrival window in seconds.
         seed: The seed; equal seeds give identical workloads.
         warmup_s: How much of the window's start is served but not judged.
+        routing: The regime's MoE routing, if its service has a router.
 
     Returns:
         The workload, with read-only arrays.
@@ -117,7 +125,8 @@ def make_workload(
         raise ValueError(f"horizon_s must be a finite number > 0 but got {horizon_s!r}")
     if not (math.isfinite(warmup_s) and 0.0 <= warmup_s < horizon_s):
         raise ValueError(f"warmup_s must be >= 0 and below the horizon ({horizon_s!r} s) but got {warmup_s!r}")
-    arrival_seq, size_seq, jitter_seq = np.random.SeedSequence(seed).spawn(3)
+    # a fourth child for the routing: spawning more leaves the first three as they were
+    arrival_seq, size_seq, jitter_seq, routing_seq = np.random.SeedSequence(seed).spawn(4)
     arrival_rng = np.random.default_rng(arrival_seq)
     if isinstance(arrivals, TraceReplay):
         times, rows = arrivals.sample_rows(arrival_rng, horizon_s)
@@ -134,7 +143,8 @@ def make_workload(
     multipliers = jitter.sample(np.random.default_rng(jitter_seq), len(times))
     for array in (times, multipliers, *drawn.values()):
         array.flags.writeable = False
-    return Workload(times, MappingProxyType(drawn), multipliers, float(horizon_s), float(warmup_s))
+    return Workload(times, MappingProxyType(drawn), multipliers, float(horizon_s), float(warmup_s),
+                    routing, routing_seq if routing is not None else None)
 
 
 def _field_seed(parent: np.random.SeedSequence, name: str) -> np.random.SeedSequence:
