@@ -411,10 +411,10 @@ def test_every_legal_plan_names_each_argument_once(family) -> None:
 
 
 def test_registry_and_public_api() -> None:
-    assert set(FAMILIES) == {"matmul", "decode_attention", "rmsnorm", "comm"}
+    assert set(FAMILIES) == {"matmul", "decode_attention", "rmsnorm", "comm", "fused_moe"}
     assert get_family("matmul", epilogue="gated_silu").epilogue == "gated_silu"
     assert set(kernels.__all__) == {
-        "FAMILIES", "CommFamily", "DecodeAttentionFamily", "KernelError", "KernelFamily", "KernelLaunch", "LaunchPlan",
+        "FAMILIES", "CommFamily", "DecodeAttentionFamily", "FusedMoeFamily", "KernelError", "KernelFamily", "KernelLaunch", "LaunchPlan",
         "MatmulFamily", "RmsNormFamily", "all_configs", "ast_source", "get_family",
     }
     with pytest.raises(KernelError, match="unknown kernel family 'conv'"):

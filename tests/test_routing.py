@@ -37,6 +37,13 @@ def test_a_routing_no_router_can_produce_is_refused(loads, top_k, reason) -> Non
         Routing(loads, top_k)
 
 
+def test_expected_counts_keep_the_routed_total() -> None:
+    # 7 tokens x loads (0.8, 0.6, 0.4, 0.2) = 5.6, 4.2, 2.8, 1.4: floors 5, 4, 2, 1 (12 of 14);
+    # the two largest remainders (0.8 and 0.6: experts 2 and 0) get one more each
+    assert Routing((0.8, 0.6, 0.4, 0.2), 2).expected(7) == (6, 4, 3, 1)
+    assert sum(Routing.uniform(128, 8).expected(5)) == 40
+
+
 def test_each_experts_count_follows_its_binomial_law() -> None:
     routing = Routing.from_shares([0.5, 0.25, 0.125, 0.125], top_k=2, source="test")
     rng = np.random.default_rng(7)
@@ -46,6 +53,8 @@ def test_each_experts_count_follows_its_binomial_law() -> None:
         mean, var = tokens * p, tokens * p * (1 - p)
         assert abs(counts[:, e].mean() - mean) <= 5 * math.sqrt(var / draws) + 1e-12
     assert (counts[:, 0] == tokens).all()   # load 1: every token goes there
+    assert (counts.sum(axis=1) == tokens * 2).all()   # each token to exactly top_k experts
+    assert (counts <= tokens).all()
     assert routing.counts(rng, 0) == (0, 0, 0, 0)
 
 

@@ -12,6 +12,7 @@ from ._common import KernelError
 from .comm import CommFamily
 from .decode_attention import DecodeAttentionFamily
 from .family import KernelFamily, KernelLaunch, LaunchPlan, all_configs, ast_source
+from .fused_moe import FusedMoeFamily
 from .matmul import MatmulFamily
 from .rmsnorm import RmsNormFamily
 
@@ -21,6 +22,7 @@ FAMILIES: dict[str, type] = {
     DecodeAttentionFamily.name: DecodeAttentionFamily,
     RmsNormFamily.name: RmsNormFamily,
     CommFamily.name: CommFamily,
+    FusedMoeFamily.name: FusedMoeFamily,
 }
 
 
@@ -43,6 +45,7 @@ __all__ = [
     "FAMILIES",
     "CommFamily",
     "DecodeAttentionFamily",
+    "FusedMoeFamily",
     "KernelError",
     "KernelFamily",
     "KernelLaunch",

@@ -78,6 +78,8 @@ def kernel_families(
                     raise Invalid(f"service.operators[{i}].shape",
                                   f"family {s.show(fam.kernel)} needs shape dimensions {', '.join(family.shape_keys)}; "
                                   f"{s.show(missing[0])} is missing")
+        if "expert_counts" in getattr(family, "batch_variables", ()):
+            _check_routed(spec, fname, family, operators)
         try:
             configs = tuple(
                 Config(fname, config_name(params), tuple(params.items()),
@@ -89,6 +91,23 @@ def kernel_families(
             raise Invalid(f"{key}.options", str(exc)) from None
         families[fname] = Family(fname, tuple(space.items()), configs, bucket_key=tuple(family.bucket_key))
     return families
+
+
+def _check_routed(spec: s.ProblemSpec, fname: str, family: Any, operators: Sequence[Operator]) -> None:
+    """A family priced on each iteration's expert counts (``fused_moe``) must route over
+    the service's router, and its operators' ``M`` must be the iteration's ``tokens``,
+    whose counts the simulator draws (a count vector sums to M · top_k)."""
+    router = spec.service.router
+    if router is None:
+        return
+    for name, mine, theirs in (("experts", family.experts, router.experts), ("top_k", family.top_k, router.top_k)):
+        if mine != theirs:
+            raise Invalid(f"families.{fname}.options.{name}", f"{mine}, but service.router has {name} {theirs}")
+    for i, op in enumerate(operators):
+        if op.family == fname and dict(op.shape)["M"].source.replace(" ", "") != "tokens":
+            raise Invalid(f"service.operators[{i}].shape.M",
+                          f"a routed MoE operator's M must be tokens (each iteration's routed tokens), "
+                          f"not {s.show(dict(op.shape)['M'].source)}")
 
 
 def check_shapes(spec: s.ProblemSpec, operators: Sequence[Operator], families: Mapping[str, Family],

@@ -21,6 +21,9 @@ with the padded MMA work of partial tiles and the L2 reuse of its swizzled tile 
 every other launch (a split-K reduction, an unfused epilogue, attention, normalisation)
 is timed from its ``flops``/``dram_bytes`` spread evenly over its grid, on the tensor
 cores if it names a ``BLOCK_H``/``BLOCK_M`` × ``BLOCK_N`` tile, else on the CUDA cores.
+A grouped (per-expert) GEMM launch — one with ``expert_blocks``, as ``fused_moe``'s —
+takes the GEMM path over its padded rows, its B traffic spread over the experts it
+touches and its padding rows loading nothing (``docs/fused-moe.md``).
 Each launch of a plan is timed separately; the plan itself lists split-K reductions and
 unfused epilogues.
 
@@ -211,6 +214,11 @@ class GemmGeometry:
     in_bytes: int
     out_bytes: int
     b_operands: int = 1
+    #: A grouped (per-expert) GEMM: the distinct B matrices its M tiles are split among
+    #: (the experts that got rows; 1 for a plain GEMM) and the rows that load and store
+    #: (0: all ``m``; the others are padding, which only costs MMA work).
+    experts: int = 1
+    valid_m: int = 0
 
     @property
     def tiles_m(self) -> int:
@@ -241,6 +249,8 @@ def gemm_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None = None) 
         ValueError: a tiled GEMM whose M, N, K are in neither (pass the family's shape).
     """
     c = dict(launch.constexprs)
+    if getattr(launch, "expert_blocks", None) is not None:
+        return _grouped_geometry(launch, c)
     if not all(key in c for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K")):
         return None
     dims = {}
@@ -262,6 +272,22 @@ def gemm_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None = None) 
         split_k=int(c.get("SPLIT_K", 1)), group_m=max(1, int(c.get("GROUP_M", 1))),
         in_bytes=in_bytes, out_bytes=out_bytes * (2 if gated and not c.get("APPLY_EPILOGUE", True) else 1),
         b_operands=2 if gated else 1,
+    )
+
+
+def _grouped_geometry(launch: KernelLaunch, c: Mapping[str, object]) -> GemmGeometry:
+    """The tile arithmetic of a grouped GEMM launch (``tuner.kernels.fused_moe``'s
+    ``GroupedGemmLaunch``): its M is every padded row, ``sum_e blocks_e · BLOCK_SIZE_M``,
+    its B one matrix per expert that got rows."""
+    block_m = int(c["BLOCK_SIZE_M"])
+    blocks = launch.expert_blocks  # type: ignore[attr-defined]
+    in_bytes, out_bytes = _operand_bytes(launch)
+    return GemmGeometry(
+        m=max(1, sum(blocks)) * block_m, n=int(launch.gemm_n), k=int(launch.gemm_k),  # type: ignore[attr-defined]
+        block_m=block_m, block_n=int(c["BLOCK_SIZE_N"]), block_k=int(c["BLOCK_SIZE_K"]),
+        split_k=1, group_m=max(1, int(c.get("GROUP_SIZE_M", 1))), in_bytes=in_bytes, out_bytes=out_bytes,
+        b_operands=int(launch.b_operands),  # type: ignore[attr-defined]
+        experts=max(1, sum(1 for b in blocks if b > 0)), valid_m=max(1, int(launch.rows)),  # type: ignore[attr-defined]
     )
 
 
@@ -434,6 +460,12 @@ def _gemm_wave(items: int, g: GemmGeometry, launch: KernelLaunch, res: CompiledR
     # DRAM: the wave's distinct A rows and B columns of this K step, shared by all CTAs.
     a_rows = min(rows * g.block_m, g.m)
     b_cols = g.b_operands * min(cols * g.block_n, g.n)
+    if g.valid_m:
+        # A grouped GEMM's padding rows are masked: they load nothing. Its tile rows run
+        # expert by expert, so ``rows`` of them span about rows · experts / tiles_m
+        # experts' B matrices (all the touched ones when the wave covers every row).
+        a_rows = a_rows * min(1.0, g.valid_m / g.m)
+        b_cols *= min(g.experts, rows, -(-rows * g.experts // g.tiles_m))
     step_dram = splits * (a_rows + b_cols) * g.block_k * g.in_bytes
     t_dram = step_dram / (device.dram_bytes_per_s * factors.dram)
     # L2 -> shared memory: every CTA loads its own operands; spilled registers are
@@ -454,6 +486,8 @@ def _gemm_wave(items: int, g: GemmGeometry, launch: KernelLaunch, res: CompiledR
     t_sm = max(t_compute, t_l2, t_latency, t_sm_dram)
     t_step = max(t_sm, t_dram)
     store = items * m_eff * n_eff * g.out_bytes
+    if g.valid_m:
+        store *= min(1.0, g.valid_m / g.m)   # padding rows store nothing
     t_store = store / (device.dram_bytes_per_s * factors.dram)
     return _Wave(g.k_steps * t_step + t_store, g.k_steps * step_dram + store, g.k_steps * t_sm)
 

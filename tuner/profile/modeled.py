@@ -5,6 +5,11 @@ problem file) hands the simulator. For each batch it turns the operator's shape 
 family's launch plan, looks up each launch's compiled resources (compiled once per
 architecture and cached) and times each launch with the analytic model. Results are
 memoised per shape, because batches repeat shapes.
+
+A family may read batch variables besides its shape: those it names in
+``batch_variables`` (``fused_moe``: ``expert_counts``, the (token, expert) pairs each
+expert got, a tuple of ints). They go to its ``plan`` as keyword arguments when the
+batch has them, are part of the memo keys, and are listed in ``variables_read``.
 """
 
 from __future__ import annotations
@@ -89,6 +94,10 @@ class ModeledProfile:
     _launches: dict = field(default_factory=dict, repr=False)  # (shape key, partition, tag) -> launches
     _resources: dict = field(default_factory=dict, repr=False)  # launch.compile_key() -> resources
     _measured: dict = field(default_factory=dict, repr=False)  # "latencies" -> the store's answer, read once
+    _extra: tuple[str, ...] = field(init=False, repr=False, default=())  # the family's batch_variables
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_extra", tuple(getattr(self.family, "batch_variables", ())))
 
     @property
     def measurements(self) -> Mapping[tuple[tuple[str, int], ...], float]:
@@ -108,8 +117,9 @@ class ModeledProfile:
 
     @property
     def variables_read(self) -> frozenset[str]:
-        """Its launches depend on the family's shape dimensions only."""
-        return frozenset(self.family.shape_keys)
+        """Its launches depend on the family's shape dimensions and the batch variables
+        the family names (``batch_variables``: ``expert_counts`` for ``fused_moe``)."""
+        return frozenset(self.family.shape_keys) | frozenset(self._extra)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -140,10 +150,25 @@ class ModeledProfile:
         """The shape's sizes in the family's key order, each rounded up to at least 1."""
         return tuple([max(1, math.ceil(variables[key])) for key in self.family.shape_keys])
 
-    def at(self, shape: Mapping[str, int], sms: int | None = None, sizing_sms: int | None = None) -> ShapeTiming:
+    def extras_of(self, variables: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+        """The batch variables beyond the shape that the family reads and the batch has,
+        as ``(name, value)`` pairs (sequences become tuples of ints, hashable for the memo
+        keys); empty for a family that reads none."""
+        if not self._extra:
+            return ()
+        found = []
+        for name in self._extra:
+            value = variables.get(name)
+            if value is not None:
+                found.append((name, tuple(int(v) for v in value) if not isinstance(value, (int, float)) else value))
+        return tuple(found)
+
+    def at(self, shape: Mapping[str, int], sms: int | None = None, sizing_sms: int | None = None,
+           extras: tuple[tuple[str, Any], ...] = ()) -> ShapeTiming:
         """Plan and timings at ``shape``, on ``sms`` of the device's SMs (default: all), the
         plan sized to ``sizing_sms`` (the ``num_sms`` its persistent grid and split counts
-        are told; default: the device's).
+        are told; default: the device's), with the batch variables ``extras`` (see
+        :meth:`extras_of`) passed to the family's ``plan``.
 
         Raises:
             IllegalConfigError: the config cannot run this shape on this device.
@@ -154,6 +179,8 @@ class ModeledProfile:
         if sms is not None and sms != device.sms or sizing != device.sms:
             key += (sms, sizing)
             device = dataclasses.replace(device, sms=device.sms if sms is None else sms)
+        if extras:
+            key += (extras,)
         cached = self._timings.get(key)
         if cached is not None:
             return cached
@@ -162,12 +189,13 @@ class ModeledProfile:
         if reason is not None:
             raise IllegalConfigError(f"{self.family.name} {_describe(config)} at {dict(shape)}: {reason}")
         sizing = sized_sms(config, sizing)
-        plan = self.family.plan(config, shape, sizing)
+        kwargs = dict(extras)
+        plan = self.family.plan(config, shape, sizing, **kwargs)
         compiled = [self._compiled(launch) for launch in plan.launches]
         if any(launch.persistent for launch in plan.launches):
             # A persistent grid is SMs × occupancy, and occupancy needs the compiled kernel.
             occupancy = min(r.ctas_per_sm for r, l in zip(compiled, plan.launches) if l.persistent)
-            plan = self.family.plan(config, shape, sizing * occupancy)
+            plan = self.family.plan(config, shape, sizing * occupancy, **kwargs)
         timings = tuple(launch_time(l, r, device, self.factors, shape=shape)
                         for l, r in zip(plan.launches, compiled))
         modeled = sum(t.latency_s for t in timings)
@@ -208,10 +236,11 @@ class ModeledProfile:
         """Its launches for a batch, timed on ``partition``'s SMs and sized to them or to
         the whole device as the partition says (shares in the phases are of the device)."""
         dims = self._dims(variables)
-        key = (dims, partition, tag)
+        extras = self.extras_of(variables) if self._extra else ()
+        key = (dims, partition, tag, extras) if extras else (dims, partition, tag)
         found = self._launches.get(key)
         if found is None:  # a config seen in an earlier trial's assignment: no model, no phases again
-            timing, share = self._on(dict(zip(self.family.shape_keys, dims)), partition)
+            timing, share = self._on(dict(zip(self.family.shape_keys, dims)), partition, extras)
             found = tuple((f"{tag}:{launch.name}", t.phases(self.device.saturating_share, share))
                           for launch, t in zip(timing.plan.launches, timing.timings))
             if len(self._launches) >= _MEMO_LIMIT:
@@ -221,16 +250,17 @@ class ModeledProfile:
 
     def workspace_bytes(self, variables: Mapping[str, float], partition: Partition = WHOLE_DEVICE) -> float:
         """The workspace of its plan on ``partition`` (split counts sized as it is told)."""
-        return self._on(self.shape_of(variables), partition)[0].plan.workspace_bytes
+        return self._on(self.shape_of(variables), partition, self.extras_of(variables))[0].plan.workspace_bytes
 
-    def _on(self, shape: Mapping[str, int], partition: Partition) -> tuple[ShapeTiming, float]:
+    def _on(self, shape: Mapping[str, int], partition: Partition,
+            extras: tuple[tuple[str, Any], ...] = ()) -> tuple[ShapeTiming, float]:
         """Its plan and timings on ``partition``, and the device's share that partition is."""
         if partition.share >= 1.0:
-            return self.at(shape), 1.0
+            return self.at(shape, extras=extras), 1.0
         preset = self.device
         sms = partition.sms(preset)
         sizing = sms if partition.sized_to_partition else preset.sms
-        return self.at(shape, sms, sizing), partition.exact_share(preset)
+        return self.at(shape, sms, sizing, extras), partition.exact_share(preset)
 
 
 def _distance(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> float:

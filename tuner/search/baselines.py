@@ -13,6 +13,11 @@ report, the dashboard and the gate compare against :data:`PER_BUCKET` — THE ba
   every shape: an autotuner keyed on nothing, or on the first shape it met. Labelled
   as such wherever it is shown; it is not what a careful user runs.
 * :class:`SmallestFootprint` — per cell, the least workspace (ties: the faster).
+* :func:`routing_aware` — for a regime whose MoE routing is not uniform: the per-bucket
+  isolated-fastest with MoE kernels timed on that routing (what an isolated tuner that
+  knew the traffic's routing would keep), so a gain splits into its routing-aware part
+  (this baseline over THE baseline, which times on uniform routing as vLLM's
+  ``benchmark_moe.py`` does) and its load-aware part (tuned over this baseline).
 
 The exhaustive oracle is not a baseline here: it needs simulations (see ``study``).
 """
@@ -26,6 +31,7 @@ from typing import Protocol
 from ..errors import IllegalConfigError, SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Config
+from ..traffic.routing import Routing
 from .space import JointSpace, fastest_in_cell, seconds_alone, smallest_in_cell
 
 
@@ -89,6 +95,18 @@ class OneConfigPerOperator:
                                   f"{op.name!r} at service.baseline_batch, so there is no {self.name} baseline")
             per_op[op.name] = best[2]
         return Assignment.uniform(problem, per_op)
+
+
+ROUTING_AWARE = "routing_aware_isolated_fastest"
+ROUTING_AWARE_LABEL = "routing-aware isolated-fastest"
+
+
+def routing_aware(space: JointSpace, routing: Routing) -> Assignment:
+    """The per-bucket isolated-fastest assignment of ``space``'s problem with its MoE
+    kernels timed on ``routing`` (see :func:`tuner.search.space.cell_cost`)."""
+    routed = JointSpace.of(space.problem, routing)
+    return space.assignment(tuple(fastest_in_cell(routed, i, what=ROUTING_AWARE_LABEL).config.name
+                                  for i in range(len(routed.cells))))
 
 
 PER_BUCKET = PerBucketIsolatedFastest()

@@ -20,10 +20,10 @@ from ..sim.gpu import rounds
 from ..sim.metrics import overload_note
 from ..stats import paired_delta
 from ..stats import ratio_text as ratio
-from .baselines import ONE_CONFIG, PER_BUCKET, SMALLEST
+from .baselines import ONE_CONFIG, PER_BUCKET, ROUTING_AWARE, ROUTING_AWARE_LABEL, SMALLEST
 from .evaluate import Evaluation
 from .space import JointSpace
-from .study import RegimeOutcome
+from .study import Choice, RegimeOutcome
 
 
 def _rate(mean: float, ci: float | None = None) -> str:
@@ -161,6 +161,9 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
                          f"{_rate(base_cap.mean, base_cap.ci)}: tuned / baseline {ratio(cap.mean, base_cap.mean)}, "
                          f"tuned − baseline {difference(cap, base_cap)}")
         parts.append(f"{_why(*_compared(o))}: {mechanism(o.space, o.tuned.assignment, o.baseline.assignment)}")
+        aware = o.baselines.get(ROUTING_AWARE)
+        if aware is not None:
+            parts.append(_routing_split(o, aware))
         for key in (ONE_CONFIG.name, SMALLEST.name):
             other = o.baselines[key].evaluation
             label = ONE_CONFIG.label if key == ONE_CONFIG.name else SMALLEST.label
@@ -183,6 +186,21 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
     rows = sum(sum(1 for _ in o.tuned.assignment.cells()) for o in outcomes)
     console.print(f"{rows} rows written to {storage} (studies tuner:{problem.name}:REGIME; "
                   f"`tuner table show --storage {storage}`)", highlight=False)
+
+
+def _routing_split(outcome: RegimeOutcome, aware: Choice) -> str:
+    """The routing-aware baseline's figures and the gain split into its routing-aware
+    part (that baseline over THE baseline, timed on uniform routing) and its load-aware
+    part (tuned over that baseline)."""
+    routing = outcome.problem.regimes[outcome.regime].routing
+    figures = {"goodput": (outcome.tuned.evaluation.mean, aware.evaluation.mean, outcome.baseline.evaluation.mean)}
+    if outcome.tuned.capacity and aware.capacity and outcome.baseline.capacity:
+        figures["capacity"] = (outcome.tuned.capacity.mean, aware.capacity.mean, outcome.baseline.capacity.mean)
+    split = "; ".join(f"{what}: routing-aware {ratio(known, base)}, load-aware {ratio(tuned, known)}"
+                      for what, (tuned, known, base) in figures.items())
+    source = routing.source if routing is not None else "?"
+    return (f"{ROUTING_AWARE_LABEL} (MoE kernels timed on this regime's routing, {source}) "
+            f"{_rate(aware.evaluation.mean)}{_infeasible(aware.evaluation)}: {split}")
 
 
 def realized(evaluation: Evaluation) -> str:

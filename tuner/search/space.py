@@ -23,15 +23,17 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from ..errors import IllegalConfigError, SearchError
 from ..problem.assignment import Assignment, Cell
 from ..problem.model import Config, Problem
+from ..traffic.routing import Routing
 
 #: A joint assignment as the search stores it: config names in cell order.
 Point = tuple[str, ...]
 
-_SPACES: dict[int, JointSpace] = {}  # id(problem) → its space (the space keeps the problem alive)
+_SPACES: dict[tuple[int, Routing | None], JointSpace] = {}  # (id(problem), routing) → its space (it keeps the problem alive)
 
 
 @dataclass(frozen=True)
@@ -65,13 +67,18 @@ def seconds_alone(problem: Problem, op: str, config: Config, variables: Mapping[
     return sum(phase[0] for _, phases in launches for phase in phases)
 
 
-def cell_cost(problem: Problem, op: str, bucket: int, config: Config) -> CellCost:
+def cell_cost(problem: Problem, op: str, bucket: int, config: Config, routing: Routing | None = None) -> CellCost:
     """Latency at the bucket's representative and lowest shapes, workspace at the
-    representative shape, and the largest SM and DRAM shares of its launches."""
+    representative shape, and the largest SM and DRAM shares of its launches. Without a
+    ``routing`` an MoE kernel is timed on uniform routing (as vLLM's ``benchmark_moe.py``
+    does); with one, on that routing's expected expert counts at the bucket's tokens."""
     operator = problem.operator(op)
     largest = problem.service.largest_batch_variables(problem.size_fields)
-    at = operator.bucket_variables(largest, bucket)
-    low = operator.bucket_variables(largest, bucket, at="lowest")
+    at: dict[str, Any] = operator.bucket_variables(largest, bucket)
+    low: dict[str, Any] = operator.bucket_variables(largest, bucket, at="lowest")
+    if routing is not None:
+        for values in (at, low):
+            values["expert_counts"] = routing.expected(int(values.get("M", values.get("tokens", 0))))
     try:
         launches = config.profile.launches(at, problem.service.device, op)
         latency = sum(p[0] for _, phases in launches for p in phases)
@@ -102,18 +109,21 @@ class JointSpace:
     costs: tuple[tuple[CellCost, ...], ...]
 
     @classmethod
-    def of(cls, problem: Problem) -> JointSpace:
+    def of(cls, problem: Problem, routing: Routing | None = None) -> JointSpace:
         """The space of a problem, computed once per loaded problem (it times every
-        config in every bucket: seconds for a transformer layer)."""
-        cached = _SPACES.get(id(problem))
+        config in every bucket: seconds for a transformer layer); with a ``routing``, its
+        MoE kernels timed on that routing instead of uniform routing (see :func:`cell_cost`)."""
+        key = (id(problem), routing)
+        cached = _SPACES.get(key)
         if cached is not None and cached.problem is problem:
             return cached
         cells = tuple((op.name, b) for op in problem.service.operators for b in range(op.bucketing.size))
-        costs = tuple(tuple(cell_cost(problem, op, b, c) for c in problem.family_of(op).configs) for op, b in cells)
+        costs = tuple(tuple(cell_cost(problem, op, b, c, routing) for c in problem.family_of(op).configs)
+                      for op, b in cells)
         space = cls(problem, cells, costs)
         if len(_SPACES) >= 16:
             _SPACES.clear()
-        _SPACES[id(problem)] = space
+        _SPACES[key] = space
         return space
 
     @cached_property

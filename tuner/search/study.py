@@ -45,7 +45,7 @@ from ..errors import SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from .. import interrupts
-from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, footprint_ladder
+from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, ROUTING_AWARE, footprint_ladder, routing_aware
 from .evaluate import Constraints, Evaluation, check_constraints, evaluate
 from .local import LocalSearchSampler, names_of, suggest
 from .space import JointSpace, Point
@@ -388,6 +388,9 @@ def regime_outcome(
     seeds = settings.seed_list
     counter = _Counter()
     baseline_assignments = {b.name: b.assignment(space) for b in BASELINES}
+    routing = problem.regimes[regime].routing
+    if routing is not None and routing.source != "uniform":
+        baseline_assignments[ROUTING_AWARE] = routing_aware(space, routing)
     finished = _finished(study)
     known = _known(space, finished, len(seeds))
     tuned = select_best(space, finished, len(seeds))
@@ -414,8 +417,8 @@ def regime_outcome(
     )
 
 
-#: The baselines whose capacity a regime's outcome reports (the table stores these two).
-CAPACITY_BASELINES = (PER_BUCKET.name, ONE_CONFIG.name)
+#: The baselines whose capacity a regime's outcome reports (the table stores the first two).
+CAPACITY_BASELINES = (PER_BUCKET.name, ONE_CONFIG.name, ROUTING_AWARE)
 
 
 @dataclass

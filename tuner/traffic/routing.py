@@ -7,20 +7,26 @@ is routed to it. A token goes to ``top_k`` distinct experts, so the loads sum to
 configs on uniform random routing; serving traffic is skewed (a few popular experts),
 and that changes which BLOCK_SIZE_M wastes fewer padded rows.
 
-Per iteration the simulator draws each expert's token count for the batch's ``T``
-tokens as a binomial ``Bin(T, load_e)``: exact per-expert marginals of any router that
-gives expert e a token with probability ``load_e``; the experts are drawn independently,
-so the routed total varies around ``T · top_k`` by its binomial spread (an idealisation:
-a real router's total is exactly ``T · top_k``). The draws come from one stream per
-workload seed, consumed in iteration order, so every assignment simulated on the same
-seed sees the same counts for as long as its iterations match (common random numbers).
+Per iteration the simulator draws the per-expert token counts of the batch's ``T``
+tokens as systematic sampling does (Madow): lay the loads end to end on ``[0, top_k)``
+and give each token one uniform ``u``; it goes to the experts whose intervals hold
+``u, u + 1, …, u + top_k - 1``. That is exactly ``top_k`` distinct experts per token, and
+expert e gets a token with probability exactly ``load_e``, so every count has its
+binomial marginal ``Bin(T, load_e)`` and the counts sum to ``T · top_k``. What it
+idealises: which experts a token pairs with follows the experts' order on the line (a
+real router's co-selections follow the token); a fused-MoE kernel's cost depends on the
+counts, not on the pairs. The counts of all ``T`` tokens are one multinomial draw over
+the segments the loads cut the unit circle into, so an iteration costs O(experts), not
+O(T). The draws come from one stream per workload seed, consumed in iteration order,
+so every assignment simulated on the same seed sees the same counts for as long as its
+iterations match (common random numbers).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,11 +42,24 @@ class Routing:
     loads: tuple[float, ...]
     top_k: int
     source: str = "uniform"
+    # the segments the loads cut the unit circle into, and which experts cover each
+    _segments: np.ndarray = field(init=False, repr=False, compare=False)
+    _cover: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         problem = routing_problem(self.loads, self.top_k)
         if problem is not None:
             raise ValueError(problem)
+        ends = np.cumsum(self.loads) * (self.top_k / math.fsum(self.loads))
+        starts = np.concatenate(([0.0], ends[:-1]))
+        cuts = np.unique(np.concatenate(([0.0, 1.0], np.mod(ends, 1.0))).round(12))
+        lengths = np.diff(cuts)
+        middles = cuts[:-1] + lengths / 2
+        # expert e covers a segment when one of middle, middle + 1, ... lies in [start_e, end_e)
+        points = middles[None, :, None] + np.arange(self.top_k)[None, None, :]
+        cover = ((points >= starts[:, None, None]) & (points < ends[:, None, None])).any(axis=2)
+        object.__setattr__(self, "_segments", lengths / lengths.sum())
+        object.__setattr__(self, "_cover", cover.astype(np.int64))
 
     @classmethod
     def uniform(cls, experts: int, top_k: int) -> Routing:
@@ -58,11 +77,22 @@ class Routing:
     def experts(self) -> int:
         return len(self.loads)
 
+    def expected(self, tokens: int) -> tuple[int, ...]:
+        """Each expert's expected count for ``tokens`` tokens, rounded so they still sum
+        to ``tokens · top_k`` (largest remainders first): the routing an isolated tuner
+        that knew the traffic's routing would time a config on."""
+        exact = [tokens * load for load in self.loads]
+        counts = [min(tokens, math.floor(x)) for x in exact]
+        short = tokens * self.top_k - sum(counts)
+        for e in sorted(range(len(exact)), key=lambda e: (counts[e] - exact[e], e))[:max(0, short)]:
+            counts[e] += 1
+        return tuple(counts)
+
     def counts(self, rng: np.random.Generator, tokens: int) -> tuple[int, ...]:
-        """One iteration's per-expert token counts for ``tokens`` tokens."""
+        """One iteration's per-expert token counts for ``tokens`` tokens (see the module)."""
         if tokens <= 0:
             return tuple([0] * len(self.loads))
-        return tuple(int(c) for c in rng.binomial(tokens, self.loads))
+        return tuple(int(c) for c in self._cover @ rng.multinomial(tokens, self._segments))
 
 
 def routing_problem(loads: Sequence[float], top_k: int) -> str | None:
