@@ -149,3 +149,38 @@ def test_a_simulation_with_a_router_runs_and_repeats_itself(tmp_path) -> None:
     problem = write(tmp_path, MOE.format(routing="    routing: {shares: [0.4, 0.3, 0.2, 0.1], source: t}"))
     runs = [simulate(problem, Assignment.default(problem), "skewed", seed=3).metrics for _ in range(2)]
     assert runs[0] == runs[1] and runs[0].completed > 0
+
+
+ROUTED_FAMILY = """
+name: moe_family
+device: {{name: h100}}
+service:
+  batching: continuous
+  max_batch: 4
+  max_tokens: 64
+  router: {{experts: 8, top_k: 2}}
+  memory: {{budget: 10 GiB, fixed: 1 GiB, per_request: MiB * (prompt + output)}}
+  operators:
+    - {{name: experts, family: moe, shape: {{M: {m}, N: 256, K: 512}}}}
+  slo: {{ttft: 1 s, tpot: 1 s}}
+families:
+  moe:
+    kernel: fused_moe
+    options: {{experts: {experts}, top_k: 2}}
+    space: {{BLOCK_SIZE_M: [16], BLOCK_SIZE_N: [64], BLOCK_SIZE_K: [64], GROUP_SIZE_M: [1], num_warps: [4], num_stages: [2]}}
+regimes:
+  one:
+    arrivals: {{process: poisson, rate: 5}}
+    sizes: {{prompt: {{dist: fixed, value: 8}}, output: {{dist: fixed, value: 4}}}}
+    horizon: 5 s
+"""
+
+
+@pytest.mark.parametrize("m,experts,message", [
+    ("tokens", 16, "families.moe.options.experts: 16, but service.router has experts 8"),
+    ("batch", 8, "service.operators[0].shape.M: a routed MoE operator's M must be tokens"),
+])
+def test_a_moe_family_off_the_router_is_one_line(tmp_path, m: str, experts: int, message: str) -> None:
+    with pytest.raises(ProblemError) as raised:
+        write(tmp_path, ROUTED_FAMILY.format(m=m, experts=experts))
+    assert message in str(raised.value) and "\n" not in str(raised.value)
