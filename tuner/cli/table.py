@@ -7,6 +7,7 @@ configs per bucket.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -150,15 +151,72 @@ def _rate(value: float | None) -> str:
     return "—" if value is None else f"{value:g}/s"
 
 
+def moe_operators(problem_file: Path | None, problem: str, rows: Sequence[TableRow]
+                  ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The operators of ``problem`` whose family is the built-in ``fused_moe`` kernel, each
+    with its family's options (E, dtype, …: what vLLM's config file name needs and the
+    table's rows do not carry), read from the problem file: ``problem_file``, else the
+    bundled problem of that name. Only the file's structure is read (no kernel is built).
+
+    Returns the mapping (empty when no file is found: the export then cannot tell a
+    fused_moe operator from another, and a note says so) and notes.
+
+    Raises:
+        TunerError: an unreadable or malformed file, or one of another problem.
+    """
+    from .. import bundled
+    from ..problem.load import read_spec
+
+    if problem_file is None:
+        problem_file = bundled.problem_file(problem)
+        if not problem_file.is_file():
+            return {}, [f"no problem file for {problem} (bundled or --problem-file): fused_moe operators, if any, "
+                        "are exported like the others, not as vLLM's E=..,N=..,device_name=...json files"]
+    elif not problem_file.is_file():
+        raise TunerError(f"{problem_file}: --problem-file: no such file")
+    raw, spec = read_spec(problem_file)
+    if spec.name != problem:
+        raise TunerError(f"{problem_file}: is problem {shown_value(spec.name)}, not {shown_value(problem)} "
+                         "(the problem exported): name the file it was tuned from with --problem-file")
+    moe = {}
+    for op in spec.service.operators:
+        family = spec.families.get(op.family)
+        if family is not None and family.kernel == "fused_moe":
+            moe[op.name] = _with_defaults(family.options, f"{problem_file}: families.{op.family}.options")
+    notes = []
+    if moe and hashlib.sha256(raw).hexdigest() not in {row.problem_hash for row in rows}:
+        notes.append(f"{problem_file} is not the file the table was tuned from (another hash); fused_moe "
+                     "options read from it as it is now")
+    return moe, notes
+
+
+def _with_defaults(options: dict[str, Any], key: str) -> dict[str, Any]:
+    """A fused_moe family's options with what its constructor defaults (``experts``,
+    ``dtype``) filled in, as the tune that wrote the table built it."""
+    from ..kernels import get_family  # imports Triton: only when the problem has a fused_moe family
+
+    try:
+        family = get_family("fused_moe", **options)
+    except TunerError as exc:
+        raise TunerError(f"{key}: {exc}") from None
+    return {**options, **{name: getattr(family, name) for name in ("experts", "top_k", "dtype")
+                          if hasattr(family, name)}}
+
+
 @table.command()
 @click.option("--format", "fmt", type=Choice(["json", "vllm"]), required=True,
               help="json: one project file the runtime loads; vllm: one file per (regime, op) in OUT/, "
-                   "keyed by M so that vLLM's nearest-M lookup serves each bucket's config.")
+                   "keyed by M so that vLLM's nearest-M lookup serves each bucket's config; a fused_moe "
+                   "operator's file goes where vLLM's fused MoE layer reads it, "
+                   "OUT/{problem}_{regime}/E=..,N=..,device_name=...json.")
 @click.argument("out", type=click.Path(path_type=Path))
 @storage_option()
 @click.option("--problem", default=None, help="The problem to export (needed when the table holds several).")
+@click.option("--problem-file", type=click.Path(path_type=Path), default=None,
+              help="--format vllm: the problem file the table was tuned from, for its fused_moe operators' "
+                   "options (E, dtype); default: the bundled problem of that name.")
 @one_line_errors
-def export(fmt: str, out: Path, storage: str, problem: str | None) -> None:
+def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file: Path | None) -> None:
     """Export one problem's config table to OUT (a file for json, a directory for vllm)."""
     from ..readonly_sqlite import is_sqlite_file
     from ..store.export import export_json, export_vllm
@@ -173,7 +231,9 @@ def export(fmt: str, out: Path, storage: str, problem: str | None) -> None:
         export_json(chosen, rows, out)
         click.echo(f"{len(rows)} rows of {chosen} written to {out}")
         return
-    files, notes = export_vllm(rows, out)
+    moe, notes = moe_operators(problem_file, chosen, rows)
+    files, export_notes = export_vllm(rows, out, moe)
+    notes += export_notes
     for note in notes:
         click.echo(f"note: {note}")
     click.echo(f"{len(files)} files written to {out}/")

@@ -50,15 +50,25 @@ def load_problem(path: str | Path, resources: object | None = None, device: str 
     path = bundled.resolve(path)
     if not path.exists():
         raise ProblemError(f"{path}: {bundled.missing_hint()}")
-    raw, document = read_document(path)
-    try:
-        spec = s.ProblemSpec.model_validate(document)
-    except ValidationError as exc:
-        raise ProblemError(f"{path}: {explain(exc, document)}") from None
+    raw, spec = read_spec(path)
     try:
         return _build(spec, path, hashlib.sha256(raw).hexdigest(), resources, device)
     except Invalid as exc:
         raise ProblemError(f"{path}: {exc}") from None
+
+
+def read_spec(path: Path) -> tuple[bytes, s.ProblemSpec]:
+    """A problem file's bytes and its document validated for structure only (nothing
+    built: no kernel compiled, no trace read).
+
+    Raises:
+        ProblemError: unreadable or malformed, on one line naming file and key.
+    """
+    raw, document = read_document(path)
+    try:
+        return raw, s.ProblemSpec.model_validate(document)
+    except ValidationError as exc:
+        raise ProblemError(f"{path}: {explain(exc, document)}") from None
 
 
 def _expr(

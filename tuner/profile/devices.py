@@ -83,6 +83,20 @@ H200 = DevicePreset(
 
 PRESETS: dict[str, DevicePreset] = {d.name: d for d in (A100, H100, H200)}
 
+#: The name vLLM files each preset's tuned fused-MoE configs under (the ``device_name=``
+#: of ``E=..,N=..,device_name=...json``). vLLM takes ``current_platform.get_device_name()``
+#: (vllm/platforms/cuda.py: NVML's ``nvmlDeviceGetName``, the same string as
+#: ``torch.cuda.get_device_name()``) with spaces replaced by underscores, and names every
+#: H200-family part ``NVIDIA_H200`` (``get_config_file_name`` in
+#: vllm/model_executor/layers/fused_moe/fused_moe.py). The SXM parts these presets model
+#: report "NVIDIA A100-SXM4-80GB" and "NVIDIA H100 80GB HBM3"; vLLM's bundled
+#: ``fused_moe/configs/`` carry files under exactly these three names.
+VLLM_DEVICE_NAMES: dict[str, str] = {
+    "a100": "NVIDIA_A100-SXM4-80GB",
+    "h100": "NVIDIA_H100_80GB_HBM3",
+    "h200": "NVIDIA_H200",
+}
+
 
 def get_device(name: str) -> DevicePreset:
     """The preset called ``name`` (case-insensitive).

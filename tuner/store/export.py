@@ -18,6 +18,12 @@ bucket of the others (``…_{op}_L17..32.json``), keyed on its first. Parameters
 ``BLOCK_M``/``GROUP_M`` are renamed; parameters vLLM has no key for (``SPLIT_K`` …)
 are kept as they are, and a config without the six tile parameters is exported with
 its own parameters: both are reported in the returned notes.
+
+An operator of the ``fused_moe`` family (named in ``export_vllm``'s ``moe``) is written
+instead where vLLM's fused MoE layer looks for it (:func:`export_vllm_moe`): one folder
+per regime, ``{problem}_{regime}/``, holding ``E=..,N=..,device_name=..[,dtype=..].json``
+named as vLLM's ``get_config_file_name`` names it, so that
+``VLLM_TUNED_CONFIG_FOLDER={problem}_{regime}`` makes vLLM use that regime's configs.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,17 +142,32 @@ def nearest_keys(edges: Sequence[float]) -> tuple[list[tuple[int, int]], bool]:
     return pairs, False
 
 
-def export_vllm(rows: Sequence[TableRow], out_dir: str | Path) -> tuple[list[Path], list[str]]:
+def export_vllm(rows: Sequence[TableRow], out_dir: str | Path,
+                moe: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[list[Path], list[str]]:
     """Write vLLM-style files under ``out_dir`` (created if missing): per (regime, operator
     [, bucket of its other key dimensions]) one file whose keys (:func:`nearest_keys`)
     make vLLM's nearest-M lookup serve each bucket's config for every integer M in it.
 
+    Args:
+        moe: the operators of the ``fused_moe`` family, each with its family's options
+            (``experts``, ``dtype``, …): their rows go where vLLM's fused MoE layer reads
+            them (:func:`export_vllm_moe`), not into ``{problem}_{regime}_{op}.json``.
+
     Returns the files written and the notes (configs that are not plain vLLM tiles,
-    buckets that needed two keys).
+    buckets that needed two keys, where the fused MoE folders are and how vLLM is pointed
+    at one).
+
+    Raises:
+        StorageError: ``out_dir`` is a file, malformed bucket bounds, or a fused_moe
+            operator whose file name cannot be made (a missing option or shape key, a
+            device vLLM has no name for); nothing is written then.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise StorageError(f"{out}: exists and is not a directory")
+    moe = moe or {}
+    moe_files, moe_notes = _moe_contents([r for r in rows if r.op in moe], out, moe)
+    rows = [r for r in rows if r.op not in moe]
     groups: dict[tuple[str, str, str, str], list[TableRow]] = {}
     for row in rows:
         bounds = list((row.bucket_bounds or {}).items())
@@ -156,38 +177,200 @@ def export_vllm(rows: Sequence[TableRow], out_dir: str | Path) -> tuple[list[Pat
     notes: list[str] = []
     for (problem, regime, op, rest), group in groups.items():
         group.sort(key=lambda r: r.bucket)
-        where = f"{regime}/{op}" + (f"@{rest}" if rest else "")
-        first_dim = next(iter(group[0].bucket_bounds or {}), None)
-        if first_dim is None:
-            m = (group[0].shape or {}).get("M", 1)
-            pairs: list[tuple[int, int]] = [(int(m), 0)]
-        else:
-            try:
-                edges = [float(r.bucket_bounds[first_dim][1]) for r in group]  # type: ignore[index]
-            except (KeyError, TypeError, ValueError, IndexError) as exc:
-                raise StorageError(f"{where}: malformed bucket bounds ({exc!r})") from None
-            if any(b <= a for a, b in zip(edges, edges[1:])):
-                raise StorageError(f"{where}: bucket upper edges {edges} are not ascending")
-            pairs, one_each = nearest_keys(edges)
-            if not one_each:
-                notes.append(f"{where}: bucket edges too uneven for one key per bucket under nearest-{first_dim} "
-                             "lookup; each bucket has a key at its lowest and its highest value")
-        content: dict[str, Any] = {}
-        issues: dict[str, list[str]] = {}  # what is not plain vLLM -> the buckets it concerns
-        for key, position in pairs:
-            entry, issue = _vllm_entry(group[position])
-            content[str(key)] = entry
-            label = bucket_label(group[position].bucket_bounds)
-            if issue is not None and label not in issues.setdefault(issue, []):
-                issues[issue].append(label)
-        for issue, labels in issues.items():  # one note per file and kind, not per bucket
-            buckets = "" if len(group) == 1 else (" (every bucket)" if len(labels) == len(group)
-                                                  else f"@{', '.join(labels)}")
-            notes.append(f"{where}{buckets}: {issue}")
+        content = _keyed_entries(group, f"{regime}/{op}" + (f"@{rest}" if rest else ""), notes)
         name = _safe(f"{problem}_{regime}_{op}" + (f"_{rest}" if rest else "")) + ".json"
         files[out / name] = content
     out.mkdir(parents=True, exist_ok=True)
     for path, content in files.items():
+        _write_atomic(path, json.dumps(content, indent=4) + "\n")
+    for path, content in moe_files.items():
+        path.parent.mkdir(exist_ok=True)
+        _write_atomic(path, json.dumps(content, indent=4) + "\n")
+    return list(files) + list(moe_files), notes + moe_notes
+
+
+def _keyed_entries(group: Sequence[TableRow], where: str, notes: list[str]) -> dict[str, Any]:
+    """``{"<M>": entry}`` for one operator's rows in one regime (sorted by bucket), keyed
+    on the bucket's first dimension so that the nearest-key lookup lands in each bucket
+    (:func:`nearest_keys`); notes what is not plain vLLM, once per kind."""
+    first_dim = next(iter(group[0].bucket_bounds or {}), None)
+    if first_dim is None:
+        m = (group[0].shape or {}).get("M", 1)
+        pairs: list[tuple[int, int]] = [(int(m), 0)]
+    else:
+        try:
+            edges = [float(r.bucket_bounds[first_dim][1]) for r in group]  # type: ignore[index]
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise StorageError(f"{where}: malformed bucket bounds ({exc!r})") from None
+        if any(b <= a for a, b in zip(edges, edges[1:])):
+            raise StorageError(f"{where}: bucket upper edges {edges} are not ascending")
+        pairs, one_each = nearest_keys(edges)
+        if not one_each:
+            notes.append(f"{where}: bucket edges too uneven for one key per bucket under nearest-{first_dim} "
+                         "lookup; each bucket has a key at its lowest and its highest value")
+    content: dict[str, Any] = {}
+    issues: dict[str, list[str]] = {}  # what is not plain vLLM -> the buckets it concerns
+    for key, position in pairs:
+        entry, issue = _vllm_entry(group[position])
+        content[str(key)] = entry
+        label = bucket_label(group[position].bucket_bounds)
+        if issue is not None and label not in issues.setdefault(issue, []):
+            issues[issue].append(label)
+    for issue, labels in issues.items():  # one note per file and kind, not per bucket
+        buckets = "" if len(group) == 1 else (" (every bucket)" if len(labels) == len(group)
+                                              else f"@{', '.join(labels)}")
+        notes.append(f"{where}{buckets}: {issue}")
+    return content
+
+
+# --- vLLM's fused MoE layer ---------------------------------------------------------------
+
+#: The ``dtype=`` vLLM puts in a fused MoE config file's name, per dtype a fused_moe
+#: family may declare (None: no ``dtype=`` part). vLLM's ``_get_config_dtype_str``
+#: (vllm/model_executor/layers/fused_moe/config.py) returns a string only for the
+#: quantised schemes (``fp8_w8a8``, ``fp8_w8a16``, ``int8_w8a16``, ``int4_w4a16``) and
+#: ``float32``; bf16 and fp16 layers share the files without one.
+VLLM_MOE_DTYPES: dict[str, str | None] = {
+    "bf16": None, "bfloat16": None, "fp16": None, "float16": None, "half": None,
+    "fp32": "float32", "float32": "float32",
+    "fp8": "fp8_w8a8", "fp8_w8a8": "fp8_w8a8", "fp8_w8a16": "fp8_w8a16",
+    "int8_w8a16": "int8_w8a16", "int4_w4a16": "int4_w4a16",
+}
+
+
+def vllm_moe_file_name(experts: int, n: int, device_name: str, dtype: str | None = None,
+                       block_shape: Sequence[int] | None = None) -> str:
+    """The file vLLM's fused MoE layer reads its tuned configs from, as
+    ``get_config_file_name(E, N, dtype, block_shape)`` in
+    vllm/model_executor/layers/fused_moe/fused_moe.py names it:
+    ``E={E},N={N},device_name={device}`` then ``,dtype={dtype}`` when vLLM's dtype
+    string is not None (:data:`VLLM_MOE_DTYPES`), then ``,block_shape=[n,k]`` (no space)
+    when both block sizes are non-zero, then ``.json``. ``N`` is the intermediate size
+    per expert (``try_get_optimal_moe_config`` takes ``E, _, N = w2_shape``), ``E`` the
+    experts of the layer on this GPU.
+
+    Raises:
+        StorageError: a dtype vLLM has no config-file name for.
+    """
+    try:
+        selector = VLLM_MOE_DTYPES[str(dtype if dtype is not None else "bf16").lower()]
+    except KeyError:
+        raise StorageError(f"dtype {dtype!r} has no vLLM fused_moe config-file name "
+                           f"(known: {', '.join(VLLM_MOE_DTYPES)})") from None
+    name = f"E={experts},N={n},device_name={device_name}"
+    if selector:
+        name += f",dtype={selector}"
+    if block_shape and all(block_shape):
+        name += f",block_shape=[{','.join(str(int(b)) for b in block_shape)}]"
+    return name + ".json"
+
+
+def vllm_folder(problem: str, regime: str) -> str:
+    """The folder of one regime's fused MoE files under the export directory."""
+    return _safe(f"{problem}_{regime}")
+
+
+def _moe_contents(rows: Sequence[TableRow], out: Path, moe: Mapping[str, Mapping[str, Any]]
+                  ) -> tuple[dict[Path, dict[str, Any]], list[str]]:
+    """The fused MoE files (see :func:`export_vllm_moe`) and their notes, nothing written."""
+    from ..profile.devices import VLLM_DEVICE_NAMES  # stdlib only; not on read_json's path
+
+    groups: dict[tuple[str, str, str], list[TableRow]] = {}
+    for row in rows:
+        groups.setdefault((row.problem, row.regime, row.op), []).append(row)
+    files: dict[Path, dict[str, Any]] = {}
+    writers: dict[Path, str] = {}
+    notes: list[str] = []
+    folders: dict[tuple[str, str], list[str]] = {}
+    for (problem, regime, op), group in groups.items():
+        group.sort(key=lambda r: r.bucket)
+        where = f"{regime}/{op}"
+        options = moe[op]
+        dims = {d for r in group for d in (r.bucket_bounds or {})}
+        if dims - {"M"}:
+            raise StorageError(f"{where}: fused_moe buckets on {', '.join(sorted(dims))}; vLLM's fused MoE "
+                               "configs are keyed by M (tokens) alone")
+        experts = options.get("experts")
+        if experts is None:
+            raise StorageError(f"{where}: fused_moe option 'experts' (E) is missing; vLLM's config file name "
+                               "needs it")
+        if isinstance(experts, bool) or not isinstance(experts, int) or experts < 1:
+            raise StorageError(f"{where}: fused_moe option 'experts' (E) must be a positive integer, "
+                               f"found {experts!r}")
+        widths = {(r.shape or {}).get("N") for r in group}
+        if None in widths:
+            raise StorageError(f"{where}: shape key 'N' (intermediate size per expert) is missing; vLLM's "
+                               "config file name needs it")
+        if len(widths) != 1:
+            raise StorageError(f"{where}: shape key 'N' differs between buckets ({sorted(map(str, widths))})")
+        n = widths.pop()
+        if isinstance(n, float) and n.is_integer():
+            n = int(n)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise StorageError(f"{where}: shape key 'N' must be a positive integer, found {n!r}")
+        device = group[0].device
+        try:
+            device_name = VLLM_DEVICE_NAMES[str(device).lower()]
+        except KeyError:
+            raise StorageError(f"{where}: device {device!r} has no vLLM device name (known: "
+                               f"{', '.join(VLLM_DEVICE_NAMES)}); set the problem's device.name to one") from None
+        block_shape = options.get("block_shape")
+        try:
+            name = vllm_moe_file_name(experts, n, device_name, options.get("dtype"), block_shape)
+        except StorageError as exc:
+            raise StorageError(f"{where}: fused_moe option 'dtype': {exc}") from None
+        except (TypeError, ValueError):
+            raise StorageError(f"{where}: fused_moe option 'block_shape' must be two integers, "
+                               f"found {block_shape!r}") from None
+        content = _keyed_entries(group, where, notes)
+        path = out / vllm_folder(problem, regime) / name
+        if path.parent.exists() and not path.parent.is_dir():
+            raise StorageError(f"{path.parent}: exists and is not a directory (regime {regime}'s vLLM folder)")
+        if path in files and files[path] != content:
+            raise StorageError(f"{regime}: fused_moe operators {writers[path]} and {op} both map to vLLM's "
+                               f"{name} with different configs; vLLM reads one file per (E, N, dtype)")
+        if path not in files:
+            files[path], writers[path] = content, op
+            folders.setdefault((problem, regime), []).append(name)
+    for (problem, regime), names in folders.items():
+        folder = out / vllm_folder(problem, regime)
+        notes.append(f"{regime}: vLLM fused_moe configs in {folder}/ ({', '.join(names)}); point vLLM at this "
+                     f"regime with VLLM_TUNED_CONFIG_FOLDER={folder} and restart it (vLLM reads the files at "
+                     "start-up; switching regimes while serving is what tuner's runtime does)")
+    return files, notes
+
+
+def export_vllm_moe(rows: Sequence[TableRow], out_dir: str | Path,
+                    moe: Mapping[str, Mapping[str, Any]]) -> tuple[list[Path], list[str]]:
+    """Write the fused MoE operators' rows where vLLM's fused MoE layer reads them.
+
+    vLLM (vllm/model_executor/layers/fused_moe/fused_moe.py) finds a layer's tuned
+    configs in ``get_moe_configs``: the file named by ``get_config_file_name`` (here
+    :func:`vllm_moe_file_name`, with the device name of the rows' device preset,
+    :data:`tuner.profile.devices.VLLM_DEVICE_NAMES`) in the folder ``VLLM_TUNED_CONFIG_FOLDER``
+    first, then in its bundled ``configs/`` folder; it reads the keys with ``int(key)``
+    and ``try_get_optimal_moe_config`` serves, for M tokens, the entry whose key is
+    nearest (``min(configs.keys(), key=lambda x: abs(x - M))``). So each regime gets its
+    own folder, ``out_dir/{problem}_{regime}/``, one file per operator there, keyed by
+    :func:`nearest_keys` so that every M of a bucket is served that bucket's config.
+
+    Args:
+        moe: operator name -> its fused_moe family options: ``experts`` (E, required),
+            ``dtype`` (default bf16: no ``dtype=`` part), ``block_shape`` (optional).
+
+    Returns the files written and the notes (one per regime folder saying how to point
+    vLLM at it, and what is not plain vLLM).
+
+    Raises:
+        StorageError: one line naming the operator and the missing or bad key.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise StorageError(f"{out}: exists and is not a directory")
+    files, notes = _moe_contents([r for r in rows if r.op in moe], out, moe)
+    out.mkdir(parents=True, exist_ok=True)
+    for path, content in files.items():
+        path.parent.mkdir(exist_ok=True)
         _write_atomic(path, json.dumps(content, indent=4) + "\n")
     return list(files), notes
 
