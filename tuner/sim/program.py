@@ -154,7 +154,7 @@ class BoundOperator:
     lane: int = 0
     shared: LaunchMemo = field(default_factory=lambda: LaunchMemo(()), repr=False, compare=False)
     visited: set = field(default_factory=set, repr=False, compare=False)
-    _outer: Callable[[Mapping[str, float]], object] = field(init=False, repr=False, compare=False)
+    _outer: Callable[[Mapping[str, Any]], object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # the first-level key, read in C: one value, or a tuple of several
@@ -162,7 +162,7 @@ class BoundOperator:
         outer = (lambda v: tuple(v.values())) if reads is None else (itemgetter(*reads) if reads else (lambda v: ()))
         object.__setattr__(self, "_outer", outer)
 
-    def keyed(self, variables: Mapping[str, float], device: Device
+    def keyed(self, variables: Mapping[str, Any], device: Device
               ) -> tuple[int, tuple[Launch, ...], int | None]:
         """``(token, launches, bucket)`` for a batch with these variables (the bucket is
         recorded in :attr:`visited`); no launch, and no bucket, when a shape dimension is
@@ -179,7 +179,7 @@ class BoundOperator:
             self.visited.add(entry[2])
         return entry
 
-    def _entry(self, variables: Mapping[str, float], device: Device, outer: object
+    def _entry(self, variables: Mapping[str, Any], device: Device, outer: object
                ) -> tuple[int, tuple[Launch, ...], int | None]:
         shape = self.operator.shape
         dims = tuple([expr.evaluate(variables) for _, expr in shape])
@@ -232,7 +232,7 @@ class BoundService:
         """The (operator, bucket) cells whose configs any launch so far has used."""
         return frozenset((op.operator.name, b) for ops, _ in self.blocks for op in ops for b in op.visited)
 
-    def program(self, variables: Mapping[str, float]) -> Program:
+    def program(self, variables: Mapping[str, Any]) -> Program:
         """The launches of one batch with these variables, memoised by its operators'
         launch tokens (batches whose every operator launches the same share a program).
 
