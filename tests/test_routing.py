@@ -184,3 +184,56 @@ def test_a_moe_family_off_the_router_is_one_line(tmp_path, m: str, experts: int,
     with pytest.raises(ProblemError) as raised:
         write(tmp_path, ROUTED_FAMILY.format(m=m, experts=experts))
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+CONCENTRATED = """
+name: moe_baselines
+device: {name: h100}
+service:
+  batching: continuous
+  max_batch: 64
+  max_tokens: 64
+  router: {experts: 8, top_k: 2}
+  memory: {budget: 10 GiB, fixed: 1 GiB, per_request: MiB * (prompt + output)}
+  operators:
+    - {name: experts, family: moe, shape: {M: tokens, N: 1024, K: 2048}, buckets: {M: [64]}}
+  slo: {ttft: 1 s, tpot: 1 s}
+families:
+  moe:
+    kernel: fused_moe
+    options: {experts: 8, top_k: 2}
+    space: {BLOCK_SIZE_M: [16, 32], BLOCK_SIZE_N: [64], BLOCK_SIZE_K: [64, 128], GROUP_SIZE_M: [1], num_warps: [4], num_stages: [4]}
+regimes:
+  concentrated:
+    arrivals: {process: poisson, rate: 5}
+    sizes: {prompt: {dist: fixed, value: 8}, output: {dist: fixed, value: 4}}
+    horizon: 5 s
+    routing: {loads: [1, 1, 0, 0, 0, 0, 0, 0], source: every token to experts 0 and 1}
+"""
+
+
+def test_the_routing_aware_baseline_times_the_regimes_routing(tmp_path) -> None:
+    """The bucket's 64 tokens, top-2 of 8: THE baseline times each config on uniform
+    routing (16 (token, expert) pairs per expert), the routing-aware one on the regime's
+    (64 pairs on each of experts 0 and 1). Each must keep the config its routing makes
+    fastest, timed here straight from the profiles; on this space the two differ (the
+    concentrated batch has 4x the rows per expert, so larger tiles pay), or the test
+    would not tell them apart."""
+    from tuner.search.baselines import PER_BUCKET, routing_aware
+    from tuner.search.space import JointSpace
+
+    problem = write(tmp_path, CONCENTRATED)
+    shape = {"M": 64, "N": 1024, "K": 2048}
+
+    def fastest(counts: tuple[int, ...]) -> str:
+        def seconds(config) -> float:
+            timing = config.profile.at(shape, extras=(("expert_counts", counts),))
+            return sum(t.latency_s for t in timing.timings)
+        return min(problem.families["moe"].configs, key=seconds).name
+
+    space = JointSpace.of(problem)
+    uniform = PER_BUCKET.assignment(space).config("experts", 0).name
+    aware = routing_aware(space, problem.regimes["concentrated"].routing).config("experts", 0).name
+    assert uniform == fastest((16,) * 8)
+    assert aware == fastest((64, 64, 0, 0, 0, 0, 0, 0))
+    assert aware != uniform
