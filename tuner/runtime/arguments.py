@@ -18,7 +18,7 @@ from typing import Any
 
 from .rows import describe
 
-__all__ = ["OPTIONS", "check_dispatcher", "check_load", "split_fallback"]
+__all__ = ["OPTIONS", "PRUNE_FIELDS", "check_autotune", "check_dispatcher", "check_load", "split_fallback"]
 
 Params = Mapping[str, Any]
 
@@ -26,6 +26,9 @@ Params = Mapping[str, Any]
 OPTIONS = ("regime_rates", "classifier", "initial_regime", "confirm", "margin", "alpha", "clock")
 
 _EMPTY: Params = MappingProxyType({})
+
+#: The fields of ``prune_configs_by`` (as ``triton.autotune`` documents them).
+PRUNE_FIELDS = ("perf_model", "top_k", "early_config_prune")
 
 
 def check_load(source: Any, problem: Any, device: Any, options: Mapping[str, Any]) -> None:
@@ -43,6 +46,59 @@ def check_load(source: Any, problem: Any, device: Any, options: Mapping[str, Any
     if unknown:
         raise TypeError(f"load_table: unknown option {', '.join(map(repr, unknown))} "
                         f"(it takes problem, device, fallback, {', '.join(OPTIONS)})")
+
+
+def check_autotune(*, op: Any, configs: Any, names: Any, known_names: Mapping[str, Any], prune_configs_by: Any,
+                   lists: Mapping[str, Any], hooks: Mapping[str, Any]) -> None:
+    """:func:`~tuner.runtime.autotune`'s own arguments (the key is checked against the
+    kernel at decoration, as Triton checks it).
+
+    Raises:
+        TypeError: ``op`` not a string, ``configs`` not a list of ``triton.Config``,
+            ``names`` neither a mapping of strings nor a bundled family's name,
+            ``prune_configs_by`` not a mapping or with an unknown field, a list argument
+            (``reset_to_zero``, ``restore_value``) not a list of names, a hook not callable.
+        ValueError: an empty ``op``, a family ``names`` does not know.
+    """
+    if op is not None and not isinstance(op, str):
+        raise TypeError(f"autotune: op must be the operator's name in the table (a string), found {describe(op)}")
+    if op == "":
+        raise ValueError("autotune: op is empty; pass the operator's name in the table")
+    if configs is not None:
+        if isinstance(configs, (str, bytes, Mapping)) or not hasattr(configs, "__iter__"):
+            raise TypeError(f"autotune: configs must be a list of triton.Config, found {describe(configs)}")
+        for i, config in enumerate(configs):
+            if not isinstance(getattr(config, "kwargs", None), Mapping):
+                raise TypeError(f"autotune: configs[{i}] is not a triton.Config (it has no kwargs mapping): "
+                                f"{describe(config)}")
+    if isinstance(names, str):
+        if names not in known_names:
+            raise ValueError(f"autotune: names={names!r} is not a bundled family "
+                             f"(known: {', '.join(known_names)}); pass a mapping {{table name: kernel name}}")
+    elif names is not None:
+        if not isinstance(names, Mapping):
+            raise TypeError(f"autotune: names must map table parameter names to the kernel's, found {describe(names)}")
+        bad = next(((k, v) for k, v in names.items() if not isinstance(k, str) or not isinstance(v, str)), None)
+        if bad is not None:
+            raise TypeError(f"autotune: names must map strings to strings, found {describe(bad[0])}: "
+                            f"{describe(bad[1])}")
+    if prune_configs_by is not None:
+        if not isinstance(prune_configs_by, Mapping):
+            raise TypeError(f"autotune: prune_configs_by must be a dict with fields {', '.join(PRUNE_FIELDS)}, "
+                            f"found {describe(prune_configs_by)}")
+        unknown = sorted(set(prune_configs_by) - set(PRUNE_FIELDS))
+        if unknown:
+            raise TypeError(f"autotune: prune_configs_by has unknown field(s) {', '.join(map(repr, unknown))} "
+                            f"(it takes {', '.join(PRUNE_FIELDS)})")
+    for name, value in lists.items():
+        if value is None:
+            continue
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__") or \
+                not all(isinstance(v, str) for v in value):
+            raise TypeError(f"autotune: {name} must be a list of argument names, found {describe(value)}")
+    for name, value in hooks.items():
+        if value is not None and not callable(value):
+            raise TypeError(f"autotune: {name} must be callable, found {describe(value)}")
 
 
 def check_dispatcher(*, regime_rates: Any, classifier: Any, initial_regime: Any, confirm: Any, margin: Any,
