@@ -129,6 +129,12 @@ COMPILE_CASES: dict[str, list[tuple[dict, dict, dict]]] = {
         ({}, {"M": 64, "N": 4096}, {"FUSE_RESIDUAL": False, "BLOCK_N": 1024}),
         ({}, {"M": 64, "N": 4096}, {"BLOCK_N": 4096, "num_warps": 8}),
     ],
+    "fused_moe": [   # Mixtral's expert shape on one TP-2 rank (search_spaces/moe_serving.yaml)
+        ({"experts": 8, "top_k": 2}, {"M": 256, "N": 7168, "K": 4096},
+         {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "num_stages": 4}),
+        ({"experts": 8, "top_k": 2}, {"M": 16, "N": 7168, "K": 4096},
+         {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "num_warps": 8}),
+    ],
 }
 ARCHS = (90, 80)
 
