@@ -312,6 +312,19 @@ def test_json_export_round_trips(tmp_path):
         read_json(path)
 
 
+def test_the_documented_export_is_what_the_code_writes(tmp_path):
+    """docs/tuning.md shows an export: its schema version, its top-level keys and every
+    row key it names must be what export_json writes (the "..." stands for the rest)."""
+    import re
+
+    text = (ROOT / "docs" / "tuning.md").read_text()
+    shown = json.loads(re.search(r"```json\n(\{\"schema_version\".*?)\n```", text, re.S).group(1))
+    written = json.loads(export_json("toy", [row()], tmp_path / "t.json").read_text())
+    assert shown["schema_version"] == written["schema_version"] == SCHEMA_VERSION
+    assert set(shown) == set(written)
+    assert set(shown["rows"][0]) - {"..."} <= set(written["rows"][0])
+
+
 def test_reading_an_export_needs_no_sqlalchemy(tmp_path):
     path = export_json("toy", bucket_rows([16, 64]), tmp_path / "table.json")
     code = (f"import sys; from tuner.store.export import read_json; problem, rows = read_json({str(path)!r}); "
