@@ -10,9 +10,13 @@
   1..8192) over varied M (log-uniform, every bucket hit). Each figure is the fastest
   repeat's ns per loop iteration (timeit's rule); every loop walks the same list of shapes, so the
   loop's own cost is in each figure alike (the empty loop is shown; net = minus it).
-  Targets: the bucketed lookup <= 1 us and <= 5x the plain dict lookup. For reference
-  (no target): a bucketed operator whose edges go beyond the integer index (2**7..2**20),
-  served by bisect alone;
+  Also, on the same loop: a two-dimensional operator (decode attention's ``{B, L}``: 8 x 10
+  buckets, B 1..128, L 16..8192) over varied (B, L); and shapes missing the key (the last
+  bucket): ``{N, K}`` without M for the 14-bucket operator, ``{B}`` without L for the
+  two-dimensional one. Targets: each of these lookups <= 1 us and <= 5x the plain dict
+  lookup. For reference (no target): ``config(op)`` with no shape for the 14-bucket operator,
+  M above its last edge, and an operator whose edges go beyond the integer index
+  (2**7..2**20), served by bisect alone;
 * ``load_table`` of a 10,000-row table (20 regimes x 50 operators x 10 buckets), SQLite
   and JSON (target < 100 ms);
 * ``import tuner.runtime`` in a fresh interpreter (target < 150 ms).
@@ -48,15 +52,20 @@ from recorded import add_options, load_average, record  # noqa: E402
 PARAMS = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}
 FOURTEEN = tuple(2 ** k for k in range(14))  # 1 .. 8192
 BEYOND = tuple(2 ** k for k in range(7, 21))  # 128 .. 1048576: past the integer index, bisected
+B_EDGES = tuple(2 ** k for k in range(8))  # 1 .. 128
+L_EDGES = tuple(2 ** k for k in range(4, 14))  # 16 .. 8192
 
 
-def table_row(regime: int, op: str, op_index: int, bucket: int, edges: tuple[int, ...] | None) -> TableRow:
-    bounds = None if edges is None else {"M": [None if bucket == 0 else edges[bucket - 1], edges[bucket]]}
+def table_row(regime: int, op: str, op_index: int, bucket: int, edges: tuple[int, ...] | None,
+              bounds: dict | None = None) -> TableRow:
+    if bounds is None and edges is not None:
+        bounds = {"M": [None if bucket == 0 else edges[bucket - 1], edges[bucket]]}
     return TableRow(
         problem="bench", regime=f"r{regime}", op=op, bucket=bucket, bucket_bounds=bounds, regime_index=regime,
         op_index=op_index, config=f"c{regime}-{op}" + (f"@{bucket_label(bounds)}" if bounds else ""),
         params={**PARAMS, "BLOCK_M": 16 << (bucket % 4)},
-        shape={"M": edges[bucket] if edges else 2048, "N": 4096, "K": 4096}, device="h100", source="modeled",
+        shape={"M": edges[bucket] if edges else 2048, "N": 4096, "K": 4096} if bounds is None or "M" in bounds
+        else {dim: high for dim, (_, high) in bounds.items()}, device="h100", source="modeled",
         triton_version="3.9.0", kernel_source_hash=None, problem_hash="ab" * 32, study_name=f"tuner:bench:r{regime}",
         trial_number=1, seeds=3, horizon_s=60.0, goodput_rps=1.0, goodput_ci_rps=0.1, baseline_config="c0",
         baseline_goodput_rps=0.9, delta_ci_rps=0.05, one_config_goodput_rps=0.8, oracle_goodput_rps=None,
@@ -67,11 +76,18 @@ def table_row(regime: int, op: str, op_index: int, bucket: int, edges: tuple[int
     )
 
 
+def grid_bounds(b: int, l: int) -> dict[str, list[int | None]]:
+    return {"B": [None if b == 0 else B_EDGES[b - 1], B_EDGES[b]], "L": [None if l == 0 else L_EDGES[l - 1], L_EDGES[l]]}
+
+
 def lookup_rows() -> list[TableRow]:
-    """One regime: a one-bucket operator, a 14-bucket one (1..8192) and one beyond the index."""
+    """One regime: a one-bucket operator, a 14-bucket one (1..8192), one beyond the index
+    and a two-dimensional one (B x L, first dimension slowest)."""
     return ([table_row(0, "single", 0, 0, None)]
             + [table_row(0, "bucketed", 1, b, FOURTEEN) for b in range(len(FOURTEEN))]
-            + [table_row(0, "beyond", 2, b, BEYOND) for b in range(len(BEYOND))])
+            + [table_row(0, "beyond", 2, b, BEYOND) for b in range(len(BEYOND))]
+            + [table_row(0, "attention", 3, b * len(L_EDGES) + l, None, grid_bounds(b, l))
+               for b in range(len(B_EDGES)) for l in range(len(L_EDGES))])
 
 
 def large_rows(regimes: int = 20, ops: int = 50) -> list[TableRow]:
@@ -86,16 +102,38 @@ def shapes(edges: tuple[int, ...], n: int = 1000, seed: int = 0) -> list[dict[st
     return [{"M": max(1, round(math.exp(rng.uniform(0.0, top))))} for _ in range(n)]
 
 
+def grid_shapes(n: int = 1000, seed: int = 1) -> list[dict[str, int]]:
+    """``n`` shapes ``{B, L}``, each log-uniform over 1..its last edge."""
+    rng = random.Random(seed)
+    return [{"B": max(1, round(math.exp(rng.uniform(0.0, math.log(B_EDGES[-1]))))),
+             "L": max(1, round(math.exp(rng.uniform(0.0, math.log(L_EDGES[-1])))))} for _ in range(n)]
+
+
+def bucket_of(edges: tuple[int, ...], value: int | None) -> int:
+    """The expected bucket, by the rule (first edge >= value; above the last, or no value: the last)."""
+    return len(edges) - 1 if value is None else next((i for i, e in enumerate(edges) if value <= e), len(edges) - 1)
+
+
 def bench_lookups(path: Path, repeats: int, rounds: int) -> dict[str, float]:
-    """Median ns per loop iteration of each loop; the loops take turns within a repeat."""
+    """Fastest ns per loop iteration of each loop; the loops take turns within a repeat."""
     d = rt.load_table(path)
     assert d.fallback_reason is None, d.fallback_reason
     config = d.config
     plain = {"single": PARAMS, "bucketed": PARAMS, "beyond": PARAMS}
-    varied, wide = shapes(FOURTEEN), shapes(BEYOND)
-    for shape in varied:  # the benchmark measures the right thing: each M gets its bucket's config
-        expected = next(i for i, e in enumerate(FOURTEEN) if shape["M"] <= e)
-        assert config("bucketed", shape) is d.table.configs["r0"]["bucketed"].params[expected]
+    varied, wide, grid = shapes(FOURTEEN), shapes(BEYOND), grid_shapes()
+    no_m = [{"N": 4096, "K": s["M"]} for s in varied]  # the key dimension M missing: the last bucket
+    no_l = [{"B": s["B"]} for s in grid]  # L missing: the last L bucket of B's row
+    above = [{"M": FOURTEEN[-1] + s["M"]} for s in varied]  # above the last edge: the last bucket
+    served = d.table.configs["r0"]
+    # the benchmark measures the right thing: each shape gets its bucket's config
+    for shape, missing, high in zip(varied, no_m, above):
+        assert config("bucketed", shape) is served["bucketed"].params[bucket_of(FOURTEEN, shape["M"])]
+        assert config("bucketed", missing) is config("bucketed") is served["bucketed"].params[-1]
+        assert config("bucketed", high) is served["bucketed"].params[-1]
+    for shape, missing in zip(grid, no_l):
+        row = bucket_of(B_EDGES, shape["B"]) * len(L_EDGES)
+        assert config("attention", shape) is served["attention"].params[row + bucket_of(L_EDGES, shape["L"])]
+        assert config("attention", missing) is served["attention"].params[row + len(L_EDGES) - 1]
 
     def empty() -> None:
         for _ in range(rounds):
@@ -122,8 +160,37 @@ def bench_lookups(path: Path, repeats: int, rounds: int) -> dict[str, float]:
             for shape in wide:
                 config("beyond", shape)
 
+    def two_dimensional() -> None:
+        for _ in range(rounds):
+            for shape in grid:
+                config("attention", shape)
+
+    def missing_key() -> None:
+        for _ in range(rounds):
+            for shape in no_m:
+                config("bucketed", shape)
+
+    def missing_second_key() -> None:
+        for _ in range(rounds):
+            for shape in no_l:
+                config("attention", shape)
+
+    def no_shape() -> None:
+        for _ in range(rounds):
+            for shape in varied:
+                config("bucketed")
+
+    def above_last() -> None:
+        for _ in range(rounds):
+            for shape in above:
+                config("bucketed", shape)
+
     loops = {"empty loop": empty, "plain dict": dict_lookup, "config(op), 1 bucket": one_bucket,
-             "config(op, {M: m}), 14 buckets": bucketed, "config(op, {M: m}), 14 buckets, bisect only": bisected}
+             "config(op, {M: m}), 14 buckets": bucketed, "config(op, {B: b, L: l}), 8 x 10 buckets": two_dimensional,
+             "config(op, {N, K}), 14 buckets, M missing": missing_key,
+             "config(op, {B: b}), 8 x 10 buckets, L missing": missing_second_key,
+             "config(op), 14 buckets, no shape": no_shape, "config(op, {M: m}), 14 buckets, M above the last edge":
+             above_last, "config(op, {M: m}), 14 buckets, bisect only": bisected}
     calls = rounds * len(varied)
     samples: dict[str, list[float]] = {name: [] for name in loops}
     for _ in range(repeats):
@@ -187,6 +254,23 @@ def report(result: dict[str, object]) -> tuple[list[tuple[str, str, str, bool | 
         ("  14 buckets / plain dict", f"{bucketed / dict_ns:.1f}x", "<= 5x", bucketed <= 5 * dict_ns),
         ("  net of the empty loop: bucketed / dict", f"{bucketed - loop_ns:.0f} / {dict_ns - loop_ns:.0f} ns", "",
          None),
+    ]
+    for name, short, key in (("Dispatcher.config(op, {'B': b, 'L': l}), 8 x 10 buckets", "8 x 10 buckets",
+                              "config(op, {B: b, L: l}), 8 x 10 buckets"),
+                             ("config(op, {'N', 'K'}), M missing (last bucket)", "M missing",
+                              "config(op, {N, K}), 14 buckets, M missing"),
+                             ("config(op, {'B': b}), L missing (last L bucket)", "L missing",
+                              "config(op, {B: b}), 8 x 10 buckets, L missing")):
+        if key in ns:  # (an older record has not these)
+            lines += [(name, f"{ns[key]:.0f} ns", "<= 1000 ns", ns[key] <= 1000),
+                      (f"  {short} / plain dict", f"{ns[key] / dict_ns:.1f}x", "<= 5x", ns[key] <= 5 * dict_ns)]
+    for name, short, key in (("config(op), 14 buckets, no shape", "no shape", "config(op), 14 buckets, no shape"),
+                             ("config(op, {'M': m}), M above the last edge", "above the last edge",
+                              "config(op, {M: m}), 14 buckets, M above the last edge")):
+        if key in ns:
+            lines += [(name, f"{ns[key]:.0f} ns", "", None),
+                      (f"  {short} / plain dict", f"{ns[key] / dict_ns:.1f}x", "", None)]
+    lines += [
         ("config(op, {'M': m}), 14 buckets, bisect only", f"{bisected:.0f} ns", "", None),
         ("  bisect only / plain dict", f"{bisected / dict_ns:.1f}x", "", None),
         (f"load_table, {result['table_rows']:,} rows, SQLite", f"{result['load_sqlite_ms']:.1f} ms", "< 100 ms",

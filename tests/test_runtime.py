@@ -219,6 +219,57 @@ def test_a_two_dimensional_key_picks_the_bucket_of_each_value(tmp_path):
     assert d.config("attn") == {"splits": 21}
 
 
+def test_rows_read_from_sqlite_are_decoded_as_written_and_share_no_container(tmp_path):
+    """Repeated JSON cells are parsed once per load; each row still gets its own values."""
+    written = rows()  # the two ops of a regime have the same params, shape and realized rates
+    table = rt.read_table(sqlite_table(tmp_path / "t.db", written))
+    assert table.rows == tuple(written)
+    first, second = table.regime_rows("light")
+    for name in ("params", "shape", "realized_rates_rps"):
+        assert getattr(first, name) == getattr(second, name)
+        assert getattr(first, name) is not getattr(second, name), name
+    bounded = rt.read_table(sqlite_table(tmp_path / "b.db", bucketed([16, 64], regimes=("light", "heavy"))))
+    light, heavy = bounded.regime_rows("light")[1], bounded.regime_rows("heavy")[1]
+    assert light.bucket_bounds == heavy.bucket_bounds == {"M": [16, 64]}
+    assert light.bucket_bounds["M"] is not heavy.bucket_bounds["M"]
+
+
+def test_the_precomputed_lookups_serve_what_the_bucket_rules_say_on_every_path(tmp_path):
+    """The dispatcher's indexes (one and two key dimensions, a missing key, values off the
+    index) give the bucket an independent scan gives, and the same as OpConfigs.pick."""
+    b_edges, l_edges, m_edges = [1, 2, 4, 8, 16, 32, 64, 128], [16, 64, 256, 1024, 8192], [1, 16, 64, 8192]
+    table_rows = bucketed(m_edges, regimes=("light",))
+    for i, b in enumerate(b_edges):
+        for j, l in enumerate(l_edges):
+            bounds = {"B": [None if i == 0 else b_edges[i - 1], b], "L": [None if j == 0 else l_edges[j - 1], l]}
+            table_rows.append(row("light", "attn", bucket=i * len(l_edges) + j, bucket_bounds=bounds,
+                                  config=f"s{i}{j}", params={"splits": 100 * i + j}))
+    d = rt.load_table(export_json("toy", table_rows, tmp_path / "a.json"))
+    attn, qkv = d.table.configs["light"]["attn"], d.table.configs["light"]["qkv"]
+    values = [0, 1, 2, 3, 15, 16, 17, 63, 64, 65, 128, 129, 1024, 8191, 8192, 8193, 10 ** 9, -1, -10 ** 9, 2.5, 16.0,
+              64.000001, True, False, None, "x", [1], float("inf")]
+    missing = object()
+
+    def expected(value, edges):
+        if value is missing or value is None or isinstance(value, (str, list)):
+            return len(edges) - 1  # no value, or one the edges cannot be compared with: the last bucket
+        return bucket_of(value, edges)
+
+    for v in values + [missing]:
+        shape = {} if v is missing else {"M": v}
+        assert d.config("qkv", shape) is qkv.pick(shape) is qkv.params[expected(v, m_edges)], v
+        for w in values + [missing]:
+            shape = {"B": v, "L": w, "N": 7}
+            if v is missing:
+                del shape["B"]
+            if w is missing:
+                del shape["L"]
+            want = attn.params[expected(v, b_edges) * len(l_edges) + expected(w, l_edges)]
+            assert d.config("attn", shape) is attn.pick(shape) is want, (v, w)
+    assert d.config("qkv") is d.config("qkv", None) is d.config("qkv", 5) is qkv.params[-1]
+    assert d.config("attn") is d.config("attn", "BL") is attn.params[-1]
+
+
 @pytest.mark.parametrize("damage, cause", [
     (lambda rs: rs[:1] + rs[2:], "are not 0..1"),
     (lambda rs: [rs[0], replace(rs[1], bucket_bounds=None), rs[2]], "malformed bucket bounds"),

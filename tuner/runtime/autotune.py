@@ -32,7 +32,6 @@ already did; Triton's autotuner and ``Config`` are imported when first needed.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import threading
@@ -97,6 +96,8 @@ class _Served:
 def _constexprs(fn: Any) -> tuple[list[str] | None, list[str], set[str]]:
     """(the kernel's constexpr parameters, those without a default, names set by a
     decorator underneath): None when ``fn`` is no Triton kernel (a stand-in)."""
+    import inspect   # only when a kernel is decorated: keeps `import tuner.runtime` light
+
     provided: set[str] = set()
     obj, base = fn, None
     for _ in range(16):

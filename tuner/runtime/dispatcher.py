@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from bisect import bisect_left
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -136,18 +137,30 @@ class Dispatcher:
         operator with one bucket ignores ``shape``. Never raises.
         """
         try:
-            single, dim, dense, size, params, entry = self._lookup[op]
+            single, dim, index, size, params, entry = self._lookup[op]
         except KeyError:
             return self._missing(op)
         if single is not None:
             return single
-        try:  # the common case inline: one key dimension, an integer within the index
-            value = shape[dim]  # type: ignore[index]
-            if 0 <= value < size:  # (a negative index would wrap around)
-                return params[dense[value]]
-        except Exception:  # noqa: BLE001 - no shape or value, not a number, not an integer
-            pass
-        return entry.params[entry.index(shape)]
+        if shape is not None:
+            try:
+                if dim is not None:  # one key dimension: the integer index, else bisect; no value: the last bucket
+                    if dim in shape:
+                        value = shape[dim]
+                        if 0 <= value < size:  # (a negative index would wrap around)
+                            return params[index[value]]
+                        i = bisect_left(entry.edges[0], value)
+                        return params[i] if i < len(params) else params[-1]  # above the last edge: the last
+                    return params[-1]
+                elif index is not None:  # two: an integer index per dimension (no value: its last edge's)
+                    first, outer, rows, second, inner, columns = index
+                    row = shape[first] if first in shape else rows - 1
+                    column = shape[second] if second in shape else columns - 1
+                    if 0 <= row < rows and 0 <= column < columns:
+                        return params[outer[row] + inner[column]]
+            except Exception:  # noqa: BLE001 - a shape that is not a mapping, a value that is not an integer
+                pass
+        return entry.pick(shape)
 
     def config_name(self, op: str, shape: Mapping[str, Any] | None = None) -> str | None:
         """The table's config name for ``op`` and ``shape`` in the current regime (None on

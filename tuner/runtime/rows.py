@@ -13,13 +13,14 @@ list, the SQLite table's rows in storage order), and by their regime and operato
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
 from ..errors import StorageError
-from ..store.table import ROW_FIELDS, TableRow, short_repr
+from ..store.table import JSON_FIELDS, ROW_FIELDS, TableRow, short_repr
 
 __all__ = ["brief", "check_regimes", "check_rows", "decode_rows", "describe", "disagree", "label"]
 
@@ -30,6 +31,9 @@ _INTEGER = ("bucket", "regime_index", "op_index")
 #: What a config parameter may be: a Triton meta-parameter or launch option is one of these.
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _REGIME, _OP = ROW_FIELDS.index("regime"), ROW_FIELDS.index("op")
+#: Where a SELECT's row holds the JSON cells (text in SQLite).
+_JSON_AT = tuple(ROW_FIELDS.index(name) for name in JSON_FIELDS)
+_CONTAINERS = (dict, list)
 
 
 def describe(value: Any) -> str:
@@ -79,6 +83,7 @@ def decode_rows(records: Sequence[Any], source: str) -> list[TableRow]:
         StorageError: the first record that cannot be decoded or is malformed, named.
     """
     decode = TableRow.decode
+    records = _json_cells(records)
     try:
         rows = [decode(record) for record in records]
     except Exception:  # noqa: BLE001 - found again below, one record at a time, to name it
@@ -92,6 +97,61 @@ def decode_rows(records: Sequence[Any], source: str) -> list[TableRow]:
         raise
     check_rows(rows, source)
     return rows
+
+
+def _json_cells(records: Sequence[Any]) -> Sequence[Any]:
+    """SELECT rows (tuples) with their JSON cells decoded, each distinct text parsed once
+    per load (a table repeats them: the same params, bounds and shapes in every regime, a
+    regime's rates in each of its rows); every row gets its own copy of the value, as if
+    parsed alone. A cell that is not valid JSON is left as text, for the codec to refuse
+    it with its own message; records of another kind (a JSON export's) pass as they are."""
+    if not records or type(records[0]) is not tuple or len(records[0]) != len(ROW_FIELDS):
+        return records
+    parsed: dict[str, tuple[Any, bool]] = {}
+    loads = json.loads
+    out = []
+    for record in records:
+        if type(record) is not tuple or len(record) != len(ROW_FIELDS):
+            out.append(record)
+            continue
+        cells = list(record)
+        for at in _JSON_AT:
+            text = cells[at]
+            if type(text) is not str:
+                continue
+            hit = parsed.get(text)
+            if hit is None:
+                try:
+                    value = loads(text)
+                except Exception:  # noqa: BLE001 - refused by the codec, which names the field
+                    continue
+                hit = parsed[text] = (value, _flat(value))
+                cells[at] = value  # the first row keeps the parsed value itself
+                continue
+            value, flat = hit
+            if type(value) in _CONTAINERS:
+                value = value.copy() if flat else _copy(value)
+            cells[at] = value
+        out.append(cells)
+    return out
+
+
+def _flat(value: Any) -> bool:
+    """Whether ``value`` holds no container (a shallow copy of it is a full one)."""
+    if type(value) is dict:
+        return not any(type(v) in _CONTAINERS for v in value.values())
+    if type(value) is list:
+        return not any(type(v) in _CONTAINERS for v in value)
+    return True
+
+
+def _copy(value: Any) -> Any:
+    """A copy of parsed JSON, every container new (JSON that parsed nests within the parser's limit)."""
+    if type(value) is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy(v) for v in value]
+    return value
 
 
 def check_rows(rows: Sequence[TableRow], source: str) -> None:

@@ -66,7 +66,12 @@ class OpConfigs:
     None); ``dense``, for such an operator with integer edges up to :data:`DENSE_LIMIT`,
     the bucket of every integer ``0..edges[-1]``, computed by the same bisect (else None);
     ``last``, the last bucket's index; ``fast``, what the dispatcher's lookup unpacks in
-    one step: ``(single, dim, dense or (), its length, params, self)``.
+    one step: ``(single, dim, index, size, params, self)``: for an operator with one key
+    dimension, ``dim``, its ``dense`` index (empty when it has none: bisected) and the
+    index's length; for one with two key dimensions whose edges both have a ``dense``
+    index, ``dim`` None and ``index`` ``(first, its index, its length, second, its index,
+    its length)``, the first's buckets multiplied by the second's count; else ``dim`` and
+    ``index`` None (:meth:`pick` serves).
     """
 
     key: tuple[str, ...]
@@ -92,8 +97,17 @@ class OpConfigs:
         object.__setattr__(self, "dim", self.key[0] if one else None)
         object.__setattr__(self, "dense", _dense_index(self.edges[0]) if one else None)
         object.__setattr__(self, "last", count - 1)
-        dense = () if self.single is not None or self.dense is None else self.dense
-        object.__setattr__(self, "fast", (self.single, self.dim, dense, len(dense), self.params, self))
+        dim: str | None = None
+        index: Any = None
+        size = 0
+        if self.single is None and one:  # (edges without the integer index: bisected)
+            dim, index = self.dim, self.dense or ()
+            size = len(index)
+        elif self.single is None and len(self.key) == 2:
+            outer, inner = _scaled_index(self.edges[0], len(self.edges[1])), _dense_index(self.edges[1])
+            if outer is not None and inner is not None:
+                index = (self.key[0], outer, len(outer), self.key[1], inner, len(inner))
+        object.__setattr__(self, "fast", (self.single, dim, index, size, self.params, self))
 
     @classmethod
     def fixed(cls, params: Params, name: str = "fallback") -> OpConfigs:
@@ -107,21 +121,23 @@ class OpConfigs:
         bucket (so no shape at all gives the last bucket)."""
         if self.single is not None:
             return 0
+        if shape is None:
+            return self.last
         dim = self.dim
         if dim is not None:
-            if shape is None:
-                return self.last
             try:
+                if dim not in shape:
+                    return self.last
                 value = shape[dim]
-            except Exception:  # noqa: BLE001 - no value (or a shape that is not a mapping): the last bucket
+            except Exception:  # noqa: BLE001 - a shape that is not a mapping: the last bucket
                 return self.last
             return self.bucket(value)
         flat = 0
         for dim, edges in zip(self.key, self.edges):
             last = len(edges) - 1
             try:
-                i = min(bisect_left(edges, shape[dim]), last)  # type: ignore[index]
-            except Exception:  # noqa: BLE001 - no shape, no value, or a value edges cannot be compared with
+                i = min(bisect_left(edges, shape[dim]), last) if dim in shape else last
+            except Exception:  # noqa: BLE001 - no value, or a value edges cannot be compared with
                 i = last
             flat = flat * len(edges) + i
         return flat
@@ -162,6 +178,14 @@ def _dense_index(edges: tuple[float, ...]) -> tuple[int, ...] | None:
     for i, edge in enumerate(edges):
         index.extend([i] * (int(edge) + 1 - len(index)))
     return tuple(index)
+
+
+@lru_cache(maxsize=32)
+def _scaled_index(edges: tuple[float, ...], stride: int) -> tuple[int, ...] | None:
+    """:func:`_dense_index` with every bucket multiplied by ``stride`` (the first key
+    dimension's of a two-dimensional operator: its buckets are rows of ``stride``)."""
+    dense = _dense_index(edges)
+    return None if dense is None else tuple(i * stride for i in dense)
 
 
 @dataclass(frozen=True)
@@ -306,73 +330,84 @@ def _op_configs(rows: list[TableRow], source: str, position: Callable[[TableRow]
     (no bucket twice: which of two rows to serve would be a guess) whose bounds are the
     cells of a grid of ascending edges, first dimension slowest. ``position`` gives a
     row's index in the file, for messages."""
-    where = f"{source}: {brief(rows[0].regime)}/{brief(rows[0].op)}"
+    def where() -> str:  # (messages are built when raised: a table loads thousands of these)
+        return f"{source}: {brief(rows[0].regime)}/{brief(rows[0].op)}"
 
     def bucket(r: TableRow) -> str:
         return f"bucket {r.bucket} (row {position(r)}, {bucket_label(r.bucket_bounds)})"
 
-    disagree(rows, "op_index", f"operator {short_repr(rows[0].op)} in regime {short_repr(rows[0].regime)}", position, source)
+    if len({r.op_index for r in rows}) > 1:
+        disagree(rows, "op_index", f"operator {short_repr(rows[0].op)} in regime {short_repr(rows[0].regime)}",
+                 position, source)
     if [r.bucket for r in rows] != list(range(len(rows))):
         seen: dict[int, TableRow] = {}
         for r in rows:
             first = seen.setdefault(r.bucket, r)
             if first is not r:
-                raise StorageError(f"{where}: rows {position(first)} and {position(r)} are both bucket {r.bucket}; "
+                raise StorageError(f"{where()}: rows {position(first)} and {position(r)} are both bucket {r.bucket}; "
                                    "a table has one row per (regime, op, bucket)")
         shown = short_repr([position(r) for r in rows[:7]])  # (short_repr shows 6, then "...")
-        raise StorageError(f"{where}: buckets {short_repr([r.bucket for r in rows])} (rows {shown}) are not "
+        raise StorageError(f"{where()}: buckets {short_repr([r.bucket for r in rows])} (rows {shown}) are not "
                            f"0..{len(rows) - 1}")
-    params = tuple(MappingProxyType(dict(r.params)) for r in rows)
-    names = tuple(r.config for r in rows)
+    params = tuple([MappingProxyType(dict(r.params)) for r in rows])
+    names = tuple([r.config for r in rows])
     key = tuple(rows[0].bucket_bounds or ())
     if not key:
         if len(rows) != 1:
-            raise StorageError(f"{where}: {len(rows)} rows but no bucket bounds")
+            raise StorageError(f"{where()}: {len(rows)} rows but no bucket bounds")
         return OpConfigs((), (), params, names, params[0])
+    dims = rows[0].bucket_bounds.keys()  # type: ignore[union-attr]
     try:
         cells = []
         for r in rows:
             b = r.bucket_bounds
-            if b is None or b.keys() != rows[0].bucket_bounds.keys():
+            if b is None or b.keys() != dims:
                 raise ValueError(f"bucket {r.bucket} (row {position(r)}) has bounds "
                                  f"{short_repr(b)}, not over {', '.join(key)}")
-            cell = tuple((_bound(b[dim][0]), _bound(b[dim][1])) for dim in key)
-            if any(high is None for _, high in cell):
-                raise ValueError(f"bucket {r.bucket} (row {position(r)}) has no upper edge")
+            cell = []
+            for dim in key:
+                low, high = b[dim]
+                if type(low) is not int and low is not None:  # (ints, the common case, are bounds as they are)
+                    low = _bound(low)
+                if type(high) is not int:
+                    high = _bound(high)
+                    if high is None:
+                        raise ValueError(f"bucket {r.bucket} (row {position(r)}) has no upper edge")
+                cell.append((low, high))
             cells.append(cell)
     except ValueError as exc:
-        raise StorageError(f"{where}: malformed bucket bounds ({exc})") from None
+        raise StorageError(f"{where()}: malformed bucket bounds ({exc})") from None
     if len(key) == 1:
         return _one_dimension(rows, key[0], [cell[0] for cell in cells], params, names, where, bucket)
     edges = tuple(tuple(sorted({cell[d][1] for cell in cells})) for d in range(len(key)))
     if math.prod(len(e) for e in edges) != len(rows):
-        raise StorageError(f"{where}: {len(rows)} buckets do not form a grid over {', '.join(key)}")
+        raise StorageError(f"{where()}: {len(rows)} buckets do not form a grid over {', '.join(key)}")
     indices = [{edge: i for i, edge in enumerate(dim_edges)} for dim_edges in edges]
     for r, cell in zip(rows, cells):  # each row where a lookup will look for it
         flat = 0
         for (low, high), dim_edges, index in zip(cell, edges, indices):
             i = index[high]
             if i and low != dim_edges[i - 1]:
-                raise StorageError(f"{where}: {bucket(r)} does not start where the bucket before it ends")
+                raise StorageError(f"{where()}: {bucket(r)} does not start where the bucket before it ends")
             flat = flat * len(dim_edges) + i
         if flat != r.bucket:
-            raise StorageError(f"{where}: {bucket(r)} is out of order (its bounds are bucket {flat}'s)")
+            raise StorageError(f"{where()}: {bucket(r)} is out of order (its bounds are bucket {flat}'s)")
     return OpConfigs(key, edges, params, names, params[0] if len(rows) == 1 else None)
 
 
 def _one_dimension(rows: list[TableRow], dim: str, cells: list[tuple[Any, Any]], params: tuple[Params, ...],
-                   names: tuple[str, ...], where: str, bucket: Callable[[TableRow], str]) -> OpConfigs:
+                   names: tuple[str, ...], where: Callable[[], str], bucket: Callable[[TableRow], str]) -> OpConfigs:
     """:func:`_op_configs` for the common key of one dimension (``cells``: each row's
     ``(low, high)``), with the same checks."""
     highs = [high for _, high in cells]
     edges = sorted(highs)
     if len(set(edges)) != len(edges):
-        raise StorageError(f"{where}: {len(rows)} buckets do not form a grid over {dim}")
+        raise StorageError(f"{where()}: {len(rows)} buckets do not form a grid over {dim}")
     for i, (r, (low, high)) in enumerate(zip(rows, cells)):
         if high != edges[i]:
-            raise StorageError(f"{where}: {bucket(r)} is out of order (its bounds are bucket {edges.index(high)}'s)")
+            raise StorageError(f"{where()}: {bucket(r)} is out of order (its bounds are bucket {edges.index(high)}'s)")
         if i and low != edges[i - 1]:
-            raise StorageError(f"{where}: {bucket(r)} does not start where the bucket before it ends")
+            raise StorageError(f"{where()}: {bucket(r)} does not start where the bucket before it ends")
     return OpConfigs((dim,), (tuple(edges),), params, names, params[0] if len(rows) == 1 else None)
 
 
