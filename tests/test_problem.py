@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -465,6 +466,8 @@ def _doc_cases() -> list:
 
 @pytest.mark.parametrize(("attrs", "body", "problems"), _doc_cases())
 def test_doc_example_loads(tmp_path: Path, attrs: dict[str, str], body: str, problems: dict[str, str]) -> None:
+    for module in (ROOT / "tests" / "user_kernels").glob("*.py"):  # the user kernels examples name
+        shutil.copy(module, tmp_path)
     if attrs["kind"] == "problem":
         path = write(tmp_path, {})
         path.write_text(body)  # the text exactly as shown

@@ -78,7 +78,8 @@ def measure_problem(problem: Problem, cache: Any,
         torch.cuda.reset_peak_memory_stats()
         output = run()
         torch.cuda.synchronize()
-        workspace = max(torch.cuda.max_memory_allocated() - before - output.numel() * output.element_size(), 0)
+        written = output.numel() * output.element_size() if output is not None else 0  # a user kernel may name none
+        workspace = max(torch.cuda.max_memory_allocated() - before - written, 0)
         latency_ms = triton.testing.do_bench(run)
         store.record(family=profile.family.name, options=family_options(profile.family), config=profile.config,
                      shape=shape, gpu=gpu, device_preset=profile.device.name, triton_version=triton_version,

@@ -1,0 +1,109 @@
+"""A user's Triton kernel in a problem file: import it, read its configs, check them.
+
+``kernel: tutorial_matmul:matmul_kernel`` is resolved like a console-script entry point,
+``module:attribute``, with the problem file's directory searched first, then
+``sys.path``. Everything that can go wrong with user code (a module that does not
+import, a name it lacks, a config with a parameter the kernel does not take, an
+argument builder that raises) becomes one :class:`~tuner.problem.explain.Invalid`
+naming the key, so ``tuner validate`` prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import TunerError
+from ..expr import compile_expr
+from . import schema as s
+from .explain import Invalid, checked
+
+
+def user_family(fam: s.FamilySpec, key: str, base: Path, constants: Mapping[str, float]) -> Any:
+    """The :class:`~tuner.kernels.user.UserKernelFamily` a ``kernel: module:function``
+    family names, its expressions compiled over its key's dimensions.
+
+    Raises:
+        Invalid: keyed by the part of the family at fault, with the reason.
+    """
+    from ..kernels.user import GemmCost, StreamCost, UserKernelFamily
+
+    spec = fam.user
+    assert spec is not None and fam.kernel is not None
+    fn = resolve(fam.kernel, base, f"{key}.kernel")
+    if not hasattr(fn, "params") or not hasattr(fn, "arg_names"):
+        raise Invalid(f"{key}.kernel", f"{s.show(fam.kernel)} is a {type(fn).__name__}, not a @triton.jit kernel")
+    configs = _configs(spec.configs, base, f"{key}.user.configs")
+    arguments = resolve(spec.arguments, base, f"{key}.user.arguments")
+    if not callable(arguments):
+        raise Invalid(f"{key}.user.arguments", f"{s.show(spec.arguments)} is not a function")
+    dims = frozenset(spec.key)
+
+    def dimension(value: object, where: str) -> Any:
+        expr = checked(where, lambda: compile_expr(value, dims, constants))
+        return expr.evaluate
+
+    if spec.cost.gemm is not None:
+        g = spec.cost.gemm
+        where = f"{key}.user.cost.gemm"
+        m, n, k = dimension(g.M, f"{where}.M"), dimension(g.N, f"{where}.N"), dimension(g.K, f"{where}.K")
+        try:
+            cost: Any = GemmCost(m, n, k, tuple(g.tile.items()))
+        except TunerError as exc:
+            raise Invalid(f"{where}.tile", str(exc)) from None
+    else:
+        m = spec.cost.memory_bound
+        assert m is not None
+        where = f"{key}.user.cost.memory_bound"
+        cost = StreamCost(dimension(m.bytes, f"{where}.bytes"),
+                          dimension(m.flops, f"{where}.flops") if m.flops is not None else None)
+    workspace = dimension(spec.workspace, f"{key}.user.workspace")
+    try:
+        return UserKernelFamily(fam.kernel, fn, configs, tuple(spec.key), arguments, cost, workspace, spec.output)
+    except TunerError as exc:
+        raise Invalid(f"{key}.user", str(exc)) from None
+
+
+def resolve(path: str, base: Path, key: str) -> Any:
+    """``module:attribute`` imported with ``base`` searched first.
+
+    Raises:
+        Invalid: not of that form, or the module or attribute cannot be had.
+    """
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute or ":" in attribute:
+        raise Invalid(key, f"expected 'module:name' but got {s.show(path)}")
+    base = base.resolve()
+    sys.path.insert(0, str(base))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - user code: one line, never a traceback
+        raise Invalid(key, f"cannot import {s.show(module_name)} (searched {base} first): "
+                           f"{type(exc).__name__}: {exc}") from None
+    finally:
+        sys.path.remove(str(base))
+    found = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise Invalid(key, f"module {s.show(module_name)} has no {s.show(attribute)}")
+        found = getattr(found, part)
+    return found
+
+
+def _configs(written: str | list[dict[str, Any]], base: Path, key: str) -> tuple[dict[str, Any], ...]:
+    """The configs as parameter maps: a ``triton.Config`` list named ``module:NAME``
+    (parameters and launch options), or the file's own maps."""
+    if isinstance(written, str):
+        found = resolve(written, base, key)
+        if not isinstance(found, (list, tuple)) or not found:
+            raise Invalid(key, f"{s.show(written)} is not a non-empty list of triton.Config")
+        configs = []
+        for i, config in enumerate(found):
+            if not hasattr(config, "kwargs") or not hasattr(config, "num_warps"):
+                raise Invalid(key, f"item {i} of {s.show(written)} is a {type(config).__name__}, not a triton.Config")
+            configs.append({**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages})
+        return tuple(configs)
+    return tuple(dict(config) for config in written)
