@@ -116,8 +116,8 @@ def test_a_bucket_no_shape_reaches_is_a_warning(tmp_path):
     problem = load_problem(path)
     # M never exceeds 32 (n ≤ max_context): M33..64 and M65..128 hold no reachable shape
     assert [w.split(": ")[2] for w in problem.warnings] == ["bucket M33..64 of operator 'gemm' holds no shape the "
-                                                           "service reaches (M from 1 to 32); its config is "
-                                                           "chosen anyway"] + [problem.warnings[1].split(": ")[2]]
+                                                           "service reaches (M from 1 to 32); it keeps the "
+                                                           "family's default config"] + [problem.warnings[1].split(": ")[2]]
     assert problem.warnings[1].startswith(f"{path}: service.operators[0].buckets: bucket M65..128")
 
 
@@ -215,3 +215,59 @@ def test_validate_lists_buckets_and_refuses_bad_edges_in_one_line(tmp_path):
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [f"tuner: error: {bad}: service.operators[0].buckets.M: edges must be "
                                           "strictly ascending but 8 follows 32"]
+
+
+# --- buckets the memory budget reaches jointly (issue 28, item 4) --------------------------
+
+def _llm_decode_with(tmp_path: Path, max_batch: int) -> Path:
+    """llm_decode.yaml as shipped, with vLLM's usual ``max_num_seqs`` of 256 instead of 128."""
+    text = (ROOT / "search_spaces" / "llm_decode.yaml").read_text()
+    assert "  max_batch: 128 " in text
+    (tmp_path / "traces").symlink_to(ROOT / "search_spaces" / "traces")
+    path = tmp_path / "llm_decode.yaml"
+    path.write_text(text.replace("  max_batch: 128 ", f"  max_batch: {max_batch} "))
+    return path
+
+
+def test_decode_attention_buckets_are_reached_where_the_kv_cache_fits_them_together(tmp_path):
+    """llm_decode keeps 24 − 16 = 8 GiB for the KV cache at 128 KiB per token: 65,536
+    tokens. 256 sequences and 8,192 tokens of context are each reachable, not together:
+    B129..256 meets L129..256 (256 × 256 = 65,536) but not L513..1024 (129 × 513 > 65,536);
+    B65..128 × L513..1024 is reached at 120 sequences of floor(65,536 / 120) = 546 tokens,
+    in 16-token pages L = 560 (127 sequences make 516 → 528, a smaller product)."""
+    problem = load_problem(_llm_decode_with(tmp_path, 256))
+    bucketing = problem.operator("decode_attn").bucketing
+    by_label = {b.label: b for b in bucketing.buckets}
+    reached = {label for label, b in by_label.items() if bucketing.reachable(b)}
+    assert {"B129..256/L129..256", "B..1/L4097..8192", "B65..128/L513..1024"} <= reached
+    assert not reached & {"B129..256/L513..1024", "B129..256/L4097..8192", "B65..128/L1025..2048",
+                          "B33..64/L2049..4096"}
+    assert bucketing.representative(by_label["B65..128/L513..1024"]) == {"B": 120.0, "L": 560.0}
+    assert bucketing.representative(by_label["B129..256/L129..256"]) == {"B": 256.0, "L": 256.0}
+    # a bucket the service does not reach keeps the family default in every baseline
+    space = JointSpace.of(problem)
+    index = space.cells.index(("decode_attn", by_label["B129..256/L4097..8192"].index))
+    assert space.choices[index] == (space.costs[index][0].config.name,)
+    assert PER_BUCKET.assignment(space).config("decode_attn", index - space.cells.index(("decode_attn", 0))) \
+        == space.costs[index][0].config
+
+
+def test_max_batch_256_validates_and_tunes(tmp_path):
+    """vLLM's usual max_num_seqs (256) on llm_decode: decode attention at B = 256 and
+    L = 8192 would need 64-bit indexing, a batch of ~256 GiB of KV cache that the 8 GiB
+    budget never admits; the file validates, and a short tune writes its table."""
+    import subprocess
+    import sys
+
+    path = _llm_decode_with(tmp_path, 256)
+    storage = f"sqlite:///{tmp_path / 'r.db'}"
+    done = subprocess.run([sys.executable, "-m", "tuner", "validate", str(path)], capture_output=True, text=True,
+                          cwd=tmp_path, env={**__import__("os").environ, "TUNER_STORAGE": storage}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())  # lines wrap at the terminal's width
+    assert "B=256, L=8192 → B129..256/L4097..8192 (no batch the memory budget admits falls here)" in said
+    done = subprocess.run([sys.executable, "-m", "tuner", "tune", str(path), "--regimes", "heavy", "--trials", "1",
+                           "--seeds", "1", "--horizon", "2", "-q", "--storage", storage],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rows written" in done.stdout

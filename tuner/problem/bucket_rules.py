@@ -9,7 +9,8 @@ varies is dropped. ``buckets: {}`` asks for one bucket (one config for every sha
 
 Explicit (``buckets: {M: [16, 64, 8192]}``): each key must be a shape dimension of the
 operator and its edges strictly ascending numbers; a bucket no reachable shape falls in
-is a warning (its config is still chosen and reserved for), not an error.
+is a warning (it keeps the family's default config, never launched nor reserved for),
+not an error.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ Point = tuple[str, Mapping[str, float]]
 
 def bucketed(spec: s.ProblemSpec, operators: Sequence[Operator], families: Mapping[str, Family],
              points: Sequence[Point], batch_vars: frozenset[str]) -> tuple[tuple[Operator, ...], tuple[str, ...]]:
-    """Operators with their bucketing, and one-line warnings (``KEY: reason``)."""
+    """Operators with their bucketing over the batches the service can run (``points``:
+    :func:`~tuner.problem.probe.reachable_points`), and one-line warnings (``KEY: reason``)."""
     out, warnings = [], []
     for i, (op, written) in enumerate(zip(operators, spec.service.operators)):
         key = f"service.operators[{i}].buckets"
@@ -41,7 +43,10 @@ def bucketed(spec: s.ProblemSpec, operators: Sequence[Operator], families: Mappi
             for bucket in bucketing.buckets:
                 if not bucketing.reachable(bucket):
                     warnings.append(f"{key}: bucket {bucket.label} of operator {s.show(op.name)} holds no shape the "
-                                    f"service reaches ({_describe_reach(bucketing)}); its config is chosen anyway")
+                                    f"service reaches ({_describe_reach(bucketing)}); it keeps the family's default config")
+        if len(bucketing.key) > 1:  # joint reach: which combinations the service can run
+            joint = {tuple(op.variables(variables)[dim] for dim in bucketing.key) for _, variables in points}
+            bucketing = dataclasses.replace(bucketing, points=tuple(sorted(joint)))
         out.append(dataclasses.replace(op, bucketing=bucketing))
     return tuple(out), tuple(warnings)
 

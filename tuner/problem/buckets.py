@@ -14,6 +14,14 @@ upper edge (rounded up, as TensorRT-LLM rounds tokens up to the bucket), clipped
 range the service can reach, the other dimensions at the largest batch. That is where
 the per-bucket isolated-fastest baseline times configs and where the workspace a config
 needs in that bucket is largest.
+
+With several key dimensions the range is not a box: decode attention's 256 sequences
+and 8192 tokens of context each are reachable, but not together when the memory budget
+holds 65,536 tokens of KV cache. A bucketing may therefore carry the key values of the
+batches the service can run (``points``, from :func:`tuner.problem.probe.reachable_points`):
+the reachable region is what they dominate (fewer sequences or a shorter context fit
+where more do). A bucket that region does not meet is unreachable, and a bucket whose
+upper corner lies outside it is judged at its largest point inside instead.
 """
 
 from __future__ import annotations
@@ -59,11 +67,14 @@ class Bucketing:
         edges: per key dimension, strictly ascending upper edges.
         reach: per key dimension, the (lowest, highest) value the service can produce
             (where representative shapes are clipped).
+        points: key values of batches the service can run, jointly (see the module's
+            docstring); empty: every combination of values inside ``reach``.
     """
 
     key: tuple[str, ...] = ()
     edges: tuple[tuple[float, ...], ...] = ()
     reach: tuple[tuple[float, float], ...] = ()
+    points: tuple[tuple[float, ...], ...] = ()
 
     @cached_property
     def buckets(self) -> tuple[Bucket, ...]:
@@ -85,10 +96,17 @@ class Bucketing:
         return flat
 
     def representative(self, bucket: Bucket) -> dict[str, float]:
-        """Key values of the bucket's representative shape: upper edges, clipped to the reach."""
+        """Key values of the bucket's representative shape: upper edges, clipped to the
+        reach; where the service cannot run that corner, the largest (by the product of
+        its key values) of its batches that falls in the bucket."""
         out = {}
         for (dim, _, high), (lowest, highest) in zip(bucket.bounds, self.reach):
             out[dim] = min(max(high, lowest), highest)
+        if self.points and not self._dominated(tuple(out.values())):
+            highs = [high for _, _, high in bucket.bounds]
+            inside = [tuple(map(min, p, highs)) for p in self.points if self._holds(bucket, p)]
+            if inside:
+                return dict(zip(self.key, max(inside, key=lambda p: (math.prod(p), p))))
         return out
 
     def lowest(self, bucket: Bucket) -> dict[str, float]:
@@ -105,7 +123,16 @@ class Bucketing:
             last = high == self._last_edge(dim)
             if highest <= low or (lowest > high and not last):
                 return False
-        return True
+        return not self.points or self._dominated(tuple(self.lowest(bucket).values()))
+
+    def _dominated(self, values: tuple[float, ...]) -> bool:
+        """Whether a batch the service can run is at least ``values`` in every key dimension."""
+        return any(all(p >= v for p, v in zip(point, values)) for point in self.points)
+
+    def _holds(self, bucket: Bucket, point: tuple[float, ...]) -> bool:
+        """Whether ``point`` falls in ``bucket`` (the last interval takes what lies above it)."""
+        return all(low < v and (v <= high or high == self._last_edge(dim))
+                   for (dim, low, high), v in zip(bucket.bounds, point))
 
     def _last_edge(self, dim: str) -> float:
         return self.edges[self.key.index(dim)][-1]

@@ -10,7 +10,7 @@ at the smallest iterations the batching policy makes, and reported with the key 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -36,6 +36,63 @@ def probe_points(service: Service, size_fields: frozenset[str]) -> list[Point]:
     for name in size_fields:
         smallest[name] = smallest[f"{name}_total"] = 1
     return [largest, ("for a batch of one", smallest)]
+
+
+def reachable_points(service: Service, size_fields: frozenset[str], budget: float) -> list[Point]:
+    """Batches a continuous-batching service can run within ``budget`` bytes (the largest
+    of the service's and its regimes'): for each batch size ``b`` the decode step of ``b``
+    sequences at the longest mean context the budget admits (the memory frontier: every
+    smaller batch or context fits too, so the frontier bounds the region), the
+    one-sequence one-token step, and prefill chunks of up to ``max_tokens``. Dynamic
+    batching keeps :func:`probe_points`.
+
+    A sequence of ``l`` tokens is taken to hold the least state ``per_request`` gives with
+    all ``l`` tokens in one size field, and no workspace is counted: the region is the
+    largest the budget could allow, so no shape the service can meet is left out.
+    """
+    if service.batching != "continuous":
+        return probe_points(service, size_fields)
+    free = budget - service.memory.fixed
+    per_request = service.memory.per_request
+    fields = sorted(size_fields) or ["prompt"]
+
+    def state(tokens: int) -> float:
+        return min(per_request.evaluate({**{f: 0.0 for f in fields}, f: float(tokens)}) for f in fields)
+
+    sizes = range(1, service.max_batch + 1) if service.max_batch <= 4096 else _ladder(service.max_batch)
+    frontier = [(b, l) for b in sizes if (l := _largest(lambda t, b=b: b * state(t) <= free, service.max_context))]
+    if not frontier:
+        return probe_points(service, size_fields)  # not one token fits: the simulation says so
+    points: list[Point] = [
+        (f"in a decode step of {b} sequences at {l} tokens of context",
+         {"batch": b, "tokens": b, "prefill_tokens": 0, "decode_seqs": b, "context": b * l, "max_context": l})
+        for b, l in [(1, 1), *frontier]
+    ]
+    for t in _ladder(service.max_tokens):
+        if state(t) <= free:
+            points.append((f"in a prefill chunk of {t} tokens",
+                           {"batch": 1, "tokens": t, "prefill_tokens": t, "decode_seqs": 0, "context": t, "max_context": t}))
+    return points
+
+
+def _ladder(largest: int) -> list[int]:
+    """1, 2, 4, … below ``largest``, and ``largest``."""
+    steps = [2**k for k in range(max(0, int(largest).bit_length())) if 2**k < largest]
+    return steps + [int(largest)]
+
+
+def _largest(fits: Callable[[int], bool], highest: int) -> int:
+    """The largest n in 1..``highest`` with ``fits(n)`` (monotone: true up to some n), 0 if none."""
+    if not fits(1):
+        return 0
+    low, high = 1, int(highest)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def check_operators(
