@@ -17,6 +17,9 @@
   lookup. For reference (no target): ``config(op)`` with no shape for the 14-bucket operator,
   M above its last edge, and an operator whose edges go beyond the integer index
   (2**7..2**20), served by bisect alone;
+* ``Dispatcher.requirements(op, {"M": m})`` for a 14-bucket split-K matmul over the same
+  varied M, side by side with the lookups (target <= 2 us: it is memoised per (regime, op,
+  shape)), and, for reference, the same computed afresh (the memo cleared);
 * ``load_table`` of a 10,000-row table (20 regimes x 50 operators x 10 buckets), SQLite
   and JSON (target < 100 ms);
 * ``import tuner.runtime`` in a fresh interpreter (target < 150 ms).
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -56,8 +60,14 @@ B_EDGES = tuple(2 ** k for k in range(8))  # 1 .. 128
 L_EDGES = tuple(2 ** k for k in range(4, 14))  # 16 .. 8192
 
 
+#: What a split-K matmul row carries for ``Dispatcher.requirements`` (schema version 4).
+NEEDS = {"family": "matmul", "family_options": {"epilogue": "none", "dtype": "bf16"}, "sms": 132,
+         "workspace_bytes": 0.0}
+NEEDS_PARAMS = {**PARAMS, "SPLIT_K": 4, "PERSISTENT": False, "FUSE_EPILOGUE": True}
+
+
 def table_row(regime: int, op: str, op_index: int, bucket: int, edges: tuple[int, ...] | None,
-              bounds: dict | None = None) -> TableRow:
+              bounds: dict | None = None, **needs: object) -> TableRow:
     if bounds is None and edges is not None:
         bounds = {"M": [None if bucket == 0 else edges[bucket - 1], edges[bucket]]}
     return TableRow(
@@ -72,7 +82,7 @@ def table_row(regime: int, op: str, op_index: int, bucket: int, edges: tuple[int
         regime_rate_rps=float(regime + 1), realized_rates_rps=[float(regime + 1)] * 3, warmup_s=6.0,
         overloaded_seeds=0, baseline_overloaded_seeds=0, objective="goodput", attainment_target=0.9,
         capacity_rps=2.0, capacity_ci_rps=0.2, baseline_capacity_rps=1.8, capacity_delta_ci_rps=0.1,
-        one_config_capacity_rps=1.5, created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        one_config_capacity_rps=1.5, created_at=datetime(2026, 1, 1, tzinfo=timezone.utc), **needs,
     )
 
 
@@ -87,7 +97,9 @@ def lookup_rows() -> list[TableRow]:
             + [table_row(0, "bucketed", 1, b, FOURTEEN) for b in range(len(FOURTEEN))]
             + [table_row(0, "beyond", 2, b, BEYOND) for b in range(len(BEYOND))]
             + [table_row(0, "attention", 3, b * len(L_EDGES) + l, None, grid_bounds(b, l))
-               for b in range(len(B_EDGES)) for l in range(len(L_EDGES))])
+               for b in range(len(B_EDGES)) for l in range(len(L_EDGES))]
+            + [replace(table_row(0, "needs", 4, b, FOURTEEN, **NEEDS), params=NEEDS_PARAMS)
+               for b in range(len(FOURTEEN))])
 
 
 def large_rows(regimes: int = 20, ops: int = 50) -> list[TableRow]:
@@ -185,12 +197,28 @@ def bench_lookups(path: Path, repeats: int, rounds: int) -> dict[str, float]:
             for shape in above:
                 config("bucketed", shape)
 
+    requirements = d.requirements
+    for shape in varied:  # the benchmark measures the right thing: 4·SPLIT_K·M·N bytes of partials
+        assert requirements("needs", shape).workspace_bytes == 4 * 4 * shape["M"] * 4096
+
+    def needs() -> None:
+        for _ in range(rounds):
+            for shape in varied:
+                requirements("needs", shape)
+
+    def needs_afresh() -> None:
+        memo = d._state.needs
+        for shape in varied:
+            memo.clear()
+            requirements("needs", shape)
+
     loops = {"empty loop": empty, "plain dict": dict_lookup, "config(op), 1 bucket": one_bucket,
              "config(op, {M: m}), 14 buckets": bucketed, "config(op, {B: b, L: l}), 8 x 10 buckets": two_dimensional,
              "config(op, {N, K}), 14 buckets, M missing": missing_key,
              "config(op, {B: b}), 8 x 10 buckets, L missing": missing_second_key,
              "config(op), 14 buckets, no shape": no_shape, "config(op, {M: m}), 14 buckets, M above the last edge":
-             above_last, "config(op, {M: m}), 14 buckets, bisect only": bisected}
+             above_last, "config(op, {M: m}), 14 buckets, bisect only": bisected,
+             "requirements(op, {M: m}), 14 buckets": needs}
     calls = rounds * len(varied)
     samples: dict[str, list[float]] = {name: [] for name in loops}
     for _ in range(repeats):
@@ -198,6 +226,10 @@ def bench_lookups(path: Path, repeats: int, rounds: int) -> dict[str, float]:
             t0 = time.perf_counter_ns()
             loop()
             samples[name].append((time.perf_counter_ns() - t0) / calls)
+        t0 = time.perf_counter_ns()
+        needs_afresh()
+        samples.setdefault("requirements(op, {M: m}), computed afresh", []).append(
+            (time.perf_counter_ns() - t0) / len(varied))
     # the fastest repeat, as timeit advises: slower ones measure other processes (the
     # loops take turns within a repeat, so each ratio compares like with like)
     return {name: min(values) for name, values in samples.items()}
@@ -270,6 +302,12 @@ def report(result: dict[str, object]) -> tuple[list[tuple[str, str, str, bool | 
         if key in ns:
             lines += [(name, f"{ns[key]:.0f} ns", "", None),
                       (f"  {short} / plain dict", f"{ns[key] / dict_ns:.1f}x", "", None)]
+    key = "requirements(op, {M: m}), 14 buckets"
+    if key in ns:  # (an older record has not these)
+        fresh = ns["requirements(op, {M: m}), computed afresh"]
+        lines += [("Dispatcher.requirements(op, {'M': m}), 14 buckets", f"{ns[key]:.0f} ns", "<= 2000 ns",
+                   ns[key] <= 2000),
+                  ("  requirements, computed afresh (memo cleared)", f"{fresh:.0f} ns", "", None)]
     lines += [
         ("config(op, {'M': m}), 14 buckets, bisect only", f"{bisected:.0f} ns", "", None),
         ("  bisect only / plain dict", f"{bisected / dict_ns:.1f}x", "", None),

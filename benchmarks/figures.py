@@ -15,6 +15,15 @@ from before a fix). Here every figure is a marker around text this script writes
   greatest value, each in SPEC: ``range.0f`` gives ``9–12``). ``=NAME|FORMAT`` takes a value ``DERIVED``
   computes from several results instead.
 
+No line may begin with an inline figure: a line starting ``<!--`` starts a CommonMark
+HTML block, which ends the paragraph above it and shows the line as raw HTML (the
+paragraph renders in fragments, a list item loses the spaces around the figure). The
+writer moves the previous line's last word down to such a line (:func:`unbroken`) and
+``--check`` reports any it finds.
+
+``IMAGES`` are whole files (the README's load curves, SVG) written the same way from a
+record.
+
 ``python benchmarks/figures.py`` rewrites the files; ``--check`` only compares and exits
 1 listing every figure that differs, and every benchmark-looking number left outside
 markers that ``STRAYS`` recognises (``tests/test_benchmarks.py`` runs the same check).
@@ -165,6 +174,13 @@ BLOCKS: dict[str, Callable[[], str]] = {
         report("bench_horizon_llm_decode_heavy")),
     "bench_horizon_seed_example": lambda: bench("bench_horizon").render(
         report("bench_horizon_seed_example_heavy")),
+    "headline_summary": lambda: bench("headline").summary(report("headline")),
+}
+
+#: Generated files (path under the repository) -> their whole text.
+IMAGES: dict[str, Callable[[], str]] = {
+    f"docs/images/load_{name}.svg": (lambda name=name: bench("load_curves").svg(report("load_curves"), name))
+    for name in bench("load_curves").PROBLEMS
 }
 
 
@@ -220,7 +236,63 @@ def regenerate(text: str) -> str:
         except MISSING:
             return m.group(0)
 
-    return INLINE.sub(figure, BLOCK.sub(block, text))
+    return unbroken(INLINE.sub(figure, BLOCK.sub(block, text)))
+
+
+#: What a paragraph's line starts with when it is not a paragraph's continuation.
+_NOT_PROSE = ("#", "|", "```", "<!--", ">")
+
+
+def _leading_figures(lines: list[str]) -> list[int]:
+    """Indices of the lines (outside code fences) that begin, after their indentation,
+    with a well-formed inline figure and continue a paragraph: the lines the writer can
+    mend. (A figure opening a paragraph or a list item cannot be mended by moving words;
+    tests/test_readme.py renders the docs and finds those.)"""
+    found, fenced = [], False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        previous = lines[i - 1].lstrip() if i else ""
+        prose = previous and (not previous.startswith(_NOT_PROSE) or INLINE.match(previous))
+        if not fenced and prose and INLINE.match(line.lstrip()):
+            found.append(i)
+    return found
+
+
+#: A line beginning so may start another block (a list item, a quote, a heading, a code
+#: fence, HTML, a table): a word moved down must not begin so.
+_BLOCK_START = re.compile(r"[-+*>#|=<`~]|\d{1,9}[.)](\s|$)")
+
+
+def _split_point(line: str) -> int | None:
+    """Where to cut ``line`` so that its tail can move down: the last space outside a
+    figure and a code span whose tail begins with neither a figure nor what starts a
+    block, and before which more than a list marker remains; None when there is none."""
+    inside = {i for m in INLINE.finditer(line) for i in range(m.start(), m.end())}
+    for i in range(len(line.rstrip()) - 1, 0, -1):
+        if line[i] != " " or i in inside or line.count("`", 0, i) % 2:
+            continue
+        head, tail = line[:i].strip(), line[i + 1:]
+        if head and not re.fullmatch(r"[-*+]|\d+[.)]", head) and not _BLOCK_START.match(tail) \
+                and not tail.startswith("<!--fig "):
+            return i
+    return None
+
+
+def unbroken(text: str) -> str:
+    """``text`` with no paragraph line beginning with an inline figure: the line above
+    gives it its last word (or, where no word can move, the two lines are joined)."""
+    lines = text.split("\n")
+    for i in reversed(_leading_figures(lines)):
+        above, line = lines[i - 1].rstrip(), lines[i]
+        indent = line[:len(line) - len(line.lstrip())]
+        cut = _split_point(above)
+        if cut is None:
+            lines[i - 1:i + 1] = [f"{above} {line.lstrip()}"]
+        else:
+            lines[i - 1:i + 1] = [above[:cut], f"{indent}{above[cut + 1:]} {line.lstrip()}"]
+    return "\n".join(lines)
 
 
 def _line(text: str, offset: int) -> int:
@@ -237,6 +309,9 @@ def differences(path: Path, text: str) -> list[Problem]:
                                                          f"{text[m.start():m.start() + 60]!r}")
                   for m in re.finditer(re.escape(opening), text)
                   if m.start() not in matched and text[m.start() - 1:m.start()] != "`"]  # `quoted` in a code span
+    found += [Problem(path, i + 1, "a line begins with a figure: CommonMark starts an HTML block there and "
+                                   "breaks the paragraph (run benchmarks/figures.py)")
+              for i in _leading_figures(text.split("\n"))]
     for m in BLOCK.finditer(text):
         try:
             expected = BLOCKS[m["name"]]() + "\n"
@@ -274,12 +349,46 @@ def strays(path: Path, text: str) -> list[Problem]:
     return found
 
 
+def rendered_images() -> dict[str, str | Exception]:
+    """Each file of ``IMAGES``: the text its record gives, or why there is none."""
+    out: dict[str, str | Exception] = {}
+    for name, render in IMAGES.items():
+        try:
+            out[name] = render()
+        except MISSING as exc:
+            out[name] = exc
+    return out
+
+
+def image_differences(root: Path = ROOT) -> list[Problem]:
+    """Every generated file of ``IMAGES`` (under ``root``) that is missing or differs
+    from its record."""
+    found = []
+    for name, expected in rendered_images().items():
+        path = root / name
+        if isinstance(expected, Exception):
+            found.append(Problem(path, 1, f"image: no record or renderer ({expected!r})"))
+        elif not path.is_file() or path.read_text() != expected:
+            found.append(Problem(path, 1, "image differs from its record (run benchmarks/figures.py)"))
+    return found
+
+
+def write_images() -> None:
+    """Write each file of ``IMAGES`` whose record gives another text."""
+    for name, text in rendered_images().items():
+        path = ROOT / name
+        if isinstance(text, str) and (not path.is_file() or path.read_text() != text):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {name}")
+
+
 def check(paths: tuple[Path, ...] = DOCS) -> list[Problem]:
     problems = []
     for path in paths:
         text = path.read_text()
         problems += differences(path, text) + strays(path, text)
-    return problems
+    return problems + (image_differences() if paths == DOCS else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -293,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             if new != text:
                 path.write_text(new)
                 print(f"rewrote {path.relative_to(ROOT)}")
+        write_images()
     problems = check()
     for problem in problems:
         print(problem, file=sys.stderr)

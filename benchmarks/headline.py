@@ -1,4 +1,5 @@
-"""The README's first table, regenerated from a tuned database (never typed by hand).
+"""The README's tables, regenerated from a tuned database (never typed by hand): the full
+one (:func:`render`) and the short first one (:func:`summary`).
 
 For every problem and regime in the database's config table, as ``tuner tune`` stored
 it: the arrival rate each seed's judged window realised; the tuned goodput beside THE
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -102,7 +104,7 @@ def measure(storage: str) -> dict:
 
 
 def render(report: dict) -> str:
-    """The README's first table (benchmarks/figures.py renders it from the record)."""
+    """The README's full table (benchmarks/figures.py renders it from the record)."""
     from tuner.stats import delta_text, ratio_text
 
     lines = [HEADER, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -120,6 +122,109 @@ def render(report: dict) -> str:
             f"| {_maybe(row['one_config_goodput_rps'])}; {_maybe(row['one_config_capacity_rps'])} "
             f"| {_latency_text(row['latency_p50_s'])} | {_why(row)}{row['mechanism']} |")
     return "\n".join(lines)
+
+
+SUMMARY_HEADER = ("| problem | regime | mechanism | capacity at the SLO, req/s: tuned vs per-bucket "
+                  "isolated-fastest (paired difference ± 95% CI) | verdict |")
+
+
+def summary(report: dict) -> str:
+    """The README's first table: five columns, one line per problem for the regimes
+    whose capacity difference is not significant, and one for those where it is (regimes
+    with the same figures share a line), ordered by effect (gains, largest first; no
+    difference; losses, largest last).
+
+    Capacity decides the verdict: it does not depend on the window's length, while
+    goodput above saturation does (the full table beside it has both)."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in report["rows"]:
+        verdict = _verdict(row)
+        key = (row["problem"], "none" if verdict == "none" else f"{verdict}: {_capacity_text(row)}")
+        groups.setdefault(key, []).append(row)
+    ranked = sorted(groups.values(), key=lambda rows: (_RANK[_verdict(rows[0])], -_effect(_largest(rows))))
+    lines = [SUMMARY_HEADER, "|---|---|---|---|---|"]
+    for rows in ranked:
+        lines.append(f"| {rows[0]['problem']} | {', '.join(r['regime'] for r in rows)} | {_mechanisms(rows)} "
+                     f"| {_capacity_cell(rows)} | {_verdict_text(rows)} |")
+    return "\n".join(lines)
+
+
+_RANK = {"gain": 0, "none": 1, "loss": 2}
+
+
+def _verdict(row: dict) -> str:
+    """``gain`` or ``loss`` where the paired capacity difference excludes 0, else ``none``."""
+    delta, ci = row["capacity_delta_rps"], row["capacity_delta_ci_rps"]
+    if delta is None or ci is None or abs(delta) <= ci:
+        return "none"
+    return "gain" if delta > 0 else "loss"
+
+
+def _effect(row: dict) -> float:
+    return 0.0 if row["capacity_ratio"] is None else row["capacity_ratio"] - 1
+
+
+def _largest(rows: list[dict]) -> dict:
+    return max(rows, key=lambda r: abs(_effect(r)))
+
+
+def _percent(change: float) -> str:
+    return f"{change * 100:+.2g}%"
+
+
+def _delta_text(row: dict) -> str:
+    from tuner.stats import delta_text
+
+    return delta_text(row["capacity_delta_rps"], row["capacity_delta_ci_rps"])
+
+
+def _capacity_text(row: dict) -> str:
+    if row["capacity_rps"] is None or row["baseline_capacity_rps"] is None:
+        return "—"
+    return f"{row['capacity_rps']:.3g} vs {row['baseline_capacity_rps']:.3g} ({_delta_text(row)})"
+
+
+def _capacity_cell(rows: list[dict]) -> str:
+    """One regime's capacities; for several, the same figures once, the same paired
+    difference once (``+0 ± 0 in each``), else the largest difference and where."""
+    texts = {_capacity_text(r) for r in rows}
+    if len(texts) == 1:
+        return texts.pop()
+    deltas = {_delta_text(r) for r in rows}
+    if len(deltas) == 1 and None not in {r["capacity_delta_rps"] for r in rows}:
+        return f"{deltas.pop()} in each"
+    largest = _largest(rows)
+    return f"largest difference, {largest['regime']}: {_capacity_text(largest)}"
+
+
+def _mechanisms(rows: list[dict]) -> str:
+    """What can make the assignments differ, in words (the full table's *why* names cells
+    and workspaces): the mechanism's kinds, the workspace change for a single regime."""
+    kinds: dict[str, str] = {}
+    for row in rows:
+        for clause in row["mechanism"].split("; "):
+            kind, _, detail = clause.partition(": ")
+            if not detail or not re.fullmatch(r"[A-Za-z][A-Za-z -]*", kind):
+                continue  # which cells differ, a waves note's further cells: the full table says
+            if kind == "memory" and len(rows) == 1:
+                kinds[kind] = "memory (workspace " + " → ".join(
+                    f"{float(v):g}" for v in detail.removeprefix("reserved workspace ").removesuffix(" GiB")
+                    .split(" → ")) + " GiB)"
+            else:
+                kinds.setdefault(kind, kind)
+    return ", ".join(kinds.values()) or "none: same configs"
+
+
+def _verdict_text(rows: list[dict]) -> str:
+    row = _largest(rows)
+    verdict = _verdict(row)
+    if verdict == "none":
+        return "no difference"
+    text = f"{verdict}: {_percent(_effect(row))} capacity over {row['seeds']} seeds"
+    delta, ci = row["goodput_delta_rps"], row["delta_ci_rps"]
+    if verdict == "gain" and ci is not None and delta > ci:
+        text += f"; goodput {row['goodput_rps']:.3g} vs {row['baseline_goodput_rps']:.3g} req/s"
+    return text
 
 
 def problem_table(report: dict, problem: str) -> str:

@@ -23,11 +23,13 @@ import yaml
 from scipy.optimize import brentq
 from scipy.stats import t as student_t
 
-from tests.conftest import SEED_EXAMPLE, single_stage
+from tests.conftest import ROOT, SEED_EXAMPLE, single_stage
 from tests.test_queueing import mmc_sojourn_cdf
-from tuner.problem import resolve_assignment
+from tuner.problem import load_problem, resolve_assignment
 from tuner.problem.assignment import Assignment
-from tuner.search.capacity import MAX_EXPAND, REL_TOL, seed_capacity
+from tuner.search.capacity import (
+    MAX_EXPAND, MAX_PROBE_ARRIVALS, REL_TOL, ceiling_rate, seed_capacity, start_rate,
+)
 from tuner.search.evaluate import ci_half_width, evaluate
 from tuner.sim import simulate
 
@@ -315,7 +317,7 @@ def fake(attainment):
 
     def run(rate: float):
         calls.append(rate)
-        return SimpleNamespace(rate=rate, metrics=SimpleNamespace(slo_attainment=attainment(rate)))
+        return SimpleNamespace(rate=rate, metrics=SimpleNamespace(slo_attainment=attainment(rate), judged=1))
 
     run.calls = calls
     return run
@@ -367,6 +369,54 @@ def test_seed_capacity_unbounded_and_unreachable():
         seed_capacity(fake(logistic), TARGET, math.nan)
 
 
+def test_seed_capacity_stops_at_its_ceiling_with_a_lower_bound():
+    """Target always met below a ceiling of 1000 from a start of 5: doublings 5, 10, …, 640
+    (8 probes), then the ceiling itself (the 9th): a lower bound of exactly 1000, flagged
+    with the reason given, and no probe above it."""
+    run = fake(lambda rate: 1.0)
+    found = seed_capacity(run, TARGET, 5.0, ceiling_rps=1000.0, ceiling_reason="why")
+    assert run.calls == [5.0 * 2**k for k in range(8)] + [1000.0]
+    assert (found.capacity_rps, found.probes, found.bounded, found.limit) == (1000.0, 9, False, "why")
+    assert found.at_capacity is not None and found.at_capacity.rate == 1000.0
+
+
+def test_seed_capacity_below_its_ceiling_is_unchanged():
+    """A crossing under the ceiling: the same probes and answer as with no ceiling (what keeps
+    the bundled problems' capacities and their cost as they were); a crossing between the
+    last doubling and the ceiling is bisected against the ceiling, and bounded."""
+    free, capped = fake(logistic), fake(logistic)
+    assert seed_capacity(free, TARGET, 10.0) == seed_capacity(capped, TARGET, 10.0, ceiling_rps=1e4)
+    assert free.calls == capped.calls and max(capped.calls) < 1e4
+    near = seed_capacity(fake(logistic), TARGET, 10.0, ceiling_rps=150.0)
+    assert near.bounded and near.limit is None
+    assert abs(math.log(near.capacity_rps / CROSSING)) <= math.log(1 + HALF_BRACKET) + 1e-12
+    above = fake(logistic)  # a start above the ceiling starts at the ceiling
+    assert seed_capacity(above, TARGET, 500.0, ceiling_rps=300.0).bounded and above.calls[0] == 300.0
+
+
+def test_seed_capacity_counts_an_empty_window_as_attained():
+    """No judged request (nothing arrived after the warm-up) is no evidence of a miss: the
+    search rises until windows hold requests, instead of halving to 0 (it did: a one-GEMM
+    problem at --horizon 1 reported capacity 0)."""
+    calls = []
+
+    def run(rate: float):
+        calls.append(rate)
+        judged = 0 if rate < 8 else 10
+        return SimpleNamespace(rate=rate, metrics=SimpleNamespace(
+            slo_attainment=0.0 if judged == 0 else logistic(rate), judged=judged))
+
+    found = seed_capacity(run, TARGET, 2.0)
+    assert found.bounded and calls[:3] == [2.0, 4.0, 8.0]
+    assert abs(math.log(found.capacity_rps / CROSSING)) <= math.log(1 + HALF_BRACKET) + 1e-12
+
+
+def test_ceiling_rate_is_the_probe_arrivals_over_the_horizon_and_names_the_horizon():
+    rate, reason = ceiling_rate(10.0)
+    assert rate == MAX_PROBE_ARRIVALS / 10.0 == 13107.2
+    assert "--horizon" in reason and "10 s window" in reason and "1.31e+04 req/s" in reason
+
+
 def test_seed_capacity_is_monotone_under_pointwise_dominance():
     """The docstring's argument on arbitrary (noisy, non-monotone) curves: if f ≥ g at every
     rate, capacity(f) ≥ capacity(g) from the same start."""
@@ -383,3 +433,21 @@ def test_seed_capacity_is_monotone_under_pointwise_dominance():
         high = seed_capacity(fake(curve(levels_f)), TARGET, start).capacity_rps
         low = seed_capacity(fake(curve(levels_g)), TARGET, start).capacity_rps
         assert high >= low
+
+
+def test_no_bundled_capacity_search_reaches_the_probe_ceiling():
+    """Every capacity in results.db.example was found below the ceiling, so the ceiling
+    changes none of them: a search from start rate s to a capacity c probes s, then
+    doublings up to the first failure, which lies below 2·c·(1 + REL_TOL) (c is a bracket's
+    midpoint); so max(s, 2·c·(1 + REL_TOL)) × horizon bounds its largest window."""
+    import sqlite3
+
+    with sqlite3.connect(ROOT / "results.db.example") as db:
+        rows = db.execute("SELECT problem, regime, horizon_s, max(capacity_rps), max(baseline_capacity_rps), "
+                          "max(one_config_capacity_rps) FROM tuner_configs GROUP BY problem, regime").fetchall()
+    assert len({row[0] for row in rows}) >= 9
+    problems = {}
+    for name, regime, horizon, *capacities in rows:
+        problem = problems.get(name) or problems.setdefault(name, load_problem(ROOT / "search_spaces" / f"{name}.yaml"))
+        top = max([start_rate(problem, regime)] + [2 * c * (1 + REL_TOL) for c in capacities if c is not None])
+        assert top * horizon <= MAX_PROBE_ARRIVALS, (name, regime, top * horizon)

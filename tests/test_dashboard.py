@@ -204,6 +204,14 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
             assert qkv.locator("ul.buckets li").all_inner_texts() == [
                 "M..4 = baseline", "M5..8 schedule persistent→grid", "M9..16384 = baseline"]
             assert page.evaluate("document.documentElement.scrollWidth") <= 1400  # no sideways scrolling
+            # the first screen: the problem with the largest significant effect, its verdicts in words
+            sections = page.locator("section.problem").evaluate_all("s => s.map(e => e.dataset.problem)")
+            assert sections[0] == "seed_example", sections
+            verdict = page.locator('section[data-problem="seed_example"] ul.verdicts li[data-regime="heavy"]')
+            assert re.match(r"heavy: \+\d+% capacity \(\d+ vs \d+ req/s\)", verdict.inner_text()), verdict.inner_text()
+            assert "memory: lean admits 2× more requests at once (8 vs 4" in verdict.inner_text()
+            assert verdict.bounding_box()["y"] < 1000  # on the first screen
+            assert "e+" not in page.inner_text("table.regimes")  # no exponents in the intervals
             page.screenshot(path=str(tmp_path / "index.png"), full_page=True)
 
             page.click('tr[data-problem="seed_example"][data-regime="heavy"] td.regime a')
@@ -213,6 +221,9 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
             path = page.locator("g.scatterlayer g.trace path.js-line").first.get_attribute("d")
             assert path and len(path) > 20
             page.screenshot(path=str(tmp_path / "regime.png"), full_page=True)
+            for row in page.locator("table.assignment tbody tr").all():  # tuned and baseline side by side
+                tops = [cell.bounding_box()["y"] for cell in row.locator("td.configs").all()]
+                assert len(tops) == 2 and tops[0] == tops[1], tops
 
             assert page.locator("g.scatterlayer g.trace").count() >= 6  # M, R and queue; tuned and baseline
             assert "∫M dt (GiB·s)" in page.inner_text("table.integrals")
@@ -230,19 +241,43 @@ def test_dashboard_in_headless_chromium(served, db: Path, tmp_path: Path) -> Non
                     in page.inner_text(".crossovers"))
             assert page.locator("text=per-bucket isolated-fastest").count() > 0  # the baseline curve's legend
             assert page.locator("g.errorbar").count() > 0  # seeds give confidence intervals
+            assert re.search(r"at 536 req/s: \+\d+ ± \d+ req/s", page.inner_text(".crossovers"))  # no 1e+02
+            _assert_no_overlap(page, "g.annotation")
             page.screenshot(path=str(tmp_path / "problem.png"), full_page=True)
 
             page.goto(base + "/study/toy_embedder/heavy", timeout=20_000)
             page.wait_for_selector("g.scatterlayer g.trace", state="attached", timeout=20_000)
             summary = page.inner_text(".study-summary")
             assert "4 trials" in summary and "45 parameter(s)" in summary and "qkv (15 buckets)" in summary
-            assert page.locator(".plotly-graph-div").count() == 2  # history and importances
-            assert page.locator("g.barlayer g.point").count() == 20  # the 20 most important of 45 cells
+            # its 4 trials all scored the same: no importance chart (it drew 20 identical full bars)
+            assert page.locator(".plotly-graph-div").count() == 1  # the history only
+            assert page.inner_text("p.no-importance") == (
+                "All 4 complete trials scored the same (406): no importance to show.")
             page.screenshot(path=str(tmp_path / "study.png"), full_page=True)
+
+            page.set_viewport_size({"width": 1000, "height": 900})  # a narrower window: the page still fits
+            for path, ready in (("/", "section.problem"), ("/problem/seed_example", "g.annotation"),
+                                ("/regime/seed_example/heavy", "g.waterfalllayer g.trace")):
+                page.goto(base + path, timeout=60_000)
+                page.wait_for_selector(ready, state="attached", timeout=20_000)
+                assert page.evaluate("document.documentElement.scrollWidth") <= 1000, path
+                _assert_no_overlap(page, "g.annotation")
+                page.screenshot(path=str(tmp_path / f"{path.strip('/').replace('/', '-') or 'index'}-1000.png"),
+                                full_page=True)
         finally:
             browser.close()
     assert not errors, errors
     assert (tmp_path / "regime.png").stat().st_size > 10_000
+
+
+def _assert_no_overlap(page, selector: str) -> None:
+    """No two of the elements (plot labels) cover one another."""
+    boxes = [(b, el.text_content()) for el in page.locator(selector).all() if (b := el.bounding_box())]
+    for i, (a, text_a) in enumerate(boxes):
+        for b, text_b in boxes[i + 1:]:
+            apart = (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                     or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+            assert apart, f"{text_a!r} overlaps {text_b!r}"
 
 
 def _get(url: str) -> int:

@@ -218,7 +218,7 @@ def test_a_database_of_another_schema_version_is_refused_untouched(problem_file,
         connection.execute(text("INSERT INTO tuner_schema VALUES (1, 2)"))
     engine.dispose()
     line = one_line(worker_cli(problem_file, postgres_url))
-    assert "tuner schema version 2 found, this tuner reads and writes version 3" in line
+    assert "tuner schema version 2 found, this tuner reads and writes version 4" in line
     assert tables(postgres_url) == {"tuner_schema"}  # no Optuna table, no other tuner table
 
 

@@ -775,8 +775,8 @@ def test_lookups_and_observations_race_a_reload(tmp_path):
 
 def test_public_api_and_light_import():
     assert set(rt.__all__) == {
-        "Autotuned", "Dispatcher", "LoadMonitor", "LoadSnapshot", "OpConfigs", "RateClassifier", "Table",
-        "autotune", "load_table", "read_table",
+        "Autotuned", "Dispatcher", "LaunchNeeds", "LoadMonitor", "LoadSnapshot", "OpConfigs", "RateClassifier",
+        "Requirements", "Table", "autotune", "load_table", "read_table",
     }
     # Import tuner.runtime with the tuner package stubbed: nothing heavy may come in
     # through tuner.runtime itself.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import textwrap
 from collections.abc import Iterator, Sequence
 
 from rich.console import Console
@@ -20,6 +22,17 @@ def stream_names(service: Service) -> list[str]:
         suffix = f" on {partition.name}" if lane else ""
         names += [f"executor {i}{suffix}" for i in range(service.executors)]
     return names + [f"neighbour {n.name}" for n in service.neighbors]
+
+
+def terminal_width() -> int:
+    """The terminal's width in columns; for a pipe or a file ``$COLUMNS``, else 80."""
+    return shutil.get_terminal_size().columns
+
+
+def terminal_console() -> Console:
+    """A console as wide as the terminal (for a pipe or a file: :func:`terminal_width`,
+    where a fixed 200 columns made tables too wide to read in one)."""
+    return Console(width=None if Console().is_terminal else terminal_width())
 
 
 def _ms(value: float | None) -> str:
@@ -41,6 +54,10 @@ def metrics_table(problem: Problem, assignment: Assignment,
         columns += ["TTFT p99 ms", "TPOT p99 ms"]
     if problem.service.neighbors:
         columns.append("neighbour progress")
+    # service.launch: iterations whose GPU waited on the host for most of their time
+    hosted = problem.service.launch == "eager" or problem.service.graph_replay_s > 0.0
+    if hosted:
+        columns.append("host-bound iterations")
     for column in columns:
         table.add_column(column, justify="left" if column == "regime" else "right")
     for name, m in results:
@@ -52,6 +69,8 @@ def metrics_table(problem: Problem, assignment: Assignment,
             row += [_ms(m.ttft_p99_s), _ms(m.tpot_p99_s)]
         if problem.service.neighbors:
             row.append("—" if m.neighbor_progress_ratio is None else f"{m.neighbor_progress_ratio:.1%}")
+        if hosted:
+            row.append(f"{m.host_bound_iterations} of {m.iterations}")
         table.add_row(*row)
     warmups = sorted({m.warmup_s for _, m in results})
     table.caption = (f"judged: requests arriving after a warm-up of {', '.join(f'{w:g}' for w in warmups)} s; "
@@ -77,9 +96,19 @@ def typical_batches(problem: Problem) -> list[tuple[str, dict[str, float]]]:
     return batches
 
 
-def bucket_lines(problem: Problem) -> Iterator[str]:
+def wrapped(text: str, width: int, indent: int = 0) -> list[str]:
+    """``text`` indented by ``indent`` spaces and wrapped at ``width`` columns between
+    words (a bucket label or a path is never split), its continuation lines 4 deeper."""
+    return textwrap.wrap(text, width=width, initial_indent=" " * indent, subsequent_indent=" " * (indent + 4),
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def bucket_lines(problem: Problem, width: int | None = None) -> Iterator[str]:
     """What ``tuner validate`` says of buckets: per operator its key, its buckets, and
-    the bucket each typical batch falls in."""
+    the bucket each typical batch falls in. Lines wrap at ``width`` columns (default:
+    :func:`terminal_width`), never inside a label: an operator with 80 buckets printed
+    them on one line."""
+    width = width or terminal_width()
     batches = typical_batches(problem)
     yield "buckets (one config is chosen per operator and bucket):"
     for op in problem.service.operators:
@@ -88,8 +117,10 @@ def bucket_lines(problem: Problem) -> Iterator[str]:
             yield f"  {op.name}: one bucket (every shape)"
             continue
         labels = " ".join(b.label for b in bucketing.buckets)
-        yield f"  {op.name}: key {', '.join(bucketing.key)}, {bucketing.size} buckets: {labels}"
+        yield from wrapped(f"{op.name}: key {', '.join(bucketing.key)}, {bucketing.size} buckets: {labels}", width, 2)
         for name, variables in batches:
             values = op.variables(variables)
             shape = ", ".join(f"{dim}={values[dim]:g}" for dim in bucketing.key)
-            yield f"    {name}: {shape} → {bucketing.buckets[bucketing.index(values)].label}"
+            bucket = bucketing.buckets[bucketing.index(values)]
+            unreached = "" if bucketing.reachable(bucket) else " (no batch the memory budget admits falls here)"
+            yield from wrapped(f"{name}: {shape} → {bucket.label}{unreached}", width, 4)

@@ -1,4 +1,14 @@
-"""Paired differences over seeds: mean, Student-t interval, one-sided lower bound."""
+"""Paired differences over seeds (mean, Student-t interval, one-sided lower bound), and
+how many digits a figure gets wherever it is written.
+
+One rule for every value and interval, in the CLI, the README's tables and the
+dashboard: the interval sets the precision — its half-width to two significant digits,
+the mean to the same decimal place — never more than three significant digits of the
+mean, never in exponent notation: ``+414 ± 100``, ``668 ± 180``, ``+722 ± 2.3``,
+``+0.04 ± 0.17``. (Python's ``.3g``/``.2g`` pair printed ``+414 ± 1e+02``, and fixed two
+decimals ``668.34 ± 183.92``: digits the interval says nothing about.) A figure without an
+interval gets three significant digits at most (``72.7``, ``488``, ``1``, ``12345``).
+"""
 
 from __future__ import annotations
 
@@ -68,7 +78,7 @@ class Delta:
         return low > 0.0 or high < 0.0
 
     def __str__(self) -> str:
-        """``+0.846 ± 2.2``: the mean with its sign, and the half-width when there is one."""
+        """``+0.85 ± 2.2``: the mean with its sign, and the half-width when there is one."""
         return delta_text(self.mean, self.half_width)
 
     def to_dict(self) -> dict[str, object]:
@@ -76,10 +86,55 @@ class Delta:
                 "per_seed": list(self.values)}
 
 
+#: significant digits of a figure without an interval, and the most a mean ever shows
+MEAN_DIGITS = 3
+#: significant digits of a half-width
+INTERVAL_DIGITS = 2
+
+
+def _decimals(value: float, digits: int) -> int:
+    """Decimal places that show ``digits`` significant digits of ``value`` (0 for
+    integers' worth of digits, and for 0 itself)."""
+    if value == 0 or not math.isfinite(value):
+        return 0
+    return max(0, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+def _plain(value: float, sign: str) -> str:
+    """Three significant digits, trailing zeros dropped as ``g`` drops them (no interval
+    vouches for them), never an exponent."""
+    text = f"{value:{sign}.{_decimals(value, MEAN_DIGITS)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def figure(value: float, half_width: float | None = None, *, signed: bool = False) -> str:
+    """``value`` (± ``half_width`` when given) in fixed notation with the digits the
+    interval supports; ``signed`` writes the sign of a difference (``+296 ± 23``)."""
+    sign = "+" if signed else ""
+    if not math.isfinite(value):
+        return f"{value:{sign}}"
+    if half_width is None or not math.isfinite(half_width):
+        return _plain(value, sign)
+    if half_width <= 0:  # every seed agrees
+        return f"{_plain(value, sign)} ± 0"
+    rounded = float(f"{half_width:.{INTERVAL_DIGITS}g}")
+    interval_decimals = _decimals(rounded, INTERVAL_DIGITS)
+    mean_decimals = interval_decimals if value == 0 else min(interval_decimals, _decimals(value, MEAN_DIGITS))
+    shown = min(interval_decimals, mean_decimals + 1)  # an interval far below the mean's last digit reads 0
+    width = f"{rounded:.{shown}f}"
+    return f"{value:{sign}.{mean_decimals}f} ± {'0' if float(width) == 0 else width}"
+
+
 def delta_text(mean: float, half_width: float | None) -> str:
-    """A paired difference as every report writes it: ``+0.846 ± 2.2`` (no ``±`` without
-    an interval)."""
-    return f"{mean:+.3g}" + ("" if half_width is None else f" ± {half_width:.2g}")
+    """A paired difference as every report writes it: ``+0.85 ± 2.2`` (no ``±`` without
+    an interval; :func:`figure`'s digits)."""
+    return figure(mean, half_width, signed=True)
+
+
+def percent(share: float) -> str:
+    """A relative change with two significant digits and its sign: ``+62%``, ``-1.8%``."""
+    value = share * 100
+    return f"{value:+.{_decimals(round(value, 12), INTERVAL_DIGITS)}f}%"
 
 
 def ratio_text(a: float, b: float) -> str:

@@ -29,13 +29,15 @@ TRACE_WARN_MB = 100.0
 def validate(problem: Path | None) -> None:
     """Check a problem file and summarise it."""
     from ..problem import load_problem
-    from ..report import bucket_lines
+    from ..report import bucket_lines, terminal_width, wrapped
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     warn(loaded.warnings)
     ops = ", ".join(f"{op.name}({op.family}×{op.repeat})" for op in loaded.service.operators)
-    click.echo(f"{loaded.path}: ok — {loaded.service.batching} batching, operators {ops}, "
+    summary = (f"{loaded.path}: ok — {loaded.service.batching} batching, operators {ops}, "
                f"regimes {', '.join(loaded.regimes)}")
+    for line in wrapped(summary, terminal_width()):
+        click.echo(line)
     for line in bucket_lines(loaded):
         click.echo(line)
 
@@ -158,23 +160,32 @@ def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int
                        as_json: bool) -> None:
     from ..search.capacity import REL_TOL
     from ..search.evaluate import evaluate
+    from .progress import Progress
 
     target = problem.service.slo.attainment
     documents = []
     for regime in regimes:
         done = []
+        with Progress("tuner simulate", "seeds", quiet=as_json) as progress:
+            progress.start(f"capacity of regime {regime}", 0, len(seeds))
 
-        def step(index: int, value: float, probes: int) -> None:
-            done.append(probes)
+            def step(index: int, value: float, probes: int) -> None:
+                done.append(probes)
+                progress.update(index + 1, detail=f"{sum(done)} simulations")
 
-        with _status(f"searching the capacity of regime {regime!r} over {len(seeds)} seeds", quiet=as_json):
-            found = evaluate(problem, assignment, regime, seeds, horizon, on_seed=step, metric="capacity")
+            def probe(rate: float, attainment: float) -> None:
+                progress.update(len(done), detail=f"probed {rate:.3g} req/s: {attainment:.1%} met the SLO")
+
+            found = evaluate(problem, assignment, regime, seeds, horizon, on_seed=step, metric="capacity",
+                             on_probe=probe)
+            progress.finish()
         if not found.feasible:
             raise TunerError(f"{problem.path}: regime {regime!r}: {found.constraints.reason}")
         documents.append({
             "problem": problem.name, "regime": regime, "seeds": list(seeds), "assignment": assignment.as_dict(problem),
             "attainment_target": target, "capacity_rps": found.mean, "capacity_ci_rps": found.ci,
             "capacity_per_seed_rps": list(found.values), "relative_tolerance": REL_TOL,
+            "capacity_lower_bound": found.lower_bound, "capacity_limit": found.limit,
             "simulations": sum(done), "horizon_s": horizon or problem.regimes[regime].horizon_s,
         })
     if as_json:
@@ -182,10 +193,14 @@ def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int
         return
     for d in documents:
         ci = "" if d["capacity_ci_rps"] is None else f" ± {d['capacity_ci_rps']:.3g}"
+        value = f"≥ {d['capacity_rps']:.3g} req/s (a lower bound)" if d["capacity_lower_bound"] \
+            else f"{d['capacity_rps']:.3g}{ci} req/s"
         per_seed = ", ".join(f"{v:.3g}" for v in d["capacity_per_seed_rps"])
         click.echo(f"{d['regime']}: capacity at {d['attainment_target']:.0%} SLO attainment "
-                   f"{d['capacity_rps']:.3g}{ci} req/s (seeds: {per_seed}; {d['simulations']} simulations of "
+                   f"{value} (seeds: {per_seed}; {d['simulations']} simulations of "
                    f"{d['horizon_s']:g} s; simulated)")
+        if d["capacity_lower_bound"]:
+            click.echo(f"  {d['regime']}: {d['capacity_limit']}")
 
 
 def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str], seed: int,

@@ -120,15 +120,28 @@ def config_table(rows: Sequence[TableRow]) -> Any:
     from rich.table import Table
 
     view = Table(title="configs per (regime, operator, bucket)", title_justify="left")
-    for column in ("problem", "regime", "op", "bucket", "config", "params", "baseline config", "source",
-                   "device"):
+    for column in ("problem", "regime", "op", "bucket", "config", "params", "workspace at largest shape",
+                   "baseline config", "source", "device"):
         view.add_column(column)
     for row in rows:
         params = ", ".join(f"{k}={v}" for k, v in row.params.items())
         baseline = "same" if row.baseline_config == row.config else row.baseline_config
         view.add_row(row.problem, row.regime, row.op, bucket_label(row.bucket_bounds) or "all", row.config, params,
-                     baseline, row.source, row.device)
+                     workspace_text(row.workspace_bytes), baseline, row.source, row.device)
     return view
+
+
+def workspace_text(nbytes: float | None) -> str:
+    """A row's workspace (at its bucket's largest shape, as the simulator reserves it):
+    ``0``, ``64 KiB``, ``1.5 MiB``, ``16 GiB``; ``—`` when the row does not say."""
+    if nbytes is None:
+        return "—"
+    if nbytes == 0:
+        return "0"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.3g} {unit}"
+    return f"{nbytes:.0f} B"
 
 
 def _first_of_each_regime(rows: Sequence[TableRow]) -> list[TableRow]:

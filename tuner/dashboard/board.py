@@ -124,6 +124,11 @@ class Dashboard:
     def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
         return self._compute([key], lambda _keys: [compute()])[0]
 
+    def cached(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per ``key`` for the Dashboard's life (for the pages' own
+        derived figures, e.g. :func:`tuner.dashboard.verdicts.mechanism_text`)."""
+        return self._cached(key, compute)
+
     def problem(self, name: str):
         """The problem file ``<problems_dir>/<name>.yaml``, or None when absent or invalid
         (looked for again on the next page, so adding the file needs no restart)."""

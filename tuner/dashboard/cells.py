@@ -16,8 +16,9 @@ from typing import Any
 
 from ..search.baselines import ONE_CONFIG, PER_BUCKET
 from ..sim.metrics import overload_note
-from ..stats import delta_text, ratio_text
+from ..stats import ratio_text
 from ..store.table import TableRow, span_label
+from ..stats import figure
 
 
 @dataclass(frozen=True)
@@ -103,10 +104,9 @@ def regime_figures(rows: Sequence[TableRow]) -> dict[str, Any]:
 
 
 def rate(value: float | None, ci: float | None = None) -> str:
-    """``749.17 ± 39.21`` (req/s, two decimals as the CLI prints); — when unknown."""
-    if value is None:
-        return "—"
-    return f"{value:.2f}" + ("" if ci is None else f" ± {ci:.2f}")
+    """``749 ± 39`` (req/s, the digits the interval supports: :func:`figure`); —
+    when unknown."""
+    return "—" if value is None else figure(value, ci)
 
 
 def ratio(tuned: float | None, base: float | None) -> str:
@@ -132,11 +132,11 @@ def change_interval(tuned: float | None, base: float | None, ci: float | None) -
 
 
 def difference(tuned: float | None, base: float | None, ci: float | None) -> str:
-    """The paired difference tuned − baseline as :class:`tuner.stats.Delta` prints one:
-    ``+676 ± 71``; — when either side is unknown."""
+    """The paired difference tuned − baseline, ``+676 ± 71`` (:func:`figure`); —
+    when either side is unknown."""
     if tuned is None or base is None or not (math.isfinite(tuned) and math.isfinite(base)):
         return "—"
-    return delta_text(tuned - base, ci)
+    return figure(tuned - base, ci, signed=True)
 
 
 def declared_rate(row: TableRow) -> str:

@@ -13,6 +13,10 @@ from .timeline import Timeline
 TUNED_COLOR, BASELINE_COLOR = "#1f77b4", "#d62728"
 PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 BUCKET_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+#: a title's second line (closed by ``</span>``): plotly does not wrap titles, so a long
+#: one runs off a 1000 px window
+SUBTITLE = '<br><span style="font-size:11px">'
+
 
 
 def sources_label(sources: Sequence[str]) -> str:
@@ -27,14 +31,17 @@ def sweep_figure(sweep: Sweep, capacities: Sequence[CapacityMark] = ()):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for i, b in enumerate(sweep.rate_buckets):
+    shared: dict[tuple[float, float], list[str]] = {}  # regimes of one rate share one band and label
+    for b in sweep.rate_buckets:
+        shared.setdefault((b.low, b.high), []).append(b.regime)
+    for i, ((low, high), regimes) in enumerate(shared.items()):
         color = BUCKET_COLORS[i % len(BUCKET_COLORS)]
-        if b.high > b.low:
-            fig.add_vrect(x0=b.low, x1=b.high, fillcolor=color, opacity=0.10, line_width=0, layer="below",
-                          annotation_text=b.regime, annotation_position="top left")
+        if high > low:
+            fig.add_vrect(x0=low, x1=high, fillcolor=color, opacity=0.10, line_width=0, layer="below")
         else:
-            fig.add_vline(x=b.low, line={"color": color, "width": 6}, opacity=0.25,
-                          annotation_text=b.regime, annotation_position="top left")
+            fig.add_vline(x=low, line={"color": color, "width": 6}, opacity=0.25)
+        fig.add_annotation(x=low, xref="x", y=1 - 0.05 * (i % 3), yref="paper", text=", ".join(regimes),
+                           showarrow=False, xanchor="right", yanchor="top", font={"size": 11})  # staggered
     tuned = 0
     colors = {}
     for curve in sweep.curves:
@@ -61,18 +68,20 @@ def sweep_figure(sweep: Sweep, capacities: Sequence[CapacityMark] = ()):
         else:
             fig.add_vrect(x0=crossing.low, x1=crossing.high, fillcolor="black", opacity=0.06, line_width=0,
                           annotation_text="curves part", annotation_position="bottom left")
-    for i, mark in enumerate(capacities):
+    top = max([*sweep.rates, *(m + (w or 0.0) for c in sweep.curves for m, w in zip(c.means, c.half_widths))])
+    for mark in capacities:  # in the legend, not as annotations: beside the regimes' labels those overlap
         color = BASELINE_COLOR if mark.is_baseline else colors.get(mark.label, TUNED_COLOR)
-        fig.add_vline(x=mark.rate, line={"dash": "dot", "color": color, "width": 2},
-                      annotation_text=f"{mark.what}: {mark.describe()}", annotation_font_color=color,
-                      annotation_position="top right" if i % 2 == 0 else "bottom right")
+        fig.add_trace(go.Scatter(x=[mark.rate, mark.rate], y=[0, top], mode="lines",
+                                 name=f"{mark.what}: {mark.describe()}",
+                                 line={"dash": "dot", "color": color, "width": 2},
+                                 hovertemplate=f"{mark.what}: {mark.describe()}<extra></extra>"))
     ci = f"mean ± 95% CI over {sweep.seeds} seeds" if sweep.seeds > 1 else "one seed"
     fig.update_layout(
-        title=(f"{sweep.problem}: goodput vs offered load — simulated ({sources_label(sweep.sources)}), {ci}; "
-               f"arrivals of regime {sweep.arrivals_of!r} at each rate; shaded: each regime's rate bucket"
-               + ("; dotted: the table's capacities at the SLO" if capacities else "")),
+        title=(f"{sweep.problem}: goodput vs offered load — simulated ({sources_label(sweep.sources)}), {ci}"
+               f"{SUBTITLE}arrivals of regime {sweep.arrivals_of!r} at each rate; shaded: each regime's rate bucket"
+               + ("; dotted: the table's capacities at the SLO" if capacities else "") + "</span>"),
         title_font_size=13, xaxis_title="offered load (req/s)", yaxis_title="goodput (req/s)",
-        height=520, margin={"t": 70}, legend={"orientation": "h", "y": -0.2})
+        height=560, margin={"t": 90}, legend={"orientation": "h", "y": -0.2})
     return fig
 
 
@@ -123,7 +132,7 @@ def attribution_figure(attribution, sources: Sequence[str], rows: Sequence[Table
         totals={"marker": {"color": TUNED_COLOR}}))
     fig.update_layout(
         title=(f"Why {attribution.regime}'s configs: each operator's tuned configs substituted alone into the "
-               f"{BASELINE_LABEL} assignment — simulated ({sources_label(sources)}), seeds {list(c.seeds)}, "
-               f"{c.horizon_s:g} s"), title_font_size=13,
+               f"{BASELINE_LABEL} assignment{SUBTITLE}simulated ({sources_label(sources)}), seeds {list(c.seeds)}, "
+               f"{c.horizon_s:g} s</span>"), title_font_size=13,
         yaxis_title="goodput (req/s)", xaxis_title="step", height=440, showlegend=False)
     return fig

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from urllib.parse import quote
 
 from ..store.table import TableRow
-from . import cells, figures, studies
+from . import cells, figures, studies, verdicts
 from .board import Dashboard, regimes_of
 from .sweep import ABOVE_CAPACITY, BASELINE_LABEL, table_capacities
 from .timeline import Timeline, summary_rows
@@ -47,11 +47,11 @@ class PageNotFound(LookupError):
     """No such problem, regime or study in the table: the server answers 404."""
 
 
-def runs_html(rows: list[TableRow], key: str = "config") -> str:
-    """Per operator, one line of its runs of shape buckets sharing a config; a run whose
+def runs_by_op(rows: list[TableRow], key: str = "config") -> dict[str, str]:
+    """Per operator, its runs of shape buckets sharing a config as HTML; a run whose
     tuned config differs from the per-bucket isolated-fastest one is marked (``*``,
     class ``differs``), its title naming the baseline's config there."""
-    lines = []
+    lines = {}
     for op, runs in cells.operator_runs(rows, key):
         parts = []
         for run in runs:
@@ -61,8 +61,24 @@ def runs_html(rows: list[TableRow], key: str = "config") -> str:
                 parts.append(f'<span class=differs title="{_e(title)}">{_e(run.text())}*</span>')
             else:
                 parts.append(f'<span title="{_e(params)}">{_e(run.text())}</span>' if params else _e(run.text()))
-        lines.append(f'<div class=op data-op="{_e(op)}"><b>{_e(op)}</b> {" ".join(parts)}</div>')
-    return "".join(lines)
+        lines[op] = " ".join(parts)
+    return lines
+
+
+def assignment_table(rows: list[TableRow]) -> str:
+    """The tuned configs beside the baseline's, one row per operator, so the two columns
+    line up operator by operator however long a line of runs wraps; differences are
+    highlighted only when the regime's figures differ significantly (class ``significant``)."""
+    f = cells.regime_figures(rows)
+    tuned, base = runs_by_op(rows), runs_by_op(rows, "baseline_config")
+    body = "".join(f'<tr data-op="{_e(op)}"><th>{_e(op)}</th><td class="configs">{line}</td>'
+                   f'<td class="configs">{base.get(op, "—")}</td></tr>' for op, line in tuned.items())
+    significant = " significant" if verdicts.kind(rows) != "none" else ""
+    return (f'<table class="assignment{significant}"><caption>Configs by shape bucket (marked*: differs from the '
+            f"{_e(BASELINE_LABEL)} config there, highlighted when the regime's figures differ significantly); "
+            f"goodput from the table (simulated, req/s, tuning horizon)</caption><thead><tr><th>operator</th>"
+            f"<th>tuned: {cells.rate(f['goodput'], f['ci'])}</th>"
+            f"<th>{_e(BASELINE_LABEL)}: {cells.rate(f['baseline'])}</th></tr></thead><tbody>{body}</tbody></table>")
 
 
 def _missing(board: Dashboard, problem: str, what: str) -> str:
@@ -111,16 +127,12 @@ def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow
     rows = [r for r in rows if r.problem == problem and r.regime == regime]
     if not rows:
         raise PageNotFound(f"no rows for {problem}/{regime}")
-    f = cells.regime_figures(rows)
+    short, full = (None if verdicts.kind(rows) == "none" else verdicts.mechanism_text(board, rows)) or (None, "")
     out = [f"<h3>{_e(problem)} / {_e(regime)}: M(t), R(t) and queue depth, tuned vs {_e(BASELINE_LABEL)}</h3>",
            f'<p><a href="{link("problem", problem)}">goodput vs load of {_e(problem)}</a> · '
            f'<a href="{link("study", problem, regime)}">study of {_e(regime)}</a></p>',
-           '<table class="assignment"><caption>Configs by shape bucket (marked*: differs from the '
-           f"{_e(BASELINE_LABEL)} config there); goodput from the table (simulated, req/s, tuning horizon)"
-           f"</caption><thead><tr><th>tuned: {cells.rate(f['goodput'], f['ci'])}</th>"
-           f"<th>{_e(BASELINE_LABEL)}: {cells.rate(f['baseline'])}</th></tr></thead>"
-           f'<tbody><tr><td class="configs">{runs_html(rows)}</td>'
-           f'<td class="configs">{runs_html(rows, "baseline_config")}</td></tr></tbody></table>',
+           f'<p class="verdict {verdicts.kind(rows)}" title="{_e(full)}">{_e(verdicts.verdict(rows, short))}</p>',
+           assignment_table(rows),
            summary_table(rows)]
     timelines = board.timelines(problem, regime, rows)
     if timelines is None:
@@ -176,8 +188,7 @@ def study_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow]
         figures.sources_label(sorted({r.source for r in rows})), first.objective, first.attainment_target)))
     importance = studies.importance_figure(study, first.objective)
     out.append(figure_html(importance) if importance is not None else
-               f"<p class=note>No importances: {info.complete} complete trials over "
-               f"{len(info.params)} parameter(s) (needs ≥ {studies.MIN_TRIALS_FOR_IMPORTANCE} and ≥ 2).</p>")
+               f"<p class='note no-importance'>{_e(studies.no_importance(study))}</p>")
     return "\n".join(out)
 
 
@@ -226,17 +237,25 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;font-size:90%;margin:.5em 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
 th{background:#f0f0f0}caption{text-align:left;font-size:90%;color:#555}.note{color:#a60}
 .error{color:#b00;font-weight:bold}nav a,nav span{margin-right:1em}
-.differs{background:#fde2c8;font-weight:600}td.configs{max-width:48em}div.op{margin:1px 0}
-.overloaded{color:#b00}div.realised,div.target,div.ci,div.objective,td.none,p.matrix-note{color:#555;font-size:90%}
+.differs{font-weight:600}.significant .differs,.differs.significant{background:#fde2c8}td.configs{max-width:48em}
+.overloaded{color:#b00}div.realised,div.target,div.ci,div.study,div.source,div.window,p.matrix-note{color:#555;font-size:90%}
+div.overloaded{font-size:85%;white-space:normal}
 p.matrix-note{margin:.8em 0 0}
+div.wide{max-width:100%;overflow-x:auto}
 section.problem{margin:1.5em 0 2em}section.problem h2{margin-bottom:.2em}h2 small{font-size:60%;font-weight:normal}
 td.goodput,td.baseline,td.ratio,td.capacity,td.capacity-baseline,td.capacity-ratio,td.rate{text-align:right;white-space:nowrap}td.same,div.realised{white-space:nowrap}div.ci{white-space:normal}
-td.ratio,td.capacity-ratio{min-width:8.5em}td.window{min-width:6.5em}
+td.ratio,td.capacity-ratio{min-width:8.5em}div.study,div.source{white-space:nowrap}
 table.matrix td.differs{font-weight:normal}
 th small{font-weight:normal;display:block}
 table.matrix td{vertical-align:top;max-width:22em}table.matrix td.same{color:#777}
 table.matrix details summary{cursor:pointer}ul.buckets{margin:.2em 0;padding-left:1em;font-weight:normal}
-ul.buckets li{background:none}ul.buckets li.differs{background:#fde2c8}span.span{font-family:monospace;color:#555}"""
+ul.buckets li{background:none}span.span{font-family:monospace;color:#555}
+ul.verdicts{margin:.3em 0 .6em;padding-left:1.2em}ul.verdicts li,p.verdict{margin:2px 0;padding-left:.4em;border-left:4px solid #ccc}
+.verdicts .gain,p.verdict.gain{border-color:#2ca02c}.verdicts .loss,p.verdict.loss{border-color:#d62728}
+.verdicts .mixed,p.verdict.mixed{border-color:#ff7f0e}.verdicts .none,p.verdict.none{color:#555}
+details.intro{margin:.5em 0 1em;max-width:80em}details.intro summary{cursor:pointer}
+table.assignment{table-layout:fixed;width:100%}table.assignment th:first-child{width:9em}
+table.assignment td{vertical-align:top;overflow-wrap:anywhere}"""
 
 
 def page(title: str, body: str, plotly: str = '<script src="/plotly.js"></script>') -> str:

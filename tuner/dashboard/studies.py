@@ -102,16 +102,32 @@ def searched(params: tuple[str, ...]) -> str:
     return ", ".join(op if n == 0 else f"{op} ({n} bucket{'s' if n != 1 else ''})" for op, n in buckets.items())
 
 
+def no_importance(study) -> str | None:
+    """Why the study has no importances to draw, or None when it has: too few complete
+    trials, a single parameter, or trials that all scored the same — then PED-ANOVA still
+    returns numbers (every cell at the same full bar), but no parameter explains a
+    difference that is not there."""
+    from optuna.trial import TrialState
+
+    info = summary(study, -1)
+    if info.complete < MIN_TRIALS_FOR_IMPORTANCE or len(info.params) < 2:
+        return (f"No importances: {info.complete} complete trials over {len(info.params)} parameter(s) "
+                f"(needs ≥ {MIN_TRIALS_FOR_IMPORTANCE} and ≥ 2).")
+    values = {t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))}
+    if len(values) == 1:
+        return (f"All {info.complete} complete trials scored the same ({values.pop():.3g}): "
+                "no importance to show.")
+    return None
+
+
 def importance_figure(study, objective: str = "goodput"):
     """PED-ANOVA importances of the searched cells (the most important
-    :data:`MAX_IMPORTANCE_BARS`), or None when too few trials or a single parameter make
-    them meaningless."""
+    :data:`MAX_IMPORTANCE_BARS`), or None when :func:`no_importance` says why not."""
     import optuna.importance
     import plotly.graph_objects as go
     from optuna.importance import PedAnovaImportanceEvaluator
 
-    info = summary(study, -1)
-    if info.complete < MIN_TRIALS_FOR_IMPORTANCE or len(info.params) < 2:
+    if no_importance(study) is not None:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PED-ANOVA warns when quantiles select the same trials

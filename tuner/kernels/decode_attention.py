@@ -64,6 +64,7 @@ from ._common import (
     torch_dtype,
     workspace_bytes,
 )
+from ..requirements import MAX_AUTO_SPLITS, decode_splits, flash_splits, workspace_buffers  # noqa: F401 - re-exported
 from .family import ConfigParams, LaunchPlan, Shape, sized_sms
 
 SPACE: dict[str, tuple[Any, ...]] = {
@@ -77,32 +78,8 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "SM_MARGIN": (0, 8, 16, 24, 48),
 }
 
-#: The most splits ``NUM_SPLITS="auto"`` picks (FlashAttention-2's cap).
-MAX_AUTO_SPLITS = 128
-
 LOG2E = 1.4426950408889634
 
-
-def flash_splits(ctas: int, num_sms: int, tiles: int, most: int = MAX_AUTO_SPLITS) -> int:
-    """FlashAttention-2's split-KV count for ``ctas`` CTAs without splits, ``tiles``
-    context tiles and ``num_sms`` SMs (two CTA slots each, as FlashAttention-2 counts).
-
-    One split when the CTAs already fill 80 % of the slots; otherwise the wave
-    efficiency of n splits is ``w / ceil(w)`` with ``w = ctas · n / slots``, counts that
-    leave the tiles per split unchanged are skipped, and the fewest splits within 85 %
-    of the best efficiency win.
-    """
-    slots = 2 * num_sms
-    if ctas >= 0.8 * slots:
-        return 1
-    most = min(most, slots, tiles)
-    efficiency = {}
-    for n in range(1, most + 1):
-        if n == 1 or cdiv(tiles, n) != cdiv(tiles, n - 1):
-            waves = ctas * n / slots
-            efficiency[n] = waves / math.ceil(waves)
-    best = max(efficiency.values())
-    return next(n for n, e in efficiency.items() if e >= 0.85 * best)
 REDUCE_WARPS, REDUCE_STAGES = 4, 1
 #: Nominal softmax operations per score (scale, max, exp, sum).
 SOFTMAX_FLOPS = 4
@@ -280,22 +257,14 @@ class DecodeAttentionFamily:
 
     @staticmethod
     def _splits(config: ConfigParams, shape: Shape, num_sms: int) -> int:
-        """Splits that run: at most one per context tile, kept a power of two (the reduce
-        kernel's arange over splits needs one); ``auto`` sized to ``num_sms``."""
-        tiles = cdiv(shape["L"], config["BLOCK_N"])
-        asked = config["NUM_SPLITS"]
-        if asked == "auto":
-            chosen = flash_splits(shape["B"] * shape["KV"], num_sms, tiles)
-            asked = 1 << (chosen.bit_length() - 1)
-        return min(asked, 1 << (tiles.bit_length() - 1))
+        """Splits that run (``tuner.requirements.decode_splits``, the one rule)."""
+        return decode_splits(config, shape, num_sms)
 
     def _buffers(self, config: ConfigParams, shape: Shape, dtype: str, num_sms: int) -> dict[str, Buffer]:
-        B, H, D, L = shape["B"], shape["H"], shape["D"], shape["L"]
-        buffers = {"out": Buffer(B * H * D, dtype, workspace=False)}
-        if config["VARIANT"] == "materialize":
-            buffers["scores"] = Buffer(B * H * L, "fp32")
-        elif self._splits(config, shape, num_sms) > 1:
-            buffers["partials"] = Buffer(B * H * self._splits(config, shape, num_sms) * (D + 2), "fp32")
+        """The output and the workspace ``tuner.requirements`` says the config needs."""
+        buffers = {"out": Buffer(shape["B"] * shape["H"] * shape["D"], dtype, workspace=False)}
+        for name, numel, kind in workspace_buffers(self.name, {"dtype": dtype}, config, shape, num_sms):
+            buffers[name] = Buffer(numel, kind)
         return buffers
 
     def _steps(self, config: ConfigParams, shape: Shape, dtype: str, num_sms: int) -> list[Step]:

@@ -12,7 +12,7 @@ in speed and footprint, never in results beyond floating-point tolerance.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import product
 from typing import Any, Protocol
 
@@ -39,6 +39,9 @@ class KernelLaunch:
             at this shape (pointers to fresh allocations; integers whose value is a
             multiple of 16). It changes the binary — without it loads do not vectorise
             and the pipeliner keeps one stage — so it is part of the compile key.
+        model_constexprs: the constexprs the analytic model reads, where the kernel's
+            own names are not the model's vocabulary (a user kernel's ``BLOCK_SIZE_M`` is
+            the model's ``BLOCK_M``); None: ``constexprs``. Not part of the compile key.
     """
 
     name: str
@@ -52,6 +55,16 @@ class KernelLaunch:
     flops: float
     dram_bytes: float
     divisible_by_16: tuple[str, ...] = ()
+    model_constexprs: tuple[tuple[str, Any], ...] | None = None
+
+    @property
+    def modeled_constexprs(self) -> dict[str, Any]:
+        """The constexprs as the analytic model reads them (see ``model_constexprs``)."""
+        return dict(self.constexprs if self.model_constexprs is None else self.model_constexprs)
+
+    def modeled_as(self, constexprs: tuple[tuple[str, Any], ...]) -> KernelLaunch:
+        """This launch, read by the model through ``constexprs`` (its binary unchanged)."""
+        return replace(self, model_constexprs=tuple(constexprs))
 
     def compile_key(self) -> tuple:
         """What the compiled binary depends on (not the grid; the shape only through
@@ -104,21 +117,9 @@ class KernelFamily(Protocol):
 OPTIONAL_PARAMS: frozenset[str] = frozenset({"SM_MARGIN"})
 
 
-def sized_sms(config: ConfigParams, sms: int) -> int:
-    """The SMs a config sizes its persistent grid and split counts to: the ``sms`` it is
-    told, less its ``SM_MARGIN`` (the SMs it leaves to another stream, as PyTorch's
-    sm_carveout, FlashAttention-3's sm_margin, DeepGEMM's num_sms and cuBLASLt's
-    SM_COUNT_TARGET do), at least one. The one rule of the margin, for the model and
-    for the real launch alike."""
-    return max(1, sms - int(config.get("SM_MARGIN", 0)))
-
-
-def margin_problem(config: ConfigParams, sms: int) -> str | None:
-    """Why a config's margin cannot run on ``sms`` SMs (it would leave none), or None."""
-    margin = int(config.get("SM_MARGIN", 0))
-    if margin >= sms:
-        return f"SM_MARGIN={margin} leaves no SM of the {sms} it is told"
-    return None
+# The margin's one rule lives in ``tuner.requirements`` (importable without Triton, for
+# the runtime); re-exported here for the families and the profiler.
+from ..requirements import margin_problem, sized_sms  # noqa: E402
 
 
 def all_configs(space: Mapping[str, tuple[Any, ...]]) -> Iterator[dict[str, Any]]:

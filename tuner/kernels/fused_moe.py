@@ -74,8 +74,8 @@ from ._common import (
     run_steps,
     shape_problem,
     torch_dtype,
-    workspace_bytes,
 )
+from ..requirements import ELEMENT_BYTES, uniform_counts, workspace_buffers
 from .family import ConfigParams, KernelLaunch, LaunchPlan, Shape
 
 #: The moe_sum launch's fixed block, warps and stages (untuned, elementwise).
@@ -96,13 +96,6 @@ SPACE: dict[str, tuple[Any, ...]] = {
 
 #: Largest BLOCK_SIZE_M × BLOCK_SIZE_N: two fp32 accumulators of it fill 128 KiB of registers.
 MAX_TILE = 64 * 256
-
-
-def uniform_counts(tokens: int, experts: int, top_k: int) -> tuple[int, ...]:
-    """``tokens · top_k`` (token, slot) pairs spread as evenly as possible over
-    ``experts``: the first ``rem`` experts one more than the rest."""
-    base, rem = divmod(tokens * top_k, experts)
-    return (base + 1,) * rem + (base,) * (experts - rem)
 
 
 def padded_blocks(counts: Sequence[int], block_m: int) -> int:
@@ -317,18 +310,23 @@ class FusedMoeFamily:
         steps = self._steps(config, shape, counts, self.dtype)
         return LaunchPlan(tuple(s.launch for s in steps), float(self._workspace(config, shape, self.dtype)))
 
-    def _buffers(self, shape: Shape, dtype: str) -> dict[str, Buffer]:
-        M, N, K = shape["M"], shape["N"], shape["K"]
-        pairs = M * self.top_k
-        buffers = {"out": Buffer(M * K, dtype, workspace=False), "cache1": Buffer(pairs * N, dtype)}
-        if self.top_k > 1:
-            buffers["cache3"] = Buffer(pairs * K, dtype)
+    def _options(self, dtype: str) -> dict[str, Any]:
+        return {"experts": self.experts, "top_k": self.top_k, "dtype": dtype}
+
+    def _buffers(self, config: ConfigParams, shape: Shape, dtype: str) -> dict[str, Buffer]:
+        """The output and the intermediates ``tuner.requirements`` counts as workspace (the
+        align step's int32 arrays, also counted there, are made by :func:`align`)."""
+        buffers = {"out": Buffer(shape["M"] * shape["K"], dtype, workspace=False)}
+        for name, numel, kind in workspace_buffers(self.name, self._options(dtype), config, shape, 0):
+            if kind != "i32":
+                buffers[name] = Buffer(numel, kind)
         return buffers
 
     def _workspace(self, config: ConfigParams, shape: Shape, dtype: str) -> int:
-        """The intermediates, and the align step's int32 arrays at vLLM's bound."""
-        bound = shape["M"] * self.top_k + self.experts * (config["BLOCK_SIZE_M"] - 1)
-        return workspace_bytes(self._buffers(shape, dtype)) + 4 * (bound + cdiv(bound, config["BLOCK_SIZE_M"]))
+        """The intermediates, and the align step's int32 arrays at vLLM's bound
+        (``tuner.requirements``, the one rule)."""
+        return sum(numel * ELEMENT_BYTES[kind]
+                   for _, numel, kind in workspace_buffers(self.name, self._options(dtype), config, shape, 0))
 
     def _steps(self, config: ConfigParams, shape: Shape, counts: tuple[int, ...], dtype: str) -> list[Step]:
         M, N, K = shape["M"], shape["N"], shape["K"]
@@ -445,7 +443,7 @@ class FusedMoeFamily:
         sorted_ids, expert_ids, counts = moe_align_block_size(inputs["topk_ids"], config["BLOCK_SIZE_M"],
                                                               self.experts)
         counts = self.counts(shape, counts)
-        tensors = {**allocate(self._buffers(shape, dtype), a.device),
+        tensors = {**allocate(self._buffers(config, shape, dtype), a.device),
                    **{k: v.contiguous() for k, v in inputs.items() if k != "topk_ids"},
                    "sorted_token_ids": sorted_ids, "expert_ids": expert_ids}
         tensors["topk_weights"] = tensors["topk_weights"].float().contiguous()

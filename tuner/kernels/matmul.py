@@ -62,6 +62,7 @@ from ._common import (
     torch_dtype,
     workspace_bytes,
 )
+from ..requirements import matmul_items, workspace_buffers
 from .family import ConfigParams, LaunchPlan, Shape, sized_sms
 
 Epilogue = Literal["none", "bias", "silu", "gelu", "gated_silu"]
@@ -270,13 +271,12 @@ class MatmulFamily:
         return LaunchPlan(tuple(s.launch for s in steps), float(workspace))
 
     def _buffers(self, config: ConfigParams, shape: Shape, dtype: str) -> dict[str, Buffer]:
-        M, N = shape["M"], shape["N"]
-        nw = 2 * N if self._gated else N
-        buffers = {"out": Buffer(M * N, dtype, workspace=False)}
-        if config["SPLIT_K"] > 1:
-            buffers["partials"] = Buffer(config["SPLIT_K"] * M * nw, "fp32")
-        if not config["FUSE_EPILOGUE"]:
-            buffers["mid"] = Buffer(M * nw, dtype)
+        """The output and the workspace ``tuner.requirements`` says the config needs (the
+        one rule: what the runtime reserves is what runs)."""
+        buffers = {"out": Buffer(shape["M"] * shape["N"], dtype, workspace=False)}
+        for name, numel, kind in workspace_buffers(self.name, {"epilogue": self.epilogue, "dtype": dtype},
+                                                   config, shape, 0):
+            buffers[name] = Buffer(numel, kind)
         return buffers
 
     def _steps(self, config: ConfigParams, shape: Shape, persistent_ctas: int, dtype: str) -> list[Step]:
@@ -286,7 +286,7 @@ class MatmulFamily:
         nw = 2 * N if self._gated else N
         bias_bytes = e * N if epi == "bias" else 0
         epi_flops = EPILOGUE_FLOPS[epi] * M * N
-        items = cdiv(M, config["BLOCK_M"]) * cdiv(N, config["BLOCK_N"]) * split
+        items = matmul_items(config, shape)
         persistent = bool(config["PERSISTENT"])
         grid = min(persistent_ctas, items) if persistent else items
         bias = "bias" if epi == "bias" else "a"

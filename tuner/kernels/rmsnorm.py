@@ -41,6 +41,7 @@ from ._common import (
     shape_problem,
     torch_dtype,
 )
+from ..requirements import workspace_buffers
 from .family import ConfigParams, LaunchPlan, Shape
 
 SPACE: dict[str, tuple[Any, ...]] = {
@@ -147,7 +148,9 @@ class RmsNormFamily:
         return None
 
     def plan(self, config: ConfigParams, shape: Shape, persistent_ctas: int) -> LaunchPlan:
-        return LaunchPlan(tuple(s.launch for s in self._steps(config, shape, self.dtype)), 0.0)
+        """The launches; no workspace (h is an output), as ``tuner.requirements`` says."""
+        workspace = sum(n for _, n, _ in workspace_buffers(self.name, {}, config, shape, persistent_ctas))
+        return LaunchPlan(tuple(s.launch for s in self._steps(config, shape, self.dtype)), float(workspace))
 
     def _buffers(self, shape: Shape, dtype: str) -> dict[str, Buffer]:
         buffers = {"y": Buffer(shape["M"] * shape["N"], dtype, workspace=False)}

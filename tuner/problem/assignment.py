@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import AssignmentError, StorageError, shown_value
+from ..errors import AssignmentError, StorageError, TunerError, shown_value
 from ..store.table import number, span_label
 from .model import Config, Problem
 
@@ -186,23 +186,32 @@ class Assignment:
                     shape=representative_shape(problem, op, bucket.index),
                     source=str(config.profile.source),
                     kernel_source_hash=getattr(config.profile, "source_hash", None), **provenance,
+                    **cell_requirements(problem, op, bucket.index, config),
                 ))
         return rows
 
 
-def runs(problem: Problem, op: str, configs: tuple[Config, ...]) -> list[str]:
-    """``label:name`` per run of consecutive buckets with the same config."""
+def spans(problem: Problem, op: str, configs: tuple[Config, ...],
+          baseline: tuple[Config, ...] | None = None) -> list[tuple[str, Config, Config, int]]:
+    """``(label, config, baseline config, buckets)`` per run of consecutive buckets with one
+    config and, given ``baseline`` (the operator's configs in another assignment), one
+    baseline config; the label is "" for an operator's only bucket."""
     buckets = problem.operator(op).bucketing.buckets
-    if len(configs) == 1:
-        return [configs[0].name]
-    out: list[str] = []
+    base = baseline or configs
+    out: list[tuple[str, Config, Config, int]] = []
     start = 0
     for i in range(1, len(configs) + 1):
-        if i == len(configs) or configs[i] != configs[start]:
-            span = span_label([bucket.as_dict() for bucket in buckets[start:i]])
-            out.append(f"{span}:{configs[start].name}")
+        if i == len(configs) or (configs[i], base[i]) != (configs[start], base[start]):
+            label = "" if len(configs) == 1 else span_label([bucket.as_dict() for bucket in buckets[start:i]])
+            out.append((label, configs[start], base[start], i - start))
             start = i
     return out
+
+
+def runs(problem: Problem, op: str, configs: tuple[Config, ...]) -> list[str]:
+    """``label:name`` per run of consecutive buckets with the same config."""
+    return [f"{label}:{config.name}" if label else config.name
+            for label, config, _, _ in spans(problem, op, configs)]
 
 
 def representative_shape(problem: Problem, op: str, bucket: int) -> dict[str, float | int]:
@@ -211,6 +220,41 @@ def representative_shape(problem: Problem, op: str, bucket: int) -> dict[str, fl
     operator = problem.operator(op)
     values = operator.bucket_variables(problem.service.largest_batch_variables(problem.size_fields), bucket)
     return {dim: number(values[dim]) for dim, _ in operator.shape}
+
+
+def cell_requirements(problem: Problem, op: str, bucket: int, config: Config) -> dict[str, Any]:
+    """The row fields of schema version 4 for one cell: the family and options
+    ``tuner.requirements`` needs, the SMs the config is told, the workspace the simulator
+    reserves for the cell (``tuner.sim.program.BoundOperator.reserved_workspace``: the
+    config's at the bucket's representative shape at the largest batch, when the service
+    reaches the bucket; else 0), and the compiled resources of its launches there."""
+    operator = problem.operator(op)
+    service = problem.service
+    partition = operator.partition or service.partition
+    chosen = operator.bucketing.buckets[bucket]
+    largest = service.largest_batch_variables(problem.size_fields)
+    values = operator.bucket_variables(largest, bucket)
+    profile = config.profile
+    try:
+        workspace = float(profile.workspace_bytes(values, partition)) if operator.bucketing.reachable(chosen) else 0.0
+    except TunerError:  # a config illegal where the service never launches it
+        workspace = 0.0
+    family = getattr(profile, "family", None)
+    if family is None or not hasattr(profile, "shape_of"):  # a declared profile: only its workspace is known
+        return {"workspace_bytes": workspace}
+    device = getattr(profile, "device", None) or service.device
+    sms = partition.sms(device) if partition.share < 1.0 and partition.sized_to_partition else device.sms
+    resources: dict[str, Any] | None = None
+    compiled = getattr(profile, "launch_resources", None)  # none for a collective: NCCL's, not compiled here
+    if compiled is not None:
+        try:
+            resources = compiled(values, partition)
+        except TunerError:  # illegal or uncompilable at this shape: resources unknown
+            resources = None
+    from ..profile.measured import family_options
+
+    return {"family": family.name, "family_options": {k: _jsonable(v) for k, v in family_options(family).items()},
+            "sms": int(sms), "workspace_bytes": workspace, "resources": resources}
 
 
 def _jsonable(value: object) -> object:

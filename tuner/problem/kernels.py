@@ -9,12 +9,14 @@ the kernels pulls in Triton, so this module does so only when a file asks for th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..errors import TunerError
 from . import schema as s
 from .explain import Invalid
 from .model import Config, Family, Operator, same_value
+from .user_kernels import user_family
 
 
 def device_preset(name: str) -> Any:
@@ -45,11 +47,15 @@ def config_name(params: Mapping[str, Any]) -> str:
 
 
 def kernel_families(
-    spec: s.ProblemSpec, operators: tuple[Operator, ...], preset: Any, resources: object | None
+    spec: s.ProblemSpec, operators: tuple[Operator, ...], preset: Any, resources: object | None,
+    base: Path, constants: Mapping[str, float],
 ) -> dict[str, Family]:
-    """Families declared as ``kernel: NAME`` with modeled profiles for their configs: a
+    """Families declared as ``kernel: NAME`` (built in) or ``kernel: module:function`` (a
+    user's, resolved from ``base`` first) with modeled profiles for their configs: a
     model's price where the family is not a Triton kernel (``priced_profile``: the `comm`
-    family's collectives), else a Triton :class:`ModeledProfile`."""
+    family's collectives), else a Triton :class:`ModeledProfile`. A built-in family's
+    configs are its narrowed space's product; a user kernel's are its own list (those
+    inside ``space`` when the file narrows it)."""
     from ..kernels import FAMILIES, get_family
     from ..kernels.family import all_configs
     from ..profile.collective import priced_profile
@@ -64,13 +70,24 @@ def kernel_families(
         if fam.kernel is None:
             continue
         key = f"families.{fname}"
-        if fam.kernel not in FAMILIES:
-            raise Invalid(f"{key}.kernel", f"unknown kernel family {s.show(fam.kernel)} (built-in: {', '.join(sorted(FAMILIES))})")
-        try:
-            family = get_family(fam.kernel, **fam.options)
-        except TunerError as exc:
-            raise Invalid(f"{key}.options", str(exc)) from None
-        space = _narrowed(family.space, fam.space, f"{key}.space")
+        if fam.user is not None:
+            family: Any = user_family(fam, key, base, constants)
+            _narrowed(family.space, fam.space, f"{key}.space")  # its names and values are the kernel's
+            space = {name: tuple(fam.space.get(name, values)) for name, values in family.space.items()}
+            points = [params for params in family.configs
+                      if all(any(same_value(params.get(name), v) for v in space[name]) for name in fam.space)]
+            if not points:
+                raise Invalid(f"{key}.space", "no config of the kernel's list is inside this space")
+        else:
+            if fam.kernel not in FAMILIES:
+                raise Invalid(f"{key}.kernel", f"unknown kernel family {s.show(fam.kernel)} "
+                                               f"(built-in: {', '.join(sorted(FAMILIES))}; a kernel of yours: module:function)")
+            try:
+                family = get_family(fam.kernel, **fam.options)
+            except TunerError as exc:
+                raise Invalid(f"{key}.options", str(exc)) from None
+            space = _narrowed(family.space, fam.space, f"{key}.space")
+            points = list(all_configs(space))
         for i, op in enumerate(operators):
             if op.family == fname:
                 missing = [k for k in family.shape_keys if k not in dict(op.shape)]
@@ -85,7 +102,7 @@ def kernel_families(
                 Config(fname, config_name(params), tuple(params.items()),
                        priced_profile(family, params, preset)
                        or ModeledProfile(family, tuple(params.items()), preset, source, measured=measured))
-                for params in all_configs(space)
+                for params in points
             )
         except TunerError as exc:
             raise Invalid(f"{key}.options", str(exc)) from None
@@ -111,12 +128,15 @@ def _check_routed(spec: s.ProblemSpec, fname: str, family: Any, operators: Seque
 
 
 def check_shapes(spec: s.ProblemSpec, operators: Sequence[Operator], families: Mapping[str, Family],
-                 where: str, variables: Mapping[str, float]) -> None:
-    """Some config of each built-in family must run its operators' shapes at ``variables``
-    (the largest batch, tokens and context the service declares), or the file would
-    validate and every simulation of it fail at its first large batch. The test is the
-    family's own rule (``illegal``: its int32 indexing limit, its split and head
-    constraints), asked of each config in turn until one can run the shape.
+                 points: Sequence[tuple[str, Mapping[str, float]]]) -> None:
+    """Some config of each built-in family must run its operators' shapes at every batch
+    the service can run (``points``: the largest batch, tokens and context the memory
+    budget admits, :func:`~tuner.problem.probe.reachable_points`), or the file would
+    validate and every simulation of it fail at its first large batch. A shape only a
+    batch beyond the budget would make (256 sequences of 8,192 tokens each) is not
+    asked for. The test is the family's own rule (``illegal``: its int32 indexing limit,
+    its split and head constraints), asked of each config in turn until one can run the
+    shape.
 
     Raises:
         Invalid: keyed by the operator's shape, with the default config's reason.
@@ -125,12 +145,32 @@ def check_shapes(spec: s.ProblemSpec, operators: Sequence[Operator], families: M
         if spec.families[op.family].kernel is None:
             continue
         profiles = [config.profile for config in families[op.family].configs]
-        shape = profiles[0].shape_of(op.variables(variables))
-        reasons = (profile.family.illegal(profile.config, shape) for profile in profiles)
-        first = next(reasons)
-        if first is not None and all(reason is not None for reason in reasons):
-            dims = ", ".join(f"{dim}={size if size < 10**15 else format(size, '.3g')}" for dim, size in shape.items())
-            raise Invalid(f"service.operators[{i}].shape", f"operator {s.show(op.name)} {where} ({dims}): {first}")
+        seen = set()
+        for where, variables in points:
+            shape = profiles[0].shape_of(op.variables(variables))
+            if tuple(shape.items()) in seen:
+                continue
+            seen.add(tuple(shape.items()))
+            if spec.families[op.family].user is not None:
+                _check_user_launches(profiles, shape, f"families.{op.family}.user", op.name)
+            reasons = (profile.family.illegal(profile.config, shape) for profile in profiles)
+            first = next(reasons)
+            if first is not None and all(reason is not None for reason in reasons):
+                dims = ", ".join(f"{dim}={size if size < 10**15 else format(size, '.3g')}" for dim, size in shape.items())
+                raise Invalid(f"service.operators[{i}].shape", f"operator {s.show(op.name)} {where} ({dims}): {first}")
+
+
+def _check_user_launches(profiles: Sequence[Any], shape: Mapping[str, int], key: str, op: str) -> None:
+    """Each config of a user kernel plans at ``shape``: its argument builder runs, every
+    argument types and every constexpr has a value. User code fails here, at load, in
+    one line — not in the middle of a tuning run."""
+    from ..kernels import KernelError
+
+    for profile in profiles:
+        try:
+            profile.family.plan(profile.config, shape, profile.device.sms)
+        except KernelError as exc:
+            raise Invalid(key, f"operator {s.show(op)}: {exc}") from None
 
 
 def _narrowed(full: Mapping[str, tuple[Any, ...]], narrowed: Mapping[str, list[Any]], key: str) -> dict[str, tuple[Any, ...]]:

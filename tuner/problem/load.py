@@ -27,8 +27,9 @@ from . import schema as s
 from .document import read_document
 from .explain import Invalid, checked, explain
 from .model import (
-    CONTINUOUS_VARIABLES, WHOLE_DEVICE, Config, Device, Family, KernelProfile, Memory, Neighbor, Operator,
-    Partition, PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables, same_value, service_variables,
+    CONTINUOUS_VARIABLES, EAGER_HOST_LAUNCH_S, WHOLE_DEVICE, Config, Device, Family, KernelProfile, Memory,
+    Neighbor, Operator, Partition, PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables, same_value,
+    service_variables,
 )
 
 
@@ -91,16 +92,18 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     if any(fam.kernel is not None for fam in spec.families.values()):
         preset = kernels.device_preset(device_override or spec.device.name)
         device = Device(preset.name, preset.sms, spec.device.saturating_share or preset.saturating_share)
-        families.update(kernels.kernel_families(spec, operators, preset, resources))
+        families.update(kernels.kernel_families(spec, operators, preset, resources, base, constants))
     service = _service(spec, operators, size_fields, constants, device, partitions)
     built = {name: regimes.regime(name, r, base, service) for name, r in spec.regimes.items()}
     points = probe.probe_points(service, size_fields)
     probe.check_operators(operators, families, points)
+    budget = max([service.memory.budget, *(r.memory_budget for r in built.values() if r.memory_budget is not None)])
+    reachable = probe.reachable_points(service, size_fields, budget)
     if any(fam.kernel is not None for fam in spec.families.values()):
-        kernels.check_shapes(spec, operators, families, *points[0])
+        kernels.check_shapes(spec, operators, families, reachable)
     probe.check_neighbors(service.neighbors)
     probe.check_per_request(service.memory.per_request, size_fields, service.max_context)
-    operators, warnings = bucket_rules.bucketed(spec, operators, families, points, batch_vars)
+    operators, warnings = bucket_rules.bucketed(spec, operators, families, reachable, batch_vars)
     service = dataclasses.replace(service, operators=operators)
     return Problem(
         name=spec.name, path=str(path), file_hash=file_hash, description=spec.description.strip(),
@@ -357,6 +360,7 @@ def _service(
                 f"{sv.max_batch} sequences cannot each decode a token within max_tokens={sv.max_tokens}; "
                 "make max_batch <= max_tokens",
             )
+    host_launch, graph_replay = _launch_costs(sv)
     if sv.overlap == "two_batch":
         if sv.batching != "continuous":
             raise Invalid("service.overlap", "two_batch splits a continuous-batching iteration's sequences; "
@@ -396,4 +400,19 @@ def _service(
         launch_overhead_s=sv.launch_overhead, neighbors=neighbors, jitter=jitter, device=device,
         partition=_placed(sv.partition, "service.partition", partitions) or WHOLE_DEVICE,
         overlap=sv.overlap, router=_router(sv),
+        launch=sv.launch, host_launch_s=host_launch, graph_replay_s=graph_replay,
     )
+
+
+def _launch_costs(sv: s.ServiceSpec) -> tuple[float, float]:
+    """``(host_launch_s, graph_replay_s)`` of ``service.launch``: each key belongs to one
+    mode, so a file that sets the other mode's is told in one line rather than ignored."""
+    if sv.launch == "eager":
+        if sv.graph_replay is not None:
+            raise Invalid("service.graph_replay", "only applies to launch: graphs (an eager engine replays no "
+                                                  "graph; its cost per launch is host_launch)")
+        return (EAGER_HOST_LAUNCH_S if sv.host_launch is None else sv.host_launch), 0.0
+    if sv.host_launch is not None:
+        raise Invalid("service.host_launch", "only applies to launch: eager (under graphs the host replays one "
+                                             "graph per iteration: set graph_replay)")
+    return 0.0, (0.0 if sv.graph_replay is None else sv.graph_replay)

@@ -302,6 +302,18 @@ class Memory:
     per_request: Expr
 
 
+#: Host seconds per eager launch when ``service.launch: eager`` gives no ``host_launch``:
+#: 21 µs, the upper end of the host cost per call of the *fastest* backends at decode
+#: sizes in FlashInfer's autotuner RFC (flashinfer-ai/flashinfer#3920: "17–21 µs host vs
+#: ~8 µs kernel", SM100, bmm_fp8). Triton's own Python launcher alone measured 8.68 µs per
+#: call on GB200 (vllm-project/vllm#34838) and 49 µs after a 2.2× speed-up
+#: (triton-lang/triton#3638); a small PyTorch eager op 2–7 µs of host time
+#: (pytorch/pytorch#41383), and 10–16 µs for ``torch.add`` of one-element CPU tensors
+#: measured on this project's 2-core Xeon @ 2.80 GHz (torch 2.13 CPU build: the host-only
+#: part, no CUDA launch).
+EAGER_HOST_LAUNCH_S = 21e-6
+
+
 @dataclass(frozen=True)
 class Service:
     """What runs per batch and under which resource rules (DESIGN §3 'service')."""
@@ -328,6 +340,15 @@ class Service:
     overlap: str = "independent"
     #: the MoE router (experts, top_k) whose routing each regime declares, if any
     router: tuple[int, int] | None = None
+    #: how the engine launches a batch's kernels (``service.launch``): ``graphs`` (one
+    #: CUDA-graph replay per iteration: ``graph_replay_s`` before its first kernels, then
+    #: ``launch_overhead_s`` per node on the GPU, today's model when ``graph_replay_s`` is
+    #: 0) or ``eager`` (one host thread per executor issues every launch in order,
+    #: ``host_launch_s`` each; a kernel starts once the host has issued it and its stream
+    #: is free, then ``launch_overhead_s`` on the GPU as before)
+    launch: str = "graphs"
+    host_launch_s: float = 0.0
+    graph_replay_s: float = 0.0
 
     def lanes(self) -> tuple[Partition, ...]:
         """The partitions one batch runs on, the service's first: an operator placed on

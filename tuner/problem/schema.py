@@ -177,17 +177,69 @@ class ConfigSpec(Strict):
     profile: ProfileSpec
 
 
+class GemmCostSpec(Strict):
+    """A user kernel timed as a tiled GEMM: its M, N, K as expressions of the shape, and
+    the kernel parameter that is each model tile parameter (``BLOCK_M: BLOCK_SIZE_M``)."""
+
+    M: ExprText
+    N: ExprText
+    K: ExprText
+    tile: dict[str, str]
+
+
+class StreamCostSpec(Strict):
+    """A user kernel bound by the bytes it moves (expressions of the shape)."""
+
+    bytes: ExprText
+    flops: ExprText | None = None
+
+
+class CostSpec(Strict):
+    """How the analytic model times a user kernel: one cost class."""
+
+    gemm: GemmCostSpec | None = None
+    memory_bound: StreamCostSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_class(self) -> CostSpec:
+        if (self.gemm is None) == (self.memory_bound is None):
+            raise ValueError("name one cost class: 'gemm' or 'memory_bound'")
+        return self
+
+
+class UserKernelSpec(Strict):
+    """What tuner needs of a user's kernel besides the kernel (``kernel: module:function``):
+    its configs (``module:NAME`` of a ``triton.Config`` list, or inline parameter maps with
+    ``num_warps``/``num_stages``), its autotune key's dimensions, the argument builder
+    (``module:function``, shape and device → args, kwargs, grid), its cost class, its
+    workspace in bytes (an expression of the shape) and the argument it writes."""
+
+    configs: str | list[dict[str, Scalar]] = Field(min_length=1)
+    key: list[str] = Field(min_length=1)
+    arguments: str
+    cost: CostSpec
+    workspace: ExprText = 0
+    output: str | None = None
+
+
 class FamilySpec(Strict):
-    """Either declared configs (``space`` and ``configs`` with profiles), or a built-in
-    Triton family (``kernel``, its ``options``, and ``space`` narrowing its parameters)."""
+    """Declared configs (``space`` and ``configs`` with profiles), a built-in Triton family
+    (``kernel``, its ``options``, and ``space`` narrowing its parameters), or a user's
+    Triton kernel (``kernel: module:function`` with ``user``)."""
 
     kernel: str | None = None
     options: dict[str, Scalar] = {}
     space: dict[str, list[Scalar]] = {}
     configs: list[ConfigSpec] | None = None
+    user: UserKernelSpec | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> FamilySpec:
+        if (self.user is not None) != (self.kernel is not None and ":" in self.kernel):
+            raise ValueError("a user's kernel is named as 'module:function' together with 'user' "
+                             "(its configs, key, arguments and cost); a built-in one by name alone")
+        if self.user is not None and self.options:
+            raise ValueError("'options' belong to a built-in 'kernel' family; a user kernel's go in its configs")
         if self.kernel is None:
             if not self.configs:
                 raise ValueError("declare 'configs' (with 'space'), or name a built-in 'kernel' family")
@@ -259,6 +311,9 @@ class ServiceSpec(Strict):
     executors: int = Field(1, ge=1)
     priority: int = 0
     launch_overhead: Seconds = 0.0
+    launch: Literal["graphs", "eager"] = "graphs"
+    host_launch: Seconds | None = None
+    graph_replay: Seconds | None = None
     neighbors: list[NeighborSpec] = []
     jitter: JitterSpec = JitterSpec()
     baseline_batch: dict[str, float] | None = None

@@ -242,13 +242,14 @@ class GemmGeometry:
 def gemm_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None = None) -> GemmGeometry | None:
     """The GEMM tile arithmetic of ``launch``, or None when it is not a tiled GEMM.
 
-    A launch is a GEMM when its constexprs hold ``BLOCK_M``, ``BLOCK_N`` and ``BLOCK_K``;
-    the problem sizes come from its constexprs (``M``, ``N``, ``K``) or else ``shape``.
+    A launch is a GEMM when its constexprs (as the model reads them: ``modeled_constexprs``)
+    hold ``BLOCK_M``, ``BLOCK_N`` and ``BLOCK_K``; the problem sizes come from them
+    (``M``, ``N``, ``K``) or else ``shape``.
 
     Raises:
         ValueError: a tiled GEMM whose M, N, K are in neither (pass the family's shape).
     """
-    c = dict(launch.constexprs)
+    c = launch.modeled_constexprs
     if getattr(launch, "expert_blocks", None) is not None:
         return _grouped_geometry(launch, c)
     if not all(key in c for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K")):
@@ -549,7 +550,7 @@ def _dot_tile(launch: KernelLaunch) -> tuple[int, int] | None:
     """The tensor-core tile of a non-GEMM launch, if it names one: ``BLOCK_H`` (or
     ``BLOCK_M``) × ``BLOCK_N`` rows and columns (attention's QK^T over a context tile).
     Other launches (elementwise, reductions, normalisation) run on the CUDA cores."""
-    c = dict(launch.constexprs)
+    c = launch.modeled_constexprs
     rows = c.get("BLOCK_H", c.get("BLOCK_M"))
     cols = c.get("BLOCK_N")
     if isinstance(rows, int) and isinstance(cols, int) and rows >= 16:

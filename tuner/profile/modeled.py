@@ -252,6 +252,24 @@ class ModeledProfile:
         """The workspace of its plan on ``partition`` (split counts sized as it is told)."""
         return self._on(self.shape_of(variables), partition, self.extras_of(variables))[0].plan.workspace_bytes
 
+    def launch_resources(self, variables: Mapping[str, float], partition: Partition = WHOLE_DEVICE
+                         ) -> dict[str, dict[str, int]]:
+        """Per launch of its plan for a batch on ``partition``: shared memory and registers
+        per CTA and CTAs per SM, from the compiled kernels (what a table row carries for
+        ``tuner.requirements``: a persistent grid's size needs the occupancy).
+
+        Raises:
+            IllegalConfigError: the config cannot run this shape, or a launch does not compile.
+        """
+        timing, _ = self._on(self.shape_of(variables), partition, self.extras_of(variables))
+        out = {}
+        for launch in timing.plan.launches:
+            compiled = self._compiled(launch)
+            out[launch.name] = {"shared_bytes": int(compiled.smem_bytes),
+                                "registers": int(compiled.regs_per_thread) * 32 * int(compiled.num_warps),
+                                "ctas_per_sm": int(compiled.ctas_per_sm)}
+        return out
+
     def _on(self, shape: Mapping[str, int], partition: Partition,
             extras: tuple[tuple[str, Any], ...] = ()) -> tuple[ShapeTiming, float]:
         """Its plan and timings on ``partition``, and the device's share that partition is."""

@@ -1,12 +1,14 @@
 """The serving side of tuner: load the config table, watch the load, hand out configs.
 
-Light to import (the standard library and tuner's error, table-codec and schema-version
-modules): no Optuna, SQLAlchemy, NumPy, torch or Triton. See ``docs/runtime.md``.
+Light to import (the standard library and tuner's error, table-codec, schema-version and
+requirements modules): no Optuna, SQLAlchemy, NumPy, torch or Triton. See ``docs/runtime.md``.
 
     dispatcher = tuner.runtime.load_table("table.json", fallback={"BLOCK_M": 64, ...})
     dispatcher.observe_arrival()          # per request
     dispatcher.tick()                     # at a safe point: the regime may change here
     dispatcher.config("qkv", {"M": 384})  # per launch: the current regime's params for M's bucket
+    dispatcher.requirements("qkv", {"M": 384})  # what that config needs: workspace, launches, SMs
+    dispatcher.reservation({"qkv": {"M": 8192}})  # workspace to reserve for the whole table
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from .classify import RateClassifier
 from .dispatcher import Dispatcher, load_table
 from .monitor import LoadMonitor, LoadSnapshot
 from .table import OpConfigs, Table, read_table
+from ..requirements import LaunchNeeds, Requirements
 
 __all__ = [
-    "Autotuned", "Dispatcher", "LoadMonitor", "LoadSnapshot", "OpConfigs", "RateClassifier", "Table", "autotune",
-    "load_table", "read_table",
+    "Autotuned", "Dispatcher", "LaunchNeeds", "LoadMonitor", "LoadSnapshot", "OpConfigs", "RateClassifier",
+    "Requirements", "Table", "autotune", "load_table", "read_table",
 ]

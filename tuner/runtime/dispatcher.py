@@ -21,13 +21,14 @@ import logging
 import threading
 from bisect import bisect_left
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import TunerError
-from ..store.table import short_repr
+from ..requirements import Requirements, RequirementsError, requirements
+from ..store.table import TableRow, short_repr
 from .arguments import check_dispatcher, check_load, split_fallback
 from .classify import RateClassifier
 from .monitor import LoadMonitor, LoadSnapshot
@@ -46,6 +47,9 @@ class _State:
     table: Table | None
     regime: str | None
     reason: str | None  # why the fallback is served (None when the table is)
+    # requirements() memo of this table and regime, (op, shape items) -> answer: a new
+    # state gets a new one, so a lookup never meets another regime's answer
+    needs: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 class Dispatcher:
@@ -170,6 +174,104 @@ class Dispatcher:
             return None
         entry = state.table.configs[state.regime].get(op)
         return None if entry is None else entry.name(shape)
+
+    # --- what a config needs (workspace, launches, SMs) ---------------------------------
+
+    def requirements(self, op: str, shape: Mapping[str, Any] | None = None) -> Requirements | None:
+        """What the current regime's config for ``op`` needs at ``shape``
+        (:class:`tuner.requirements.Requirements`: workspace by buffer, launches and
+        their grids, persistent or not, the SMs it is sized to, shared memory and
+        registers per CTA where the table knows them, its bucket's range).
+
+        ``shape`` picks the bucket as :meth:`config` does and gives the launch's
+        dimensions; a dimension it lacks is taken from the row's shape (the bucket's
+        representative, i.e. largest, shape at the tuned service's largest batch), so
+        ``requirements(op)`` is the last bucket at its largest shape. Memoised per
+        (regime, op, shape). Never raises: on the fallback (no table, or a broken one), for
+        an operator the table lacks, a declared profile (no kernel family) or a shape the
+        family cannot take it returns None, with one warning per cause. Thread-safe as
+        :meth:`config` is: it reads one state snapshot, which holds its own memo.
+        """
+        state = self._state
+        memo = state.needs
+        try:
+            key = (op, tuple(shape.items())) if shape is not None else op
+            found = memo.get(key, memo)
+        except Exception:  # noqa: BLE001 - a shape that is not a mapping, an unhashable value
+            key, found = None, memo
+        if found is not memo:
+            return found  # type: ignore[no-any-return]
+        needs = self._requirements(state, op, shape)
+        if key is not None:
+            if len(memo) >= 4096:
+                memo.clear()
+            memo[key] = needs
+        return needs
+
+    def reservation(self, shapes: Mapping[str, Mapping[str, Any]] | None = None, *,
+                    regimes: Sequence[str] | None = None, executors: int = 1) -> int | None:
+        """The workspace (bytes) an engine must reserve before sizing its KV cache to
+        serve the whole table: over every regime it may switch to, the most any one
+        operator's config needs in any bucket the engine reaches (one operator runs at a
+        time per executor), times ``executors``.
+
+        ``shapes`` gives per operator its largest launch shape (``{"qkv": {"M": 8192}}``):
+        a bucket above it is not reached, a reached one is judged at its upper edge or
+        the largest shape, whichever is smaller (the last bucket also at a larger shape:
+        it serves those). An operator it does not name is judged at the tuned service's
+        largest batch, as the simulator reserves it (the rows' ``workspace_bytes``), so
+        ``reservation()`` is exactly the simulator's reserved workspace for the table's
+        assignments. ``regimes`` limits it to those regimes (default: every regime of the
+        table, since the classifier may switch to any). Never raises: None with one
+        warning when no table is served or a row cannot be judged.
+        """
+        state = self._state
+        if state.table is None:
+            self._warn_once("reservation:fallback", "tuner.runtime: reservation() has no table to judge (serving "
+                            f"the fallback: {state.reason}); returning None")
+            return None
+        try:
+            peak = 0.0
+            wanted = None if regimes is None else set(regimes)
+            for (op, regime), rows in _by_op(state.table).items():
+                if wanted is not None and regime not in wanted:
+                    continue
+                largest = shapes.get(op) if shapes is not None else None
+                last = {dim: max(r.bucket_bounds[dim][1] for r in rows) for dim in rows[0].bucket_bounds or ()}
+                for row in rows:
+                    peak = max(peak, _row_workspace(row, largest, last))
+            return int(round(peak)) * int(executors)
+        except Exception as exc:  # noqa: BLE001 - a broken row or shape must not take the service down
+            self._warn_once("reservation", f"tuner.runtime: reservation() cannot judge the table "
+                            f"{state.table.source}: {_brief_error(exc)}; returning None")
+            return None
+
+    def _requirements(self, state: _State, op: str, shape: Mapping[str, Any] | None) -> Requirements | None:
+        """:meth:`requirements` without the memo."""
+        table, regime = state.table, state.regime
+        if table is None or regime is None:
+            self._warn_once("requirements:fallback", "tuner.runtime: requirements() has no table to judge (serving "
+                            f"the fallback: {state.reason}); returning None")
+            return None
+        entry = table.configs[regime].get(op)
+        if entry is None:
+            self._warn_once(f"requirements:{op}", f"tuner.runtime: operator {op!r} is not in the table "
+                            f"{table.source}; its requirements are unknown (None)")
+            return None
+        row = _by_op(table)[(op, regime)][entry.index(shape)]
+        if row.family is None or row.sms is None:
+            self._warn_once(f"requirements:{op}:declared", f"tuner.runtime: operator {op!r} of {table.source} "
+                            "has a declared profile, not a kernel family: its requirements are unknown (None); "
+                            "reservation() still counts its workspace")
+            return None
+        try:
+            return requirements(row.family, row.params, _full_shape(row, shape), sms=row.sms,
+                                options=row.family_options, resources=row.resources,
+                                shape_range=row.bucket_bounds)
+        except RequirementsError as exc:
+            self._warn_once(f"requirements:{op}:error", f"tuner.runtime: requirements of {op!r} in {table.source}: "
+                            f"{exc}; returning None")
+            return None
 
     @property
     def regime(self) -> str | None:
@@ -355,6 +457,57 @@ def load_table(
                             **options)  # checks the options before the table is read
     dispatcher._load(source)
     return dispatcher
+
+
+def _by_op(table: Table) -> dict[tuple[str, str], tuple[TableRow, ...]]:
+    """``(op, regime) -> rows by bucket`` of a table, built once per table (a table is
+    frozen; rows are in bucket order, as :func:`~tuner.runtime.table.read_table` checked)."""
+    found = table.__dict__.get("_by_op")
+    if found is None:
+        grouped: dict[tuple[str, str], list[TableRow]] = {}
+        for row in table.rows:
+            grouped.setdefault((row.op, row.regime), []).append(row)
+        found = {key: tuple(rows) for key, rows in grouped.items()}
+        table.__dict__["_by_op"] = found  # (a frozen dataclass: set as its own cached value)
+    return found
+
+
+def _full_shape(row: TableRow, shape: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The row's shape with the numeric values ``shape`` gives put over it."""
+    full = dict(row.shape or {})
+    if shape is not None:
+        try:
+            full.update({k: v for k, v in shape.items()
+                         if k in full and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0})
+        except Exception:  # noqa: BLE001 - not a mapping: the row's shape
+            pass
+    return full
+
+
+def _row_workspace(row: TableRow, largest: Mapping[str, Any] | None, last: Mapping[str, Any]) -> float:
+    """The workspace one row's config needs in its bucket: the stored figure (the
+    simulator's, at the tuned largest batch) when ``largest`` is None, else at
+    ``largest`` clipped to the bucket's upper edges (0 when the bucket is above it);
+    ``last``: each key dimension's last edge, whose buckets also serve larger values."""
+    if largest is None or row.family is None or row.sms is None:
+        if row.workspace_bytes is None:
+            raise ValueError(f"row {row.regime}/{row.op} bucket {row.bucket} has no workspace_bytes")
+        return float(row.workspace_bytes)
+    shape = _full_shape(row, largest)
+    for dim, (low, high) in (row.bucket_bounds or {}).items():
+        value = shape.get(dim)
+        if value is None:
+            continue
+        if low is not None and value <= low:
+            return 0.0  # the engine never reaches this bucket
+        if high != last[dim]:  # (the last edge's buckets also serve larger values)
+            shape[dim] = min(value, high)
+    return float(requirements(row.family, row.params, shape, sms=row.sms, options=row.family_options,
+                              resources=row.resources).workspace_bytes)
+
+
+def _brief_error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {short_repr(str(exc))}"
 
 
 def _why(exc: Exception, where: str | Path) -> str:

@@ -199,6 +199,26 @@ def _problem(row: TableRow) -> str | None:
     rate = values["regime_rate_rps"]
     if rate is not None and (type(rate) not in (int, float) or not 0 < rate < math.inf):
         return f"field 'regime_rate_rps' must be a finite number > 0 or null, found {describe(rate)}"
+    return _needs_problem(values)
+
+
+def _needs_problem(values: Mapping[str, Any]) -> str | None:
+    """What is wrong with the fields ``Dispatcher.requirements`` and ``reservation``
+    read (schema version 4), or None: refused at load like the others, so those two
+    never meet a malformed value."""
+    family = values["family"]
+    if family is not None and (type(family) is not str or not family):
+        return f"field 'family' must be a non-empty string or null, found {describe(family)}"
+    for name in ("family_options", "resources"):
+        value = values[name]
+        if value is not None and type(value) is not dict:
+            return f"field {name!r} must be an object or null, found {describe(value)}"
+    sms = values["sms"]
+    if sms is not None and (type(sms) is not int or sms < 1):
+        return f"field 'sms' must be an integer >= 1 or null, found {describe(sms)}"
+    workspace = values["workspace_bytes"]
+    if workspace is not None and (type(workspace) not in (int, float) or not 0 <= workspace < math.inf):
+        return f"field 'workspace_bytes' must be a finite number >= 0 or null, found {describe(workspace)}"
     return None
 
 

@@ -26,6 +26,14 @@ The search path is a function of the pass/fail answers only, so if one setting a
 at least as much as another at every rate of a seed (a looser SLO bound, say), its
 capacity is at least as high: at the first probe where their answers differ, one bracket
 moves above that rate and the other below.
+
+The search never rises above the rate at which a window holds :data:`MAX_PROBE_ARRIVALS`
+arrivals (rate × horizon): a service that still meets its SLO there (one GEMM, say) has
+a capacity the search can only bound from below, and it says so (``SeedCapacity.limit``)
+instead of simulating ever longer windows: a one-GEMM service on an H100 doubled its rate
+to 4e5 req/s (4e6 arrivals per 10 s window) for ~21 minutes, then hit the loader's
+:data:`~tuner.problem.bounds.MAX_ARRIVALS`. Below that rate the probes, and so every
+capacity of the bundled problems, are what they were without the ceiling.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..problem.assignment import Assignment
+from ..problem.bounds import MAX_ARRIVALS
 from ..problem.model import Problem
 from ..sim import SimResult, simulate
 
@@ -42,6 +51,14 @@ from ..sim import SimResult, simulate
 REL_TOL = 0.02
 #: Doublings or halvings before the search gives up bracketing (2**24 ≈ 1.7e7 times the start).
 MAX_EXPAND = 24
+#: Arrivals one probe's window may hold (rate × horizon): the search rises no higher.
+#: 1.5× the largest window any bundled problem's search probes (seed_example heavy: the
+#: probe bracketing its 792 req/s capacity, 1440 req/s × 60 s = 86k arrivals; a test
+#: checks every row of ``results.db.example``). A passing probe costs 20-90 µs per arrival
+#: on the shared 2-core machine (one GEMM, pure-Python core), so rising to the ceiling
+#: (about 4e5 arrivals in all) costs seconds to a minute per seed, not the ~21 minutes
+#: windows of up to :data:`~tuner.problem.bounds.MAX_ARRIVALS` (5e6) took.
+MAX_PROBE_ARRIVALS = min(2**17, MAX_ARRIVALS)
 
 
 @dataclass(frozen=True)
@@ -49,7 +66,9 @@ class SeedCapacity:
     """One seed's capacity and what the search saw.
 
     ``capacity_rps`` is 0 when even ``start / 2**MAX_EXPAND`` misses the target, and
-    ``bounded`` is False when the target still held at ``start · 2**MAX_EXPAND``.
+    ``bounded`` is False when the target still held at the highest rate the search
+    tries (``start · 2**MAX_EXPAND``, or the ceiling it was given): ``capacity_rps`` is
+    then only a lower bound and ``limit`` says why the search stopped there.
     ``at_capacity`` is the run at the highest rate that attained the target (None when
     none did): its latency and the cells it used stand for the seed.
     """
@@ -58,13 +77,24 @@ class SeedCapacity:
     probes: int
     bounded: bool = True
     at_capacity: SimResult | None = None
+    limit: str | None = None
 
 
 def seed_capacity(run: Callable[[float], SimResult], target: float, start_rps: float,
-                  rel_tol: float = REL_TOL) -> SeedCapacity:
-    """Bracket then bisect the rate at which ``run(rate)``'s SLO attainment crosses ``target``."""
+                  rel_tol: float = REL_TOL, ceiling_rps: float = math.inf,
+                  ceiling_reason: str = "") -> SeedCapacity:
+    """Bracket then bisect the rate at which ``run(rate)``'s SLO attainment crosses ``target``,
+    never probing above ``ceiling_rps`` (the start is lowered to it; the last doubling
+    stops at it, so the bound found is the ceiling itself when the target holds there).
+
+    A window with no judged request (a short horizon at a low rate: nothing arrived after
+    the warm-up) says nothing against the target, so it counts as attained: the search
+    then rises to rates whose windows hold requests, instead of halving to 0.
+    """
     if not (math.isfinite(start_rps) and start_rps > 0):
         raise ValueError(f"the starting rate must be a finite number > 0 but got {start_rps!r}")
+    if not ceiling_rps > 0:
+        raise ValueError(f"the ceiling must be a rate > 0 but got {ceiling_rps!r}")
     probes = 0
     best: SimResult | None = None
 
@@ -72,19 +102,22 @@ def seed_capacity(run: Callable[[float], SimResult], target: float, start_rps: f
         nonlocal probes, best
         probes += 1
         result = run(rate)
-        if result.metrics.slo_attainment >= target:
+        metrics = result.metrics
+        if metrics.judged == 0 or metrics.slo_attainment >= target:
             best = result
             return True
         return False
 
     low = high = None
-    rate = start_rps
+    rate = min(start_rps, ceiling_rps)
     for _ in range(MAX_EXPAND + 1):
         if attains(rate):
             low = rate
             if high is not None:
                 break
-            rate *= 2.0
+            if rate >= ceiling_rps:
+                return SeedCapacity(low, probes, bounded=False, at_capacity=best, limit=ceiling_reason or None)
+            rate = min(rate * 2.0, ceiling_rps)
         else:
             high = rate
             if low is not None:
@@ -93,7 +126,9 @@ def seed_capacity(run: Callable[[float], SimResult], target: float, start_rps: f
     if low is None:
         return SeedCapacity(0.0, probes)
     if high is None:
-        return SeedCapacity(low, probes, bounded=False, at_capacity=best)
+        return SeedCapacity(low, probes, bounded=False, at_capacity=best,
+                            limit=f"the SLO still held at {low:.3g} req/s, {MAX_EXPAND} doublings above the "
+                                  "regime's rate, where the search starts")
     while high / low > 1.0 + rel_tol:
         middle = math.sqrt(low * high)
         if attains(middle):
@@ -117,9 +152,11 @@ def start_rate(problem: Problem, regime: str) -> float:
 def capacity_at(problem: Problem, assignment: Assignment, regime: str, seed: int,
                 horizon_s: float | None = None, target: float | None = None,
                 rel_tol: float = REL_TOL,
-                on_run: Callable[[frozenset[tuple[str, int]]], object] | None = None) -> SeedCapacity:
+                on_run: Callable[[frozenset[tuple[str, int]]], object] | None = None,
+                on_probe: Callable[[float, float], object] | None = None) -> SeedCapacity:
     """The capacity of ``assignment`` on ``regime``'s traffic shape for one seed
-    (``on_run`` is handed the cells each probe's launches used)."""
+    (``on_run`` is handed the cells each probe's launches used, ``on_probe`` each probe's
+    rate and SLO attainment: a progress line for a search that takes minutes)."""
     goal = problem.service.slo.attainment if target is None else target
 
     def run(rate: float) -> SimResult:
@@ -127,6 +164,19 @@ def capacity_at(problem: Problem, assignment: Assignment, regime: str, seed: int
                           stop_below=goal)
         if on_run is not None:
             on_run(result.visited)
+        if on_probe is not None:
+            on_probe(rate, result.metrics.slo_attainment)
         return result
 
-    return seed_capacity(run, goal, start_rate(problem, regime), rel_tol)
+    horizon = problem.regimes[regime].horizon_s if horizon_s is None else horizon_s
+    ceiling, reason = ceiling_rate(horizon)
+    return seed_capacity(run, goal, start_rate(problem, regime), rel_tol, ceiling, reason)
+
+
+def ceiling_rate(horizon_s: float) -> tuple[float, str]:
+    """The highest rate a capacity search probes with windows of ``horizon_s``, and why,
+    in the terms the user controls (the horizon: ``--horizon`` or the regime's)."""
+    ceiling = MAX_PROBE_ARRIVALS / horizon_s
+    return ceiling, (f"the SLO still held at {ceiling:.3g} req/s, where a {horizon_s:g} s window holds "
+                     f"{MAX_PROBE_ARRIVALS:,} arrivals, the most a capacity probe simulates; "
+                     f"a shorter horizon (--horizon) lets the search go higher")

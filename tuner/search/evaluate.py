@@ -91,7 +91,9 @@ class Evaluation:
     simulations of the cells some launch used (see ``SimResult.visited``). For goodput,
     ``rates`` are the realised arrival rates of the simulated seeds' judged windows and
     ``overloaded`` counts the seeds whose backlog grew through the window (their goodput
-    depends on the window's length).
+    depends on the window's length). For capacity, ``lower_bounds`` counts the seeds whose
+    search stopped at its ceiling with the SLO still met, so their value (and the mean)
+    is only a lower bound, and ``limit`` says why (:mod:`tuner.search.capacity`).
     """
 
     values: tuple[float, ...]
@@ -101,10 +103,17 @@ class Evaluation:
     metric: str = "goodput"
     rates: tuple[float, ...] = ()
     overloaded: int = 0
+    lower_bounds: int = 0
+    limit: str | None = None
 
     @property
     def feasible(self) -> bool:
         return self.constraints.feasible
+
+    @property
+    def lower_bound(self) -> bool:
+        """The mean is only a lower bound: some seed's capacity search reached its ceiling."""
+        return self.lower_bounds > 0
 
     @property
     def mean(self) -> float:
@@ -134,11 +143,13 @@ def evaluate(
     horizon_s: float | None,
     on_seed: Callable[[int, float, int], None] | None = None,
     metric: str = "goodput",
+    on_probe: Callable[[float, float], object] | None = None,
 ) -> Evaluation:
     """Constraints, then the metric for each seed.
 
     ``on_seed(step, value, simulations)`` runs after each seed (a trial reports and may
-    prune there, by raising).
+    prune there, by raising); ``on_probe(rate, attainment)`` after each capacity probe
+    simulated in this process (progress within a seed's search).
     """
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS} but got {metric!r}")
@@ -148,13 +159,14 @@ def evaluate(
     values: list[float] = []
     latencies: list[float] = []
     rates: list[float] = []
-    overloaded = 0
+    overloaded = lower_bounds = 0
+    limit: str | None = None
     visited: set[tuple[str, int]] = set()
     pool = parallel.current(problem)
     # in a pool every seed runs at once; read in seed order, the results are the serial ones
     # (which run one at a time, so a prune stops them)
-    results = (pool.run(assignment, regime, seeds, horizon_s, metric) if pool is not None
-               else (run_seed(problem, assignment, regime, seed, horizon_s, metric) for seed in seeds))
+    results = (pool.run(assignment, regime, seeds, horizon_s, metric, on_probe) if pool is not None
+               else (run_seed(problem, assignment, regime, seed, horizon_s, metric, on_probe) for seed in seeds))
     for step, done in enumerate(results):
         if done.illegal is not None:
             return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {done.illegal}"), metric=metric)
@@ -162,6 +174,8 @@ def evaluate(
         if metric == "goodput" and metrics is not None:
             rates.append(metrics.arrival_rate_rps)
             overloaded += metrics.overloaded
+        if done.limit is not None:
+            lower_bounds, limit = lower_bounds + 1, done.limit
         visited |= done.visited
         values.append(done.value)
         if metrics is not None and metrics.latency_p50_s is not None:
@@ -169,4 +183,4 @@ def evaluate(
         if on_seed is not None:
             on_seed(step, done.value, done.simulations)
     return Evaluation(tuple(values), constraints, statistics.fmean(latencies) if latencies else None,
-                      frozenset(visited), metric, tuple(rates), overloaded)
+                      frozenset(visited), metric, tuple(rates), overloaded, lower_bounds, limit)

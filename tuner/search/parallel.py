@@ -28,7 +28,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -44,18 +44,21 @@ from ..sim.metrics import Metrics
 class SeedResult:
     """What one seed of an evaluation produced: its metric value, the simulations it took
     (a capacity search takes several), the metrics they end on, the buckets visited; or
-    why the assignment is illegal."""
+    why the assignment is illegal. ``limit`` says why a capacity is only a lower bound
+    (``SeedCapacity.limit``)."""
 
     value: float = 0.0
     simulations: int = 0
     metrics: Metrics | None = None
     visited: frozenset[tuple[str, int]] = frozenset()
     illegal: str | None = None
+    limit: str | None = None
 
 
 def run_seed(problem: Problem, assignment: Assignment, regime: str, seed: int, horizon_s: float | None,
-             metric: str) -> SeedResult:
-    """One seed's simulations, in this process: the one implementation, serial or not."""
+             metric: str, on_probe: Callable[[float, float], object] | None = None) -> SeedResult:
+    """One seed's simulations, in this process: the one implementation, serial or not
+    (``on_probe``: each capacity probe's rate and attainment, as it ends)."""
     from ..sim import simulate
     from .capacity import capacity_at
 
@@ -64,9 +67,9 @@ def run_seed(problem: Problem, assignment: Assignment, regime: str, seed: int, h
             result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s)
             return SeedResult(result.metrics.goodput_rps, 1, result.metrics, frozenset(result.visited))
         visited: set[tuple[str, int]] = set()
-        found = capacity_at(problem, assignment, regime, seed, horizon_s, on_run=visited.update)
+        found = capacity_at(problem, assignment, regime, seed, horizon_s, on_run=visited.update, on_probe=on_probe)
         metrics = found.at_capacity.metrics if found.at_capacity is not None else None
-        return SeedResult(found.capacity_rps, found.probes, metrics, frozenset(visited))
+        return SeedResult(found.capacity_rps, found.probes, metrics, frozenset(visited), limit=found.limit)
     except IllegalConfigError as exc:
         return SeedResult(illegal=str(exc))
 
@@ -154,8 +157,10 @@ class SeedPool:
         return problem is self.problem
 
     def run(self, assignment: Assignment, regime: str, seeds: Sequence[int], horizon_s: float | None,
-            metric: str) -> list[SeedResult]:
-        """Every seed's result, in seed order (all seeds run; reading them stays the caller's)."""
+            metric: str, on_probe: Callable[[float, float], object] | None = None) -> list[SeedResult]:
+        """Every seed's result, in seed order (all seeds run; reading them stays the caller's).
+        ``on_probe`` hears the capacity probes of the first seed, the one run in this process
+        (the workers' seeds run alongside at about the same pace)."""
         if not seeds:
             return []
         specs = tuple(assignment.specs(self.problem))
@@ -163,7 +168,7 @@ class SeedPool:
                                                           specs, regime, seed, horizon_s, metric))
                    for seed in seeds[1:]]
         try:
-            results = [run_seed(self.problem, assignment, regime, seeds[0], horizon_s, metric)]
+            results = [run_seed(self.problem, assignment, regime, seeds[0], horizon_s, metric, on_probe)]
             for seed, future in zip(seeds[1:], futures):
                 try:
                     found = future.result()

@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from ..problem.assignment import Assignment, runs
-from ..problem.model import Problem
+from ..problem.assignment import Assignment, spans
+from ..problem.changes import SAME, Span, changes
+from ..problem.model import Config, Problem
+from ..report import terminal_console
 from ..sim import bind
 from ..sim.gpu import rounds
 from ..sim.metrics import overload_note
@@ -22,12 +24,31 @@ from ..stats import paired_delta
 from ..stats import ratio_text as ratio
 from .baselines import ONE_CONFIG, PER_BUCKET, ROUTING_AWARE, ROUTING_AWARE_LABEL, SMALLEST
 from .evaluate import Evaluation
+from .launches import host_bound_note
 from .space import JointSpace
 from .study import Choice, RegimeOutcome
 
 
 def _rate(mean: float, ci: float | None = None) -> str:
     return f"{mean:.2f}" + ("" if ci is None else f" ± {ci:.2f}")
+
+
+def capacity_text(evaluation: Evaluation, ci: bool = True) -> str:
+    """A capacity's mean (± its CI), or ``≥ X (lower bound)`` when some seed's search
+    reached its ceiling with the SLO still met: then no interval or difference means anything."""
+    if evaluation.lower_bound:
+        return f"≥ {evaluation.mean:.3g} (lower bound)"
+    return _rate(evaluation.mean, evaluation.ci if ci else None)
+
+
+def capacity_line(tuned: Evaluation, base: Evaluation) -> str:
+    """The tuned and baseline capacities compared, or both shown with why they are only
+    lower bounds (:mod:`tuner.search.capacity`)."""
+    shown = f"capacity at the SLO: tuned {capacity_text(tuned)}, {PER_BUCKET.label} {capacity_text(base)}"
+    if tuned.lower_bound or base.lower_bound:
+        return f"{shown}: not compared, {tuned.limit or base.limit}"
+    return (f"{shown}: tuned / baseline {ratio(tuned.mean, base.mean)}, "
+            f"tuned − baseline {difference(tuned, base)}")
 
 
 def difference(tuned: Evaluation, base: Evaluation) -> str:
@@ -42,7 +63,8 @@ def mechanism(space: JointSpace, tuned: Assignment, base: Assignment) -> str:
     """What can make ``tuned`` differ from ``base`` in this service: the cells that
     differ, the workspace each reserves (memory: more or less KV cache), and, where
     kernels share the GPU, changed SM or DRAM shares (SM sharing) and configs that run on
-    an SM partition (timed on its SMs, where split counts and tiles degrade differently);
+    an SM partition (timed on its SMs, where split counts and tiles degrade differently),
+    and, where the engine launches eagerly, host-bound launches (:func:`host_bound_note`);
     otherwise only time per launch (shape)."""
     problem = space.problem
     changed = tuned.changed(base)
@@ -67,6 +89,9 @@ def mechanism(space: JointSpace, tuned: Assignment, base: Assignment) -> str:
                     - {"device"})
     if placed:
         parts.append(f"SM partition: changed configs run on {', '.join(placed)}, timed on its SMs")
+    host = host_bound_note(space, tuned, base, changed)  # launch: eager, see tuner/search/launches.py
+    if host:
+        parts.append(host)
     if len(parts) == 1:
         parts.append("shape: time per launch only (no memory or sharing difference)")
     return "; ".join(parts)
@@ -124,27 +149,56 @@ def _rounds_beside(space: JointSpace, tuned: Assignment, base: Assignment, chang
     return "waves: " + "; ".join(notes[:_WAVE_NOTES]) + more
 
 
+def config_table(problem: Problem, outcomes: Sequence[RegimeOutcome]) -> Table:
+    """Per (regime, operator) what the tuned configs change against THE baseline, as the
+    dashboard's config matrix shows it: one line per run of buckets whose config differs
+    (``M9..64: SPLIT_K 1→4``), the others counted as ``= baseline``. A config's name
+    spells every parameter, and the runs' names side by side made the table about 200
+    columns wide; this one fits a terminal (``tuner table show`` names every config)."""
+    table = Table(title=f"{problem.name}: config table (all figures simulated)", title_justify="left",
+                  caption=f"{SAME}: the {PER_BUCKET.label} config of the bucket; otherwise the parameters the "
+                          "tuned config changes against it", caption_justify="left")
+    table.add_column("regime")
+    table.add_column("op")
+    table.add_column("tuned configs by bucket", overflow="fold")  # a long change folds, never cut to "…"
+    table.add_column("source")
+    for outcome in outcomes:
+        for op, chosen in outcome.tuned.assignment.ops:
+            sources = ", ".join(sorted({str(c.profile.source) for c in chosen}))
+            table.add_row(outcome.regime, op, config_cell(problem, op, chosen, outcome.baseline.assignment.configs(op)),
+                          sources)
+    return table
+
+
+def config_cell(problem: Problem, op: str, chosen: tuple[Config, ...], baseline: tuple[Config, ...]) -> str:
+    """One operator's line(s) of :func:`config_table`: each run of buckets whose config
+    differs from ``baseline``'s with the parameters it changes, then how many buckets keep
+    the baseline's config."""
+    found = [Span(label, config.name, base.name, changes(base.param_dict, config.param_dict), buckets)
+             for label, config, base, buckets in spans(problem, op, chosen, baseline)]
+    lines = [f"{s.label}: {s.text()}" if s.label else s.text() for s in found if s.differs]
+    same = sum(s.buckets for s in found if not s.differs)
+    if same:
+        lines.append(f"{same} other bucket{'s' * (same > 1)}: {SAME}" if lines and len(chosen) > 1 else SAME)
+    return "\n".join(lines)
+
+
 def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage: str,
                    console: Console | None = None) -> None:
     """Print the chosen configs per (regime, operator) — runs of buckets with one config
     merged — then per regime the tuned goodput beside the baselines and the oracle, and
     where the rows went."""
-    console = console or Console(width=None if Console().is_terminal else 200)
+    console = console or terminal_console()
     if not outcomes:
         return
-    configs = Table(title=f"{problem.name}: config table (all figures simulated)", title_justify="left")
-    for column in ("regime", "op", "configs by bucket", "source"):
-        configs.add_column(column)
-    for outcome in outcomes:
-        for op, chosen in outcome.tuned.assignment.ops:
-            sources = ", ".join(sorted({str(c.profile.source) for c in chosen}))
-            configs.add_row(outcome.regime, op, " ".join(runs(problem, op, chosen)), sources)
-    console.print(configs)
+    console.print(config_table(problem, outcomes))
+    # prose: word-wrapped on a terminal; whole lines into a pipe or a file (grep finds them)
+    soft = not console.is_terminal
 
     console.print(f"goodput and capacity, req/s: mean ± 95% CI over {outcomes[0].settings.seeds} seeds, same seeds "
                   f"for every assignment; ratios against the {PER_BUCKET.label} baseline (what triton.autotune keyed "
                   "on shape keeps), differences paired by seed; capacity = the highest rate at which "
-                  f"{problem.service.slo.attainment:.0%} of requests meet the SLO", highlight=False)
+                  f"{problem.service.slo.attainment:.0%} of requests meet the SLO", highlight=False, soft_wrap=soft)
     for o in outcomes:
         tuned, base = o.tuned.evaluation, o.baseline.evaluation
         parts = [
@@ -156,10 +210,10 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
         if flag:
             parts.append(flag)
         if o.tuned.capacity is not None and o.baseline.capacity is not None:
-            cap, base_cap = o.tuned.capacity, o.baseline.capacity
-            parts.append(f"capacity at the SLO: tuned {_rate(cap.mean, cap.ci)}, {PER_BUCKET.label} "
-                         f"{_rate(base_cap.mean, base_cap.ci)}: tuned / baseline {ratio(cap.mean, base_cap.mean)}, "
-                         f"tuned − baseline {difference(cap, base_cap)}")
+            parts.append(capacity_line(o.tuned.capacity, o.baseline.capacity))
+        failed = o.tuned.capacity_error or o.baseline.capacity_error
+        if failed:
+            parts.append(f"capacity at the SLO not found (goodput and rows stand without it): {failed}")
         parts.append(f"{_why(*_compared(o))}: {mechanism(o.space, o.tuned.assignment, o.baseline.assignment)}")
         aware = o.baselines.get(ROUTING_AWARE)
         if aware is not None:
@@ -168,7 +222,7 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
             other = o.baselines[key].evaluation
             label = ONE_CONFIG.label if key == ONE_CONFIG.name else SMALLEST.label
             capacity = o.baselines[key].capacity
-            also = "" if capacity is None else f", capacity {_rate(capacity.mean)}"
+            also = "" if capacity is None else f", capacity {capacity_text(capacity, ci=False)}"
             parts.append(f"{label} {_rate(other.mean)}{_infeasible(other)} (tuned / it {ratio(tuned.mean, other.mean)})"
                          f"{also}")
         if o.oracle is not None and o.oracle.best is not None:
@@ -180,12 +234,12 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
                          f"(more than --oracle-limit {o.oracle.limit})")
         parts.append(f"{o.trials} trials, {o.study_simulations} simulations")
         console.print(f"  {o.regime}: tuned {_rate(tuned.mean, tuned.ci)} (study maximised {o.objective})",
-                      highlight=False)
+                      highlight=False, soft_wrap=soft)
         for part in parts:
-            console.print(f"    {part}", highlight=False)
+            console.print(f"    {part}", highlight=False, soft_wrap=soft)
     rows = sum(sum(1 for _ in o.tuned.assignment.cells()) for o in outcomes)
     console.print(f"{rows} rows written to {storage} (studies tuner:{problem.name}:REGIME; "
-                  f"`tuner table show --storage {storage}`)", highlight=False)
+                  f"`tuner table show --storage {storage}`)", highlight=False, soft_wrap=soft)
 
 
 def _routing_split(outcome: RegimeOutcome, aware: Choice) -> str:
@@ -194,8 +248,9 @@ def _routing_split(outcome: RegimeOutcome, aware: Choice) -> str:
     part (tuned over that baseline)."""
     routing = outcome.problem.regimes[outcome.regime].routing
     figures = {"goodput": (outcome.tuned.evaluation.mean, aware.evaluation.mean, outcome.baseline.evaluation.mean)}
-    if outcome.tuned.capacity and aware.capacity and outcome.baseline.capacity:
-        figures["capacity"] = (outcome.tuned.capacity.mean, aware.capacity.mean, outcome.baseline.capacity.mean)
+    tuned, known, base = outcome.tuned.capacity, aware.capacity, outcome.baseline.capacity
+    if tuned and known and base and not (tuned.lower_bound or known.lower_bound or base.lower_bound):
+        figures["capacity"] = (tuned.mean, known.mean, base.mean)
     split = "; ".join(f"{what}: routing-aware {ratio(known, base)}, load-aware {ratio(tuned, known)}"
                       for what, (tuned, known, base) in figures.items())
     source = routing.source if routing is not None else "?"

@@ -231,14 +231,15 @@ def triton_version() -> str | None:
 
 def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> list[TableRow]:
     """One row per (operator, bucket) for the regime's tuned assignment, with its
-    provenance and the baselines' figures (every row of a regime carries the same)."""
+    provenance and the baselines' figures (every row of a regime carries the same;
+    a capacity that is only a lower bound is left out: :func:`_measured`)."""
     problem = outcome.problem
     tuned, baseline = outcome.tuned.evaluation, outcome.baseline.evaluation
     delta = paired_delta(tuned, baseline)
     oracle = outcome.oracle.best.evaluation.mean if outcome.oracle and outcome.oracle.best else None
     one_config = outcome.baselines.get(ONE_CONFIG.name)
-    capacity, base_capacity = outcome.tuned.capacity, outcome.baseline.capacity
-    one_capacity = one_config.capacity if one_config else None
+    capacity, base_capacity = _measured(outcome.tuned.capacity), _measured(outcome.baseline.capacity)
+    one_capacity = _measured(one_config.capacity) if one_config else None
     provenance = dict(
         device=problem.service.device.name, triton_version=triton_version(), problem_hash=problem.file_hash,
         study_name=outcome.study_name, trial_number=int(outcome.tuned.trial or 0),
@@ -258,6 +259,13 @@ def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> li
         created_at=created_at or datetime.now(timezone.utc),
     )
     return outcome.tuned.assignment.to_rows(problem, outcome.regime, provenance, baseline=outcome.baseline.assignment)
+
+
+def _measured(evaluation: Evaluation | None) -> Evaluation | None:
+    """A capacity the rows can hold: None when there is none or it is only a lower bound
+    (the search reached its ceiling, :mod:`tuner.search.capacity`); the table has no column
+    to flag one, and a bound shown as a figure would read as a measured capacity."""
+    return None if evaluation is None or evaluation.lower_bound else evaluation
 
 
 def _mean(evaluation: Evaluation | None) -> float | None:

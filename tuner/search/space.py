@@ -49,6 +49,7 @@ class CellCost:
     sm: float
     dram: float
     wave: tuple[float, float] | None = None
+    launches: int = 1
 
     @property
     def legal(self) -> bool:
@@ -92,7 +93,7 @@ def cell_cost(problem: Problem, op: str, bucket: int, config: Config, routing: R
     discrete = [p for _, phases in launches for p in phases if p[4] > 0.0]
     longest = max(discrete, key=lambda p: p[0]) if discrete else None
     wave = None if longest is None else (longest[1], longest[4])
-    return CellCost(config, latency, lowest, workspace, sm, dram, wave)
+    return CellCost(config, latency, lowest, workspace, sm, dram, wave, len(launches))
 
 
 @dataclass(frozen=True)
@@ -135,14 +136,24 @@ class JointSpace:
         out = []
         for index, costs in enumerate(self.costs):
             legal = [c for c in costs if c.legal]
-            if not legal:  # nothing runs here: keep the family default, the constraint will say why
+            if not legal or not self.reached(index):
+                # nothing runs here, or the service never does: keep the family default
+                # (a constraint says why where the service would launch it)
                 out.append((costs[0].config.name,))
                 continue
+            eager = self.problem.service.launch == "eager"  # fewer launches cost less host time
             kept = {c.config.name for i, c in enumerate(legal)
-                    if not any(_dominates(o, c, shared, j < i) for j, o in enumerate(legal) if j != i)}
+                    if not any(_dominates(o, c, shared, j < i, eager) for j, o in enumerate(legal) if j != i)}
             kept |= {fastest_in_cell(self, index).config.name, smallest_in_cell(self, index).config.name}
             out.append(tuple(c.config.name for c in legal if c.config.name in kept))
         return tuple(out)
+
+    def reached(self, index: int) -> bool:
+        """Whether the service can run a batch in the cell's bucket (within its memory
+        budget: :meth:`tuner.problem.buckets.Bucketing.reachable`)."""
+        op, bucket = self.cells[index]
+        bucketing = self.problem.operator(op).bucketing
+        return bucketing.reachable(bucketing.buckets[bucket])
 
     @cached_property
     def names(self) -> tuple[str, ...]:
@@ -206,12 +217,14 @@ class JointSpace:
         return next(c for c in self.costs[index] if c.config.name == name)
 
 
-def _dominates(a: CellCost, b: CellCost, shared: bool, earlier: bool) -> bool:
+def _dominates(a: CellCost, b: CellCost, shared: bool, earlier: bool, eager: bool = False) -> bool:
     """``a`` is at least as good as ``b`` on every axis and better on one (or equal on
     all and listed earlier, so one of two identical configs stays)."""
     axes = [(a.latency_s, b.latency_s), (a.lowest_latency_s, b.lowest_latency_s), (a.workspace, b.workspace)]
     if shared:
         axes += [(a.sm, b.sm), (a.dram, b.dram)]
+    if eager:  # under service.launch: eager each launch costs host time (docs/problem-files.md)
+        axes.append((a.launches, b.launches))
     if any(x > y for x, y in axes):  # type: ignore[operator]
         return False
     return any(x < y for x, y in axes) or earlier  # type: ignore[operator]
@@ -221,14 +234,17 @@ def smallest_in_cell(space: JointSpace, index: int, what: str = "smallest-footpr
     """The cell's legal config needing the least workspace (ties: the faster alone, then
     file order)."""
     legal = [c for c in space.costs[index] if c.legal]
-    if not legal:
-        return fastest_in_cell(space, index, what=what)  # raises, naming the cell
+    if not legal or not space.reached(index):
+        return fastest_in_cell(space, index, what=what)  # the default, or raises naming the cell
     return min(legal, key=lambda c: (c.workspace, c.latency_s))
 
 
 def fastest_in_cell(space: JointSpace, index: int, cap: float = math.inf, what: str = "isolated-fastest") -> CellCost:
     """The cell's legal config with the lowest latency at its representative shape among
-    those needing at most ``cap`` workspace (ties: file order)."""
+    those needing at most ``cap`` workspace (ties: file order); the family's default in a
+    bucket the service never reaches (nothing is launched there to be fast)."""
+    if not space.reached(index):
+        return space.costs[index][0]
     legal = [c for c in space.costs[index] if c.legal and c.workspace <= cap]
     if not legal:
         op, bucket = space.cells[index]

@@ -41,7 +41,7 @@ from typing import Any, Protocol
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..errors import SearchError
+from ..errors import SearchError, TunerError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from .. import interrupts
@@ -106,12 +106,14 @@ class Choice:
     """A joint assignment and its evaluation in the study's objective; ``trial`` is its
     study trial number, if any. A regime's outcome fills in both figures: ``evaluation``
     is then always goodput and ``capacity`` the capacity at the SLO, whichever the study
-    maximised."""
+    maximised; ``capacity_error`` says why a capacity asked for beside a goodput study
+    is missing (its goodput and the rows stand without it)."""
 
     assignment: Assignment
     evaluation: Evaluation
     trial: int | None = None
     capacity: Evaluation | None = None
+    capacity_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -400,10 +402,11 @@ def regime_outcome(
         raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
                           f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
     progress.note("baselines and capacities at the SLO (about ten simulations per seed each)")
-    figures = _Figures(problem, regime, seeds, horizon, known, counter, capacities)
-    tuned = figures.choice(tuned.assignment, tuned.trial, capacity=True)
+    figures = _Figures(problem, regime, seeds, horizon, known, counter, capacities, progress.note)
+    tuned = figures.choice(tuned.assignment, tuned.trial, capacity=True, label="tuned")
     baselines = {
-        key: figures.choice(assignment, _trial_of(space, finished, assignment), capacity=key in CAPACITY_BASELINES)
+        key: figures.choice(assignment, _trial_of(space, finished, assignment), capacity=key in CAPACITY_BASELINES,
+                            label=key)
         for key, assignment in baseline_assignments.items()
     }
     oracle = None
@@ -426,7 +429,8 @@ class _Figures:
     """Both figures of a regime's tuned assignment and baselines: the study's objective from
     the study where it has them, the other metric computed. Capacities depend on the
     traffic shape, not the regime's rate, so ``capacities`` (shared across the regimes of
-    one run) computes each (shape, assignment) once."""
+    one run) computes each (shape, assignment) once. ``note`` is told what is being
+    simulated, seed by seed (the progress line of a phase that can take minutes)."""
 
     problem: Problem
     regime: str
@@ -435,15 +439,16 @@ class _Figures:
     known: dict[Assignment, Evaluation]
     counter: _Counter
     capacities: dict[tuple[str, float, tuple[int, ...]], dict[Assignment, Evaluation]] | None
+    note: Callable[[str], None] = lambda text: None
 
-    def metric(self, assignment: Assignment, metric: str) -> Evaluation:
+    def metric(self, assignment: Assignment, metric: str, label: str = "") -> Evaluation:
         if metric != "capacity" or self.capacities is None:
-            return self._complete(assignment, metric)
+            return self._complete(assignment, metric, label)
         shape = (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds)
         known = self.capacities.setdefault(shape, {})
         if assignment not in known:
             twin = self._equivalent(assignment, known)
-            known[assignment] = twin if twin is not None else self._complete(assignment, metric)
+            known[assignment] = twin if twin is not None else self._complete(assignment, metric, label)
         return known[assignment]
 
     def _equivalent(self, assignment: Assignment, known: Mapping[Assignment, Evaluation]) -> Evaluation | None:
@@ -457,15 +462,25 @@ class _Figures:
                 return found
         return None
 
-    def _complete(self, assignment: Assignment, metric: str) -> Evaluation:
+    def _complete(self, assignment: Assignment, metric: str, label: str) -> Evaluation:
+        what = f"{metric} of {label or 'an assignment'}"
         return _complete(self.problem, self.regime, assignment, self.seeds, self.horizon, self.known,
-                         self.counter, metric)
+                         self.counter, metric, note=lambda done: self.note(f"{what}: {done}"))
 
-    def choice(self, assignment: Assignment, trial: int | None, capacity: bool) -> Choice:
+    def choice(self, assignment: Assignment, trial: int | None, capacity: bool, label: str = "") -> Choice:
         """``assignment`` with its goodput and, when asked or maximised, its capacity: the
-        study's evaluations where they are complete (:func:`_complete` says when)."""
-        found = self.metric(assignment, "capacity") if capacity or self.problem.objective == "capacity" else None
-        return Choice(assignment, self.metric(assignment, "goodput"), trial, found)
+        study's evaluations where they are complete (:func:`_complete` says when). A
+        capacity that fails beside a goodput study is left out, with the error, so the
+        goodput figures and the table's rows are still written."""
+        found, error = None, None
+        if self.problem.objective == "capacity":
+            found = self.metric(assignment, "capacity", label)
+        elif capacity:
+            try:
+                found = self.metric(assignment, "capacity", label)
+            except TunerError as exc:
+                error = str(exc)
+        return Choice(assignment, self.metric(assignment, "goodput", label), trial, found, error)
 
 
 def study_attrs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float) -> dict[str, Any]:
@@ -549,7 +564,8 @@ def _evaluation_of(trial: FrozenTrial, metric: str) -> Evaluation:
                               trial.user_attrs.get("infeasible"))
     return Evaluation(values if constraints.feasible else (), constraints, trial.user_attrs.get("latency_p50_s"),
                       metric=metric, rates=tuple(trial.user_attrs.get("rates", ())),
-                      overloaded=trial.user_attrs.get("overloaded", 0))
+                      overloaded=trial.user_attrs.get("overloaded", 0),
+                      lower_bounds=trial.user_attrs.get("lower_bounds", 0), limit=trial.user_attrs.get("limit"))
 
 
 def _known(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) -> dict[Assignment, Evaluation]:
@@ -576,7 +592,7 @@ def _trial_of(space: JointSpace, trials: Sequence[FrozenTrial], assignment: Assi
 
 def _complete(problem: Problem, regime: str, assignment: Assignment, seeds: Sequence[int],
               horizon: float, known: dict[Assignment, Evaluation], counter: _Counter,
-              metric: str | None = None) -> Evaluation:
+              metric: str | None = None, note: Callable[[str], None] = lambda text: None) -> Evaluation:
     """A full evaluation of ``assignment`` in ``metric`` (default: the study's objective):
     the study's if complete, else every seed simulated. A pruned trial's prefix of seeds
     is not reused: it lacks its seeds' realised rates and overload flags (goodput) or the
@@ -589,8 +605,13 @@ def _complete(problem: Problem, regime: str, assignment: Assignment, seeds: Sequ
 
     def count(step: int, value: float, simulations: int) -> None:
         counter.simulations += simulations
+        note(f"seed {step + 1}/{len(seeds)} done ({simulations} simulations)")
 
-    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, metric=metric)
+    def probe(rate: float, attainment: float) -> None:
+        note(f"probed {rate:.3g} req/s: {attainment:.1%} met the SLO")
+
+    note(f"{len(seeds)} seeds")
+    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, metric=metric, on_probe=probe)
     if have is not None and have.latency_p50_s is not None and result.latency_p50_s is None:
         result = dataclasses.replace(result, latency_p50_s=have.latency_p50_s)
     if metric == problem.objective:
@@ -713,6 +734,9 @@ class _Objective:
         if evaluation.rates:
             trial.set_user_attr("rates", list(evaluation.rates))
             trial.set_user_attr("overloaded", evaluation.overloaded)
+        if evaluation.lower_bound:  # a capacity the search could only bound from below
+            trial.set_user_attr("lower_bounds", evaluation.lower_bounds)
+            trial.set_user_attr("limit", evaluation.limit)
         if evaluation.visited:
             index = {cell: i for i, cell in enumerate(space.cells)}
             trial.set_user_attr("visited", sorted(index[cell] for cell in evaluation.visited))
@@ -747,7 +771,7 @@ class _Objective:
         constraints = _evaluation_of(prior, self.problem.objective).constraints
         _record(trial, constraints, 0, prior.user_attrs.get("latency_p50_s"))
         trial.set_user_attr("duplicate_of", prior.number)
-        for key in ("visited", "reserved_bytes", "rates", "overloaded"):
+        for key in ("visited", "reserved_bytes", "rates", "overloaded", "lower_bounds", "limit"):
             if key in prior.user_attrs:
                 trial.set_user_attr(key, prior.user_attrs[key])
         if prior.state == TrialState.PRUNED:

@@ -40,6 +40,10 @@ class Metrics:
     the whole run including the drain. Latency percentiles are over completed requests.
     ``idle_while_waiting_s`` is the scheduling gap: the integral of idle SM capacity
     (1 − R(t), in whole-GPU seconds) over the times at which some request waits.
+    ``iterations`` counts the batches (continuous-batching iterations) started in the
+    whole run; ``host_bound_iterations`` those whose GPU waited on the host to issue their
+    launches (``service.launch``: eager launches, a graph replay's cost) for more than
+    half the iteration, the waits summed over the executor's streams.
     """
 
     goodput_rps: float
@@ -71,6 +75,8 @@ class Metrics:
     arrival_rate_rps: float = 0.0
     backlog_growth: int = 0
     overloaded: bool = False
+    iterations: int = 0
+    host_bound_iterations: int = 0
 
     def to_dict(self) -> dict[str, float | int | None]:
         return asdict(self)

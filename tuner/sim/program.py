@@ -35,12 +35,19 @@ class Program:
     (its operators had nothing to do); not all of them are. ``waits``, when set, holds
     each launch's :data:`Wait` (lane by lane, launch by launch): the dependencies of a
     micro-batched overlap (:meth:`BoundService.overlapped`); None when the lanes run
-    independently, joined only at the batch's end."""
+    independently, joined only at the batch's end. ``issue``, when set, holds each
+    launch's place in the order the executor's one host thread issues them (lane by lane,
+    launch by launch; see ``service.launch: eager``); None when a launch's place is its
+    index in its lane (one lane, or a service whose host issues nothing per launch).
+    ``host_wait`` is the time a merged launch's phase idles waiting on the host (after its
+    first launch, whose wait the service applies), counted as the service's host wait."""
 
     lanes: tuple[tuple[Launch, ...], ...]
     kernels: int
     peak_sm: float
     waits: tuple[tuple[Wait, ...], ...] | None = None
+    issue: tuple[tuple[int, ...], ...] | None = None
+    host_wait: float = 0.0
 
     @property
     def launches(self) -> tuple[Launch, ...]:
@@ -52,7 +59,7 @@ class Program:
 _EMPTY: Launch = ("empty", ((0.0, 0.0, 0.0, 0.0, 0.0),))
 
 
-def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> Launch:
+def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float, host_s: float = 0.0) -> Launch:
     """One launch standing for a whole batch that runs alone on the GPU.
 
     A stream alone on the GPU runs every kernel at rate 1, so the batch takes the sum of
@@ -60,7 +67,14 @@ def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> La
     that duration and the time-weighted shares (``s``, ``b`` and ``k`` alike) keeps both
     exact, at a fraction of the events; it is fluid (no waves: nothing shares the GPU with it). The GPU adds one launch overhead itself, so the other gaps go in the phase.
     ``blocks`` are (launches, repeat) pairs, summed once per block, not per repeat.
+
+    With ``host_s`` > 0 (``service.launch: eager``) launch i is issued by the host at
+    ``(i + 1)·host_s`` after the batch starts and starts at the later of that and the
+    previous launch's end (:func:`eager_span`); the first launch's wait is the GPU's (the
+    service delays the merged launch by it), the others' idle gaps go in the phase.
     """
+    if host_s > 0.0:
+        return _merge_eager(blocks, overhead_s, host_s)
     seconds = sm_seconds = dram_seconds = need_seconds = 0.0
     count = 0
     for launches, repeat in blocks:
@@ -75,6 +89,51 @@ def merge(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float) -> La
     if total <= 0.0:
         return ("batch", ((0.0, 0.0, 0.0, 0.0, 0.0),))
     return ("batch", ((total, sm_seconds / total, dram_seconds / total, need_seconds / total, 0.0),))
+
+
+def eager_span(seconds: list[float], overhead_s: float, host_s: float) -> float:
+    """Seconds from a batch's start to its last launch's end when one host thread issues
+    launch i at ``(i + 1)·host_s`` and it starts at the later of that and the previous
+    launch's end, then takes ``overhead_s`` and its ``seconds[i]`` on one stream alone:
+    ``e_i = max((i + 1)·host_s, e_{i-1}) + overhead_s + seconds[i]``, ``e_{-1} = 0``."""
+    end = 0.0
+    for i, t in enumerate(seconds):
+        issued = (i + 1) * host_s
+        end = (issued if issued > end else end) + overhead_s + t
+    return end
+
+
+def _merge_eager(blocks: list[tuple[tuple[Launch, ...], int]], overhead_s: float, host_s: float) -> Launch:
+    """:func:`merge` under eager launches: the same SM-, DRAM- and need-seconds over the
+    span :func:`eager_span` gives, less the first launch's host wait and overhead (the
+    GPU applies those to the merged launch)."""
+    seconds: list[float] = []
+    sm_seconds = dram_seconds = need_seconds = 0.0
+    for launches, repeat in blocks:
+        for _copy in range(repeat):
+            for _, phases in launches:
+                total = 0.0
+                for t, s, b, k, _ in phases:
+                    total += t
+                    sm_seconds += s * t
+                    dram_seconds += b * t
+                    need_seconds += k * t
+                seconds.append(total)
+    span = eager_span(seconds, overhead_s, host_s) - host_s - overhead_s
+    if span <= 0.0:
+        return ("batch", ((0.0, 0.0, 0.0, 0.0, 0.0),))
+    return ("batch", ((span, sm_seconds / span, dram_seconds / span, need_seconds / span, 0.0),))
+
+
+def issue_order(lane_of: list[tuple[int, int]], lane_count: int) -> tuple[tuple[int, ...], ...]:
+    """Each launch's place in the host's issue order, lane by lane, from ``(lane, count)``
+    runs in the order the host issues them."""
+    ranks: list[list[int]] = [[] for _ in range(lane_count)]
+    k = 0
+    for lane, count in lane_of:
+        ranks[lane].extend(range(k, k + count))
+        k += count
+    return tuple(tuple(r) for r in ranks)
 
 
 _CACHE_LIMIT = 8192
@@ -247,6 +306,7 @@ class BoundService:
         lanes: list[tuple[Launch, ...]] = []
         kernels = 0
         peak = 0.0
+        host_wait = 0.0
         for lane in range(self.lane_count):
             launched = iter(parts)
             blocks = [(tuple(launch for op in ops for launch in next(launched)[1] if op.lane == lane), repeat)
@@ -256,12 +316,26 @@ class BoundService:
             peak = max(peak, max((s for launches, _ in blocks for _, phases in launches for _, s, _, _, _ in phases),
                                  default=0.0))
             if self.merged and count > 1:
-                lanes.append((merge(blocks, self.service.launch_overhead_s),))
+                lanes.append((merge(blocks, self.service.launch_overhead_s, self.service.host_launch_s),))
+                if self.service.host_launch_s > 0.0:  # the phase's idle gaps: its span less its work and gaps
+                    work = 0.0  # a loop, not sum(): see ServiceRun._on_timer
+                    for launches, repeat in blocks:
+                        for _, phases in launches:
+                            for phase in phases:
+                                work += phase[0] * repeat
+                    host_wait = lanes[-1][0][1][0][0] - work - self.service.launch_overhead_s * (count - 1)
             else:
                 lanes.append(tuple(launch for launches, repeat in blocks for launch in launches * repeat))
         if not any(lanes):
             lanes[0] = (_EMPTY,)
-        program = Program(tuple(lanes), kernels, peak)
+        issue: tuple[tuple[int, ...], ...] | None = None
+        if self.lane_count > 1 and self.service.host_launch_s > 0.0 and kernels:
+            # the host issues the batch in program order, each operator's launches on its lane
+            counted = iter(parts)
+            paired = [([(op.lane, len(next(counted)[1])) for op in ops], times) for ops, times in self.blocks]
+            issue = issue_order([run for block, times in paired for _copy in range(times) for run in block],
+                                self.lane_count)
+        program = Program(tuple(lanes), kernels, peak, None, issue, host_wait)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = program
@@ -293,9 +367,13 @@ class BoundService:
         lanes, waits = interleave(segmented, self.lane_count)
         kernels = sum(len(launches) for launches in lanes)
         peak = max((s for launches in lanes for _, phases in launches for _, s, _, _, _ in phases), default=0.0)
+        issue: tuple[tuple[int, ...], ...] | None = None
         if not kernels:
             lanes, waits = ((_EMPTY,),) + lanes[1:], ((NO_WAIT,),) + waits[1:]
-        program = Program(lanes, kernels, peak, waits)
+        elif self.service.host_launch_s > 0.0:  # the host issues them in interleave's order
+            issue = issue_order([(segments[j][0], len(segments[j][1])) for j in range(len(segmented[0]))
+                                 for segments in segmented], self.lane_count)
+        program = Program(lanes, kernels, peak, waits, issue)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = program

@@ -165,6 +165,18 @@ class ServiceRun:
         self.recording = record if isinstance(record, Recording) else Recording() if record else None
         self.policy = (ContinuousBatching if service.batching == "continuous" else DynamicBatching)(self)
         self._overhead = service.launch_overhead_s
+        # launch behaviour (service.launch): the host issues launch i of a batch at
+        # base + (i + 1)·host, base being the batch's start plus a graph replay's cost;
+        # a kernel whose stream is free before then waits for it (see _issued)
+        self._host = service.host_launch_s
+        self._hosted = service.host_launch_s > 0.0 or service.graph_replay_s > 0.0
+        self._replay = service.graph_replay_s
+        self._issue_base = [0.0] * self.streams
+        self._issue: list[tuple[int, ...] | None] = [None] * self.streams
+        self._host_wait = [0.0] * self.executors
+        self._iteration_start = [0.0] * self.executors
+        self.iterations = 0
+        self.host_bound = 0
         self._programs: list[tuple[Launch, ...]] = [() for _ in range(self.streams)]
         self._program_peak = 0.0
         self._pc = [0] * self.streams
@@ -203,14 +215,20 @@ class ServiceRun:
     def start_program(self, executor: int, program: Program, scale: float, now: float) -> None:
         """Start a batch on ``executor``: the first launch of each of its lanes, at once."""
         self.kernels += program.kernels
+        self.iterations += 1
         if program.peak_sm > self._program_peak:
             self._program_peak = program.peak_sm
         started: list[int] = []
         waits = program.waits
+        issue = program.issue
+        self._host_wait[executor] = program.host_wait
+        self._iteration_start[executor] = now
         for lane, (stream, launches) in enumerate(zip(self._lane_streams[executor], program.lanes)):
             self._done[stream] = 0
             self._blocked[stream] = False
             self._waits[stream] = None if waits is None else waits[lane]
+            self._issue_base[stream] = now + self._replay
+            self._issue[stream] = None if issue is None else issue[lane]
             if launches:
                 self._programs[stream] = launches
                 self._pc[stream] = 0
@@ -232,8 +250,20 @@ class ServiceRun:
                 return
             self._blocked[stream] = False
         tag, phases = self._programs[stream][pc]
-        self.gpu.launch(self._stream_priority[stream], stream, tag, phases, self._scale[stream], self._overhead,
+        overhead = self._overhead + self._issued(stream, pc, now) if self._hosted else self._overhead
+        self.gpu.launch(self._stream_priority[stream], stream, tag, phases, self._scale[stream], overhead,
                         now, self._stream_part[stream])
+
+    def _issued(self, stream: int, pc: int, now: float) -> float:
+        """How long launch ``pc`` of ``stream`` waits at ``now`` for the host to issue it:
+        the executor's host thread issues its batch's launches in order, ``host_launch``
+        each, after the graph replay's cost (``service.launch``); counted as host wait."""
+        issue = self._issue[stream]
+        issued = self._issue_base[stream] + ((pc if issue is None else issue[pc]) + 1) * self._host
+        if issued <= now:
+            return 0.0
+        self._host_wait[stream % self.executors] += issued - now
+        return issued - now
 
     def _advance(self, stream: int, now: float) -> None:
         """A micro-batched program's launch completed on ``stream``: its next launch, the
@@ -312,6 +342,8 @@ class ServiceRun:
                 self._launch_neighbor(index, now)
 
     def _on_program_done(self, executor: int, now: float) -> None:
+        if self._hosted and 2.0 * self._host_wait[executor] > now - self._iteration_start[executor]:
+            self.host_bound += 1  # its GPU waited on the host for most of the iteration
         self.policy.program_done(executor, now)
         self.idle.append(executor)
         if self.switch_policy is not None:
@@ -389,7 +421,7 @@ class ServiceRun:
         programs, scales, executors, streams = self._programs, self._scale, self.executors, self.streams
         stream_part, stream_priority, lanes_left = self._stream_part, self._stream_priority, self._lanes_left
         counters, stream_waits = self._pc, self._waits
-        overhead = self._overhead
+        overhead, hosted = self._overhead, self._hosted
         i = 0
         last_t = 0.0
         memory_integral = idle_waiting = 0.0
@@ -425,7 +457,8 @@ class ServiceRun:
                         if pc < len(program):
                             counters[stream] = pc
                             tag, phases = program[pc]
-                            launch(stream_priority[stream], stream, tag, phases, scales[stream], overhead, t,
+                            launch(stream_priority[stream], stream, tag, phases, scales[stream],
+                                   overhead + self._issued(stream, pc, t) if hosted else overhead, t,
                                    stream_part[stream])
                         else:
                             executor = stream % executors
@@ -496,6 +529,8 @@ class ServiceRun:
             wait_mean_s=float((start - arrival)[started].mean()) if started.any() else 0.0,
             idle_while_waiting_s=self._idle_waiting,
             kernels=self.kernels,
+            iterations=self.iterations,
+            host_bound_iterations=self.host_bound,
             ttft_p99_s=percentile(ttft, 99) if ttft is not None else None,
             tpot_p99_s=percentile(tpot, 99) if tpot is not None else None,
             neighbor_progress_ratio=neighbor_ratio,

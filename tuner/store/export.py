@@ -6,7 +6,11 @@ leaves a half-written file.
 
 Project JSON::
 
-    {"schema_version": 3, "problem": "toy_llm", "rows": [TableRow.to_dict(), ...]}
+    {"schema_version": 4, "problem": "toy_llm", "rows": [TableRow.to_dict(), ...]}
+
+Each row carries what ``tuner.requirements`` needs to tell what its config needs to run
+(``family``, ``family_options``, ``sms``, ``resources``) and the workspace the simulator
+reserves for it (``workspace_bytes``).
 
 vLLM-style: one file per (regime, operator), ``{problem}_{regime}_{op}.json``, holding
 ``{"<M>": {"BLOCK_SIZE_M": …, "BLOCK_SIZE_N": …, "BLOCK_SIZE_K": …, "GROUP_SIZE_M": …,
@@ -24,6 +28,12 @@ instead where vLLM's fused MoE layer looks for it (:func:`export_vllm_moe`): one
 per regime, ``{problem}_{regime}/``, holding ``E=..,N=..,device_name=..[,dtype=..].json``
 named as vLLM's ``get_config_file_name`` names it, so that
 ``VLLM_TUNED_CONFIG_FOLDER={problem}_{regime}`` makes vLLM use that regime's configs.
+
+vLLM's files are a fixed format (each entry's keys become kernel keyword arguments), with
+no place for a config's requirements: they go beside them, to
+``{problem}_requirements.json`` (per regime, operator and bucket, what
+:func:`tuner.requirements.requirements` says at the bucket's largest shape), which vLLM
+does not read.
 """
 
 from __future__ import annotations
@@ -166,7 +176,8 @@ def export_vllm(rows: Sequence[TableRow], out_dir: str | Path,
     if out.exists() and not out.is_dir():
         raise StorageError(f"{out}: exists and is not a directory")
     moe = moe or {}
-    moe_files, moe_notes = _moe_contents([r for r in rows if r.op in moe], out, moe)
+    moe_rows = [r for r in rows if r.op in moe]
+    moe_files, moe_notes = _moe_contents(moe_rows, out, moe)
     rows = [r for r in rows if r.op not in moe]
     groups: dict[tuple[str, str, str, str], list[TableRow]] = {}
     for row in rows:
@@ -180,6 +191,12 @@ def export_vllm(rows: Sequence[TableRow], out_dir: str | Path,
         content = _keyed_entries(group, f"{regime}/{op}" + (f"@{rest}" if rest else ""), notes)
         name = _safe(f"{problem}_{regime}_{op}" + (f"_{rest}" if rest else "")) + ".json"
         files[out / name] = content
+    needs = requirements_document(list(rows) + moe_rows)
+    if any(r.family is not None for r in list(rows) + moe_rows):  # (a table of declared profiles: nothing to add)
+        problem = next(iter(needs.values()))["problem"]
+        files[out / (_safe(f"{problem}_requirements") + ".json")] = needs
+        notes.append(f"vLLM's config files have no place for requirements (workspace, launches, SMs): they are in "
+                     f"{_safe(f'{problem}_requirements')}.json beside them, which vLLM does not read")
     out.mkdir(parents=True, exist_ok=True)
     for path, content in files.items():
         _write_atomic(path, json.dumps(content, indent=4) + "\n")
@@ -187,6 +204,28 @@ def export_vllm(rows: Sequence[TableRow], out_dir: str | Path,
         path.parent.mkdir(exist_ok=True)
         _write_atomic(path, json.dumps(content, indent=4) + "\n")
     return list(files) + list(moe_files), notes + moe_notes
+
+
+def requirements_document(rows: Sequence[TableRow]) -> dict[str, Any]:
+    """``"{regime}/{op}/{bucket}" -> requirements`` of every row of a built-in family
+    (:func:`tuner.requirements.requirements` at the row's shape: its bucket's largest at
+    the service's largest batch), with the row's problem; a row it cannot judge (a
+    declared profile, an unknown family) carries only what the simulator reserves for
+    it (``reserved_workspace_bytes``, the row's ``workspace_bytes``)."""
+    from ..requirements import RequirementsError, requirements
+
+    out: dict[str, Any] = {}
+    for row in rows:
+        entry: dict[str, Any] = {"problem": row.problem, "config": row.config,
+                                 "reserved_workspace_bytes": row.workspace_bytes}
+        if row.family is not None and row.sms is not None and row.shape:
+            try:
+                entry.update(requirements(row.family, row.params, row.shape, sms=row.sms, options=row.family_options,
+                                          resources=row.resources, shape_range=row.bucket_bounds).to_dict())
+            except RequirementsError:
+                pass
+        out[f"{row.regime}/{row.op}/{row.bucket}"] = entry
+    return out
 
 
 def _keyed_entries(group: Sequence[TableRow], where: str, notes: list[str]) -> dict[str, Any]:

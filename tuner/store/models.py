@@ -85,6 +85,11 @@ class ConfigEntry(Base):
     capacity_delta_ci_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
     one_config_capacity_rps: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    family: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    family_options: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    sms: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    workspace_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    resources: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Lease(Base):

@@ -19,7 +19,7 @@ from numbers import Integral
 from typing import Any
 
 #: Fields stored as JSON (a ``sqlite3`` cursor hands them over as text).
-JSON_FIELDS = ("params", "shape", "bucket_bounds", "realized_rates_rps")
+JSON_FIELDS = ("params", "shape", "bucket_bounds", "realized_rates_rps", "family_options", "resources")
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,16 @@ class TableRow:
             half-width of the paired per-seed difference tuned − baseline.
         one_config_capacity_rps: the one-config-per-operator baseline's capacity.
         created_at: when the row was written (UTC).
+        family, family_options: the built-in kernel family of the operator and the
+            options it was built with (``{"epilogue": "silu", "dtype": "bf16"}``); None
+            for a declared profile. What ``tuner.requirements`` needs, with ``params``.
+        sms: the SMs the config is told (the device's, or its partition's when kernels
+            are sized to it), before its ``SM_MARGIN``; None when not a built-in family.
+        workspace_bytes: the workspace the simulator reserves for this cell: the config's
+            at the bucket's representative shape (``shape``) when the service can reach
+            the bucket, else 0 (schema version 4).
+        resources: per launch name, ``shared_bytes`` and ``registers`` per CTA and
+            ``ctas_per_sm`` from the compiled kernel at ``shape``; None when unknown.
     """
 
     problem: str
@@ -106,6 +116,11 @@ class TableRow:
     capacity_delta_ci_rps: float | None
     one_config_capacity_rps: float | None
     created_at: datetime
+    family: str | None = None
+    family_options: dict[str, Any] | None = None
+    sms: int | None = None
+    workspace_bytes: float | None = None
+    resources: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A flat JSON-ready record (``created_at`` in ISO 8601)."""

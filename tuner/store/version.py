@@ -2,7 +2,8 @@
 
 Kept apart so readers of exports and the runtime need no SQLAlchemy. Version 2 keys
 rows by shape bucket; version 3 adds capacity at the SLO, realised rates, the warm-up
-and overload flags, and judges goodput on one accounting base. A database or export of
+and overload flags, and judges goodput on one accounting base; version 4 adds what a
+config needs to run (family, options, SMs, reserved workspace, compiled resources). A database or export of
 another version is refused, never read silently (a version-1 table has one config per
 operator and no buckets; a version-2 one counts goodput from an empty start).
 """
@@ -14,7 +15,7 @@ from typing import Any
 from ..errors import SchemaMismatchError, StorageError
 
 #: Version of the tuner tables this code reads and writes; ``tuner_schema`` holds it.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 #: The fix for a database of an older version (or none recorded).
@@ -43,7 +44,7 @@ def check_version(found: Any, where: object, *, fix: str = RETUNE_DATABASE) -> N
     shown = "unknown" if found is None else found if isinstance(found, int) and not isinstance(found, bool) \
         else repr(found)
     raise SchemaMismatchError(f"{where}: tuner schema version {shown} found, this tuner reads and writes "
-                              f"version {SCHEMA_VERSION} (per-shape buckets, capacity at the SLO): {fix}")
+                              f"version {SCHEMA_VERSION} (per-shape buckets, capacity at the SLO, requirements): {fix}")
 
 
 def check_export(document: Any, path: object) -> None:
