@@ -32,7 +32,9 @@ def test_validate_wraps_every_line_to_the_terminal_and_keeps_every_label(llm_dec
     result = CliRunner().invoke(main, ["validate"], env={"COLUMNS": str(columns)})
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert max(map(len, lines)) <= columns, max(lines, key=len)
+    # a word longer than the terminal (the problem file's path, in a deep checkout) is never
+    # split, so it stands alone on its line; every other line fits
+    assert all(len(line) <= columns or len(line.split()) == 1 for line in lines), max(lines, key=len)
     attention = llm_decode.operator("decode_attn").bucketing
     assert attention.size == 80  # the list the issue saw on one line
     start = next(i for i, line in enumerate(lines) if line.startswith("  decode_attn: key B, L, 80 buckets:"))
