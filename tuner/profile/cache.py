@@ -271,8 +271,8 @@ class CompileCache:
     def _copied(self, key: CompileKey, usage: _compiled.ArchUsage) -> _compiled.ArchUsage:
         """A record found in the fallback, written here with the next batch (every
         :data:`COPY_BATCH` keys, at :meth:`close` or when the process exits): a fresh
-        database takes one commit per batch, not one per key (a tune used to spend 3 s on
-        587 commits). A copy lost to a crash is copied again by the next run."""
+        database takes one commit per batch, not one per key (a tune copies about 600 keys:
+        one commit each cost it 3 s). A copy lost to a crash is copied again by the next run."""
         if self._writable and key.columns not in self._stored_keys():
             with self._copy_lock:
                 if not self._copies:

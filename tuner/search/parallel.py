@@ -230,7 +230,7 @@ def default_processes(seeds: int, jobs: int = 1) -> int:
     """Seed processes per worker when none is asked for, the worker itself included: its
     share of this machine's usable cores (over ``jobs`` workers) plus one, because the
     worker also keeps the study's books between evaluations, where a core would idle
-    (on the 2-core development machine 3 processes tuned llm_decode faster than 2), and
+    (with 2 cores, 3 processes tune llm_decode faster than 2: ``benchmarks/bench_tune.py``), and
     never more than the ``seeds`` there are to run at once; 1 (everything in the worker)
     with under 2 cores to share."""
     cores = usable_cores() // jobs

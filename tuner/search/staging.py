@@ -1,8 +1,8 @@
 """``tuner tune --fresh``: tune into a scratch database, then swap it in with one transaction.
 
 A fresh run must not lose the studies it replaces until it has succeeded: deleting them
-first (as ``--fresh`` once did) left FAIL and WAITING trials where complete ones had been
-after a failed run, and a run of the original problem was then refused. So a fresh run
+first would leave FAIL and WAITING trials where complete ones had been after a failed
+run, and a run of the original problem would then be refused. So a fresh run
 tunes the chosen regimes in a scratch SQLite file (one per run, in the system's temporary
 directory; its ``--jobs`` helpers share it) that starts with copies of the problem's
 other studies (the warm starts read them). Only when every chosen regime's study and
