@@ -111,6 +111,27 @@ class KernelFamily(Protocol):
     def run(self, inputs: Mapping[str, Any], config: ConfigParams, shape: Shape) -> Any: ...
 
 
+#: Bytes per element of each pointer type a signature can hold (``*bf16`` → 2).
+SIGNATURE_BYTES: dict[str, int] = {"fp8e4nv": 1, "fp8e5": 1, "fp8e4b15": 1, "fp8e5b16": 1, "i1": 1, "i8": 1,
+                                   "u8": 1, "fp16": 2, "bf16": 2, "i16": 2, "fp32": 4, "i32": 4, "fp64": 8,
+                                   "i64": 8}
+_OUTPUT_NAMES = ("c_ptr", "c", "out_ptr", "out", "dst_ptr", "dst", "y_ptr", "y")
+
+
+def operand_bytes(signature: tuple[tuple[str, str], ...]) -> tuple[int, int]:
+    """Element sizes of a launch's inputs (its first pointer) and of its output (the
+    pointer named like ``c_ptr``/``out``/``dst``, else the third); 2 bytes when unknown.
+    The analytic model's GEMM traffic and a user kernel's compulsory bytes read the same
+    rule."""
+    pointers = [(name, t[1:]) for name, t in signature if t.startswith("*")]
+    if not pointers:
+        return 2, 2
+    named = dict(pointers)
+    out = next((named[n] for n in _OUTPUT_NAMES if n in named),
+               pointers[2][1] if len(pointers) > 2 else pointers[-1][1])
+    return SIGNATURE_BYTES.get(pointers[0][1], 2), SIGNATURE_BYTES.get(out, 2)
+
+
 #: Parameters a family may leave out of a config: a config without one behaves as at its
 #: first value. A problem file that does not name them keeps its configs' names and
 #: parameters (and its stored tables) as they were before the parameter existed.

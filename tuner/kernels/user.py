@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._common import INT32_MAX, KernelError, make_launch
-from .family import ConfigParams, LaunchPlan, Shape
+from .family import ConfigParams, LaunchPlan, Shape, operand_bytes
 
 #: Config entries that are launch options, not kernel arguments (``triton.Config``'s).
 LAUNCH_OPTIONS: tuple[str, ...] = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -39,8 +39,6 @@ MODEL_TILE: tuple[str, ...] = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLI
 _TORCH_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
                 "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1",
                 "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
-_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "u8": 1, "i1": 1,
-          "fp8e4nv": 1, "fp8e5": 1}
 
 Dimension = Callable[[Shape], float]
 ArgumentBuilder = Callable[[Shape, str], tuple[Any, ...]]
@@ -94,6 +92,7 @@ class UserKernelFamily:
         self._name, self._fn, self._configs, self._key = path, fn, configs, key
         self._arguments, self._cost, self._workspace, self._output = arguments, cost, workspace, output
         params = {p.name: p for p in fn.params}
+        self._constexpr_names = frozenset(p.name for p in fn.params if p.is_constexpr)
         for i, config in enumerate(configs):
             for name in config:
                 if name not in params and name not in LAUNCH_OPTIONS:
@@ -161,7 +160,7 @@ class UserKernelFamily:
             args, kwargs, grid = self._built(shape, "meta")
             values = self._bound(args, kwargs)
             types = {name: _argument_type(name, value) for name, value in values.items()
-                     if not self._is_constexpr(name)}
+                     if name not in self._constexpr_names}
             found = self._calls[key] = _Call(types, values, grid)
         return found
 
@@ -170,9 +169,8 @@ class UserKernelFamily:
         constexprs = self._constexprs(config, call.values)
         meta = {**call.values, **constexprs, **{k: v for k, v in config.items() if k in LAUNCH_OPTIONS}}
         grid_dims = _grid(call.grid, meta)
-        pointers = [t[1:] for t in call.types.values() if t.startswith("*")]
-        in_bytes = _BYTES.get(pointers[0], 2) if pointers else 2
-        out_bytes = _BYTES.get(call.types.get(self._output or "", "")[1:], in_bytes)
+        in_bytes, out_bytes = operand_bytes(tuple((p.name, call.types[p.name]) for p in self._fn.params
+                                                  if p.name in call.types))
         dims = {k: int(shape[k]) for k in self.shape_keys}
         if isinstance(self._cost, GemmCost):
             m, n, k = (int(f(dims)) for f in (self._cost.m, self._cost.n, self._cost.k))
@@ -208,7 +206,7 @@ class UserKernelFamily:
         values = inputs["values"]
         constexprs = self._constexprs(config, values)
         options = {k: v for k, v in config.items() if k in LAUNCH_OPTIONS}
-        runtime = {name: value for name, value in values.items() if not self._is_constexpr(name)}
+        runtime = {name: value for name, value in values.items() if name not in self._constexpr_names}
         self._fn[inputs["grid"]](**runtime, **constexprs, **options)
         return values.get(self._output) if self._output is not None else None
 
@@ -236,9 +234,6 @@ class UserKernelFamily:
                 raise KernelError(f"the argument builder of {self.name} passes {name}, which the kernel does not take")
             values[name] = value
         return values
-
-    def _is_constexpr(self, name: str) -> bool:
-        return any(p.name == name and p.is_constexpr for p in self._fn.params)
 
     def _constexprs(self, config: ConfigParams, values: Mapping[str, Any]) -> dict[str, Any]:
         """Each constexpr's value: the config's, else the builder's, else the kernel's

@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import IllegalConfigError
-from ..kernels.family import KernelLaunch
+from ..kernels.family import KernelLaunch, operand_bytes
 from ..phases import Phase, sm_need
 from .devices import DevicePreset
 from .resources import CompiledResources
@@ -263,7 +263,7 @@ def gemm_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None = None) 
                 f"unknown: pass the family's shape to launch_time(..., shape=shape)"
             )
         dims[key] = int(value)
-    in_bytes, out_bytes = _operand_bytes(launch)
+    in_bytes, out_bytes = operand_bytes(launch.signature)
     # A gated GEMM (gate and up projections at once) loads two B tiles and keeps two
     # accumulators per output tile: twice the MMA work and B traffic of its N.
     gated = c.get("EPILOGUE") == "gated_silu"
@@ -282,7 +282,7 @@ def _grouped_geometry(launch: KernelLaunch, c: Mapping[str, object]) -> GemmGeom
     its B one matrix per expert that got rows."""
     block_m = int(c["BLOCK_SIZE_M"])
     blocks = launch.expert_blocks  # type: ignore[attr-defined]
-    in_bytes, out_bytes = _operand_bytes(launch)
+    in_bytes, out_bytes = operand_bytes(launch.signature)
     return GemmGeometry(
         m=max(1, sum(blocks)) * block_m, n=int(launch.gemm_n), k=int(launch.gemm_k),  # type: ignore[attr-defined]
         block_m=block_m, block_n=int(c["BLOCK_SIZE_N"]), block_k=int(c["BLOCK_SIZE_K"]),
@@ -572,23 +572,6 @@ def _generic_timing(launch: KernelLaunch, res: CompiledResources, device: Device
     tail = _generic_wave(rest, flops, bytes_, launch, device, factors) if rest else None
     return _assemble(full, waves, tail, rest, slots, _exposed_fills(waves + (rest > 0), res), device, factors,
                      persistent=False)
-
-
-_DTYPE_BYTES = {"fp8e4nv": 1, "fp8e5": 1, "fp8e4b15": 1, "fp8e5b16": 1, "i8": 1, "u8": 1,
-                "fp16": 2, "bf16": 2, "i16": 2, "fp32": 4, "i32": 4, "fp64": 8, "i64": 8}
-_OUTPUT_NAMES = ("c_ptr", "c", "out_ptr", "out", "dst_ptr", "dst", "y_ptr", "y")
-
-
-def _operand_bytes(launch: KernelLaunch) -> tuple[int, int]:
-    """Element sizes of the inputs (the first pointer) and of the output (the pointer
-    named like ``c_ptr``/``out``/``dst``, else the third); 2 bytes when unknown."""
-    pointers = [(name, t[1:]) for name, t in launch.signature if t.startswith("*")]
-    if not pointers:
-        return 2, 2
-    named = dict(pointers)
-    out = next((named[n] for n in _OUTPUT_NAMES if n in named),
-               pointers[2][1] if len(pointers) > 2 else pointers[-1][1])
-    return _DTYPE_BYTES.get(pointers[0][1], 2), _DTYPE_BYTES.get(out, 2)
 
 
 def plan_seconds(launches: tuple[KernelLaunch, ...], resources: tuple[CompiledResources, ...],
