@@ -232,7 +232,7 @@ def _two_regimes() -> list[TableRow]:
 
 
 def test_changes_name_exactly_the_differing_parameters() -> None:
-    from tuner.dashboard.matrix import changes
+    from tuner.problem.changes import changes
 
     assert [c.text() for c in changes(GEMM_A, GEMM_B)] == ["BLOCK_N 64→128", "SPLIT_K 1→4", "PERSISTENT off→on"]
     assert changes(GEMM_A, dict(GEMM_A)) == ()

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Any
 
+from ..problem.changes import SAME
 from ..search.baselines import ONE_CONFIG
 from ..sim.metrics import OVERLOADED
 from ..store.table import TableRow
 from . import cells, verdicts
 from .board import regimes_of
-from .matrix import SAME, Cell, Matrix, config_matrix
+from .matrix import Cell, Matrix, config_matrix
 from .render import Link, _e, server_link
 from .sweep import BASELINE_LABEL
 

@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..problem.changes import SAME, Change, Span, changes
+from ..problem.changes import SAME, Span, changes
 from ..store.table import TableRow
 from .cells import operator_runs
 
-__all__ = ["SAME", "Cell", "Change", "Matrix", "Resolve", "Span", "changes", "config_matrix", "no_file"]
+__all__ = ["Cell", "Matrix", "Resolve", "config_matrix", "no_file"]
 
 #: ``(problem, operator, config name)`` → that config's parameters, or None when unknown.
 Resolve = Callable[[str, str, str], "Mapping[str, Any] | None"]
