@@ -10,9 +10,10 @@ from .baselines import (
 )
 from .evaluate import Constraints, Evaluation, check_constraints, ci_half_width, evaluate
 from .run import open_storage, table_rows, tune_problem
+from .settings import TuneSettings
 from .space import CellCost, JointSpace, Point, seconds_alone
 from .study import (
-    Choice, OracleResult, Progress, RegimeOutcome, TuneSettings, exhaustive, select_best, study_name, tune_regime,
+    Choice, OracleResult, Progress, RegimeOutcome, exhaustive, select_best, study_name, tune_regime,
     warm_starts,
 )
 

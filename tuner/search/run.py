@@ -39,7 +39,8 @@ from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
 from .staging import Staging
 from .fleet import MAX_RETRY, ROWS_LEASE_S, Helpers, LeaseGate, Worker, fail_running, held
-from .study import Progress, RegimeOutcome, TuneSettings, regime_outcome, run_study, study_name
+from .settings import TuneSettings
+from .study import Progress, RegimeOutcome, regime_outcome, run_study, study_name
 
 
 def open_storage(url: str, worker: Worker | None = None) -> optuna.storages.RDBStorage:

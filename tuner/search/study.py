@@ -48,6 +48,7 @@ from .. import interrupts
 from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, ROUTING_AWARE, footprint_ladder, routing_aware
 from .evaluate import Constraints, Evaluation, check_constraints, evaluate
 from .local import LocalSearchSampler, names_of, suggest
+from .settings import TuneSettings
 from .space import JointSpace, Point
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -58,47 +59,6 @@ TIE_TOLERANCE = 1e-9
 
 def study_name(problem: str, regime: str) -> str:
     return f"tuner:{problem}:{regime}"
-
-
-@dataclass(frozen=True)
-class TuneSettings:
-    """How to tune a regime.
-
-    Attributes:
-        trials: target number of finished trials in each study (a rerun continues to it).
-        seeds: traffic samples per assignment (K); seed ``k`` is ``base_seed + k``.
-        base_seed: first workload seed; also seeds the sampler (same seed, same table).
-        horizon_s: measurement window of each simulation (None: the regime's own).
-        oracle: also evaluate every joint assignment when there are at most ``oracle_limit``.
-        p_threshold: the Wilcoxon pruner's p-value (with K seeds it cannot prune
-            before ``2**-K < p_threshold``, i.e. K ≥ 4 at the default 0.1).
-    """
-
-    trials: int = 30
-    seeds: int = 3
-    base_seed: int = 0
-    horizon_s: float | None = None
-    oracle: bool = False
-    oracle_limit: int = 512
-    p_threshold: float = 0.1
-
-    def __post_init__(self) -> None:
-        if self.trials < 1:
-            raise SearchError(f"trials must be at least 1 but got {self.trials}")
-        if self.seeds < 1:
-            raise SearchError(f"seeds must be at least 1 but got {self.seeds}")
-        if self.base_seed < 0:
-            raise SearchError(f"seed must be >= 0 but got {self.base_seed}")
-        if self.horizon_s is not None and not (math.isfinite(self.horizon_s) and self.horizon_s > 0):
-            raise SearchError(f"horizon must be a finite number of seconds > 0 but got {self.horizon_s}")
-        if self.oracle_limit < 1:
-            raise SearchError(f"oracle_limit must be at least 1 but got {self.oracle_limit}")
-        if not 0.0 <= self.p_threshold <= 1.0:
-            raise SearchError(f"p_threshold must be between 0 and 1 but got {self.p_threshold}")
-
-    @property
-    def seed_list(self) -> tuple[int, ...]:
-        return tuple(self.base_seed + k for k in range(self.seeds))
 
 
 @dataclass(frozen=True)
