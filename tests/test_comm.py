@@ -10,7 +10,7 @@ import pytest
 
 from tuner.errors import ProblemError
 from tuner.kernels import get_family
-from tuner.kernels._common import KernelError
+from tuner.errors import KernelError
 from tuner.profile.collective import CollectiveProfile, priced_profile
 from tuner.profile.devices import PRESETS
 from tuner.profile.interconnect import NVLINK4, fit_alpha_beta, wire_factor

@@ -8,6 +8,7 @@ single line and exit code 2. Messages name the thing, the value and the reason::
     │   └── TraceError    a request trace cannot be read
     ├── AssignmentError   a requested config assignment does not fit the problem
     ├── IllegalConfigError a config cannot run a shape (limit, compile, device)
+    ├── KernelError       a kernel family was asked for what it lacks or cannot do
     ├── SearchError       a study cannot run as asked (unknown regime, other settings)
     └── StorageError      a database cannot be opened, read or written
         └── SchemaMismatchError  its tuner_schema version is not this code's
@@ -34,6 +35,11 @@ class AssignmentError(TunerError):
 
 class IllegalConfigError(TunerError):
     """A config cannot run a shape: a shape limit, a failed compile or a device limit."""
+
+
+class KernelError(TunerError):
+    """A kernel family was asked for something it does not have or support: an unknown
+    family or option, a shape or routing it cannot take, a launch it cannot make here."""
 
 
 class StorageError(TunerError):

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, main, one_line_errors, warn
+from .group import DEFAULT_PROBLEM, main, one_line_errors, warn
 from .params import MAX_SEEDS, SECONDS, SEEDS, Choice, Integer, Number
 
 ASSIGNMENT_HELP = ("BASE and CAND are each a config table (a SQLite file, sqlite:/// URL or JSON export; "

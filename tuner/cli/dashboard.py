@@ -14,7 +14,7 @@ import click
 
 from .. import bundled
 from ..errors import TunerError
-from . import database_error, database_url, main, one_line_errors
+from .group import database_error, database_url, main, one_line_errors
 from .params import Integer, OutputFile
 from .progress import Progress, quiet_option
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from . import main, one_line_errors
+from .group import main, one_line_errors
 from .params import Number, OutputFile
 from .attribute import ASSIGNMENT_HELP, common_options, load_inputs
 

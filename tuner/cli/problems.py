@@ -7,7 +7,7 @@ import textwrap
 
 import click
 
-from . import main, one_line_errors
+from .group import main, one_line_errors
 
 
 @main.command()

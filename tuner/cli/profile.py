@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option
+from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option
 from .params import COUNT, Choice
 from .progress import Progress, quiet_option
 

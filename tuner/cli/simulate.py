@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, main, one_line_errors, storage_option, warn
+from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option, warn
 from .params import SECONDS, SEED, SEEDS, OutputFile
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import click
 from ..errors import TunerError, shown_value
 from ..stats import delta_text, ratio_text
 from ..store.table import bucket_label
-from . import main, one_line_errors, storage_option
+from .group import main, one_line_errors, storage_option
 from .params import Choice
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..errors import TunerError
-from . import DEFAULT_PROBLEM, database_error, fail, main, one_line_errors, storage_option, warn
+from .group import DEFAULT_PROBLEM, database_error, fail, main, one_line_errors, storage_option, warn
 from .params import COUNT, SECONDS, SEED, SEEDS
 from .progress import Progress, quiet_option
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import KernelError
+from ..errors import KernelError
 from .comm import CommFamily
 from .decode_attention import DecodeAttentionFamily
 from .family import KernelFamily, KernelLaunch, LaunchPlan, all_configs, ast_source

@@ -16,16 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TunerError
+from ..errors import KernelError
 from .family import KernelLaunch
 
 #: Signature names of the element types the families accept, and their sizes in bytes.
 DTYPES: dict[str, int] = {"bf16": 2, "fp16": 2}
 INT32_MAX = 2**31 - 1
-
-
-class KernelError(TunerError):
-    """A kernel family was asked for something it does not have or support."""
 
 
 def dtype_name(dtype: Any) -> str:

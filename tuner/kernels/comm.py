@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._common import KernelError, config_problem, shape_problem
+from ..errors import KernelError
+from ._common import config_problem, shape_problem
 from .family import ConfigParams, LaunchPlan, Shape
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from itertools import product
 from typing import Any, Protocol
 
+from ..errors import KernelError
+
 Shape = Mapping[str, int]
 ConfigParams = Mapping[str, Any]
 
@@ -161,8 +163,6 @@ def ast_source(launch: KernelLaunch) -> Any:
     from triton.runtime.jit import JITFunction
 
     if not isinstance(launch.fn, JITFunction):
-        from ._common import KernelError
-
         raise KernelError(
             f"launch {launch.name!r} cannot be compiled in this process: its kernel was loaded "
             "under TRITON_INTERPRET=1 (as was Triton's own library); compile in a process "

@@ -64,7 +64,6 @@ from ._common import (
     DTYPES,
     INT32_MAX,
     Buffer,
-    KernelError,
     Step,
     allocate,
     cdiv,
@@ -75,6 +74,7 @@ from ._common import (
     shape_problem,
     torch_dtype,
 )
+from ..errors import KernelError
 from ..requirements import ELEMENT_BYTES, uniform_counts, workspace_buffers
 from .family import ConfigParams, KernelLaunch, LaunchPlan, Shape
 

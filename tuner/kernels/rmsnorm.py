@@ -30,7 +30,6 @@ from ._common import (
     DTYPES,
     INT32_MAX,
     Buffer,
-    KernelError,
     Step,
     allocate,
     cdiv,
@@ -41,6 +40,7 @@ from ._common import (
     shape_problem,
     torch_dtype,
 )
+from ..errors import KernelError
 from ..requirements import workspace_buffers
 from .family import ConfigParams, LaunchPlan, Shape
 

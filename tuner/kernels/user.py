@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._common import INT32_MAX, KernelError, make_launch
+from ..errors import KernelError
+from ._common import INT32_MAX, make_launch
 from .family import ConfigParams, LaunchPlan, Shape, operand_bytes
 
 #: Config entries that are launch options, not kernel arguments (``triton.Config``'s).

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kernels._common import KernelError
+from ..errors import KernelError
 from ..kernels.comm import CommFamily
 from ..phases import WHOLE_DEVICE, Partition, Phase
 from .devices import DevicePreset
