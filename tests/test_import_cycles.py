@@ -123,7 +123,7 @@ def test_cycles_are_found_and_named():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: two cycles remain (sim, search)")
+@pytest.mark.xfail(strict=True, reason="issue 29: the search cycle remains")
 def test_tuner_has_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles in tuner/:\n" + "\n".join(

@@ -1,18 +1,25 @@
 """Batching policies: how admitted requests become batches on executors.
 
-A policy is told when requests are admitted and when an executor's program ends, and
-starts programs through the run (:class:`tuner.sim.service.ServiceRun`). Contract:
+A policy owns the scheduling state: the queue of admitted requests not running yet, the
+idle executors, and when each request started and gave its first token. It reaches the
+run that hosts it only through :class:`Host`'s three calls and its current assignment,
+so the service layer sits above the policies and the policies never touch its lists.
+Contract:
 
+* ``admitted(request, now)`` queues a request the run admitted (its memory is held);
 * ``dispatch(now)`` starts work on every idle executor that can take some, and may ask
-  for a wake-up (``run.wake_at``) when a batch is worth waiting for;
+  for a wake-up (``host.wake_at``) when a batch is worth waiting for;
 * ``program_done(executor, now)`` settles the requests of the finished batch (calling
-  ``run.finish`` for the completed ones); the run then admits and dispatches again;
+  ``host.finish`` for the completed ones) and marks the executor idle; the run then
+  admits and dispatches again;
 * ``queue`` is the deque of admitted requests that are not running yet (queue depth).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,113 +27,160 @@ import numpy as np
 from .gpu import left_to_right_sum
 
 if TYPE_CHECKING:
-    from .program import Program
-    from .service import ServiceRun
+    from ..traffic import Workload
+    from .program import BoundService, Program
 
 
-class DynamicBatching:
-    """Request-level batching: a batch closes at ``max_batch`` requests or when its
-    oldest request has waited ``max_wait_s``; all its requests finish together."""
+class Host:
+    """What a batching policy may ask of the run that hosts it: the assignment in force
+    and three calls. :class:`tuner.sim.service.ServiceRun` is the one host; it derives
+    from this class (rather than matching a protocol) so that the compiled core calls
+    it directly, as it would call its own methods."""
 
-    def __init__(self, run: ServiceRun) -> None:
-        self.run = run
-        self.queue: deque[int] = deque()  # admitted, waiting for a batch
-        self.batches: list[list[int]] = [[] for _ in range(run.executors)]
-        service = run.bound.service
-        self.max_batch = service.max_batch
-        self.max_wait = service.max_wait_s
-        self.fields = [(name, run.sizes[name]) for name in sorted(run.size_fields)]
-        self._by_size: dict[int, Program] = {}  # programs by batch size, when sizes don't matter
-        self._bound = run.bound
+    bound: BoundService  # the assignment in force (a switch replaces it between batches)
 
-    def admitted(self, request: int) -> None:
+    def wake_at(self, t: float) -> None:
+        """Call the policy's ``dispatch`` again at ``t``."""
+        raise NotImplementedError
+
+    def start_program(self, executor: int, program: Program, scale: float, now: float) -> None:
+        """Run ``program`` (its kernels' work times ``scale``) on ``executor`` from ``now``."""
+        raise NotImplementedError
+
+    def finish(self, request: int, now: float) -> None:
+        """``request`` completed at ``now``: release its memory and judge it."""
+        raise NotImplementedError
+
+
+class BatchingPolicy:
+    """The scheduling state every policy keeps (see the module's contract)."""
+
+    def __init__(self, host: Host, executors: int, workload: Workload) -> None:
+        self.host = host
+        self.queue: deque[int] = deque()  # admitted, waiting to run
+        self.idle: list[int] = list(range(executors - 1, -1, -1))  # popped from the end: executor 0 first
+        n = len(workload)
+        self.start_t: list[float] = [math.nan] * n
+        self.first_t: list[float] = [math.nan] * n
+        self.jitter: list[float] = workload.jitter.tolist()
+
+    def admitted(self, request: int, now: float) -> None:
         self.queue.append(request)
 
     def dispatch(self, now: float) -> None:
-        run, queue, idle, max_batch = self.run, self.queue, self.run.idle, self.max_batch
-        jitter, start_t = run.jitter, run.start_t
+        raise NotImplementedError
+
+    def program_done(self, executor: int, now: float) -> None:
+        raise NotImplementedError
+
+
+class DynamicBatching(BatchingPolicy):
+    """Request-level batching: a batch closes at ``max_batch`` requests or when its
+    oldest request has waited ``max_wait_s``; all its requests finish together.
+
+    ``sizes`` are the requests' size fields as lists; ``size_fields`` those the programs
+    read (a batch's variables are their maximum and total over its requests)."""
+
+    def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
+                 size_fields: frozenset[str]) -> None:
+        super().__init__(host, executors, workload)
+        self.admitted_at: deque[float] = deque()  # the queue's admission times, in its order
+        self.batches: list[list[int]] = [[] for _ in range(executors)]
+        service = host.bound.service
+        self.max_batch = service.max_batch
+        self.max_wait = service.max_wait_s
+        self.fields = [(name, sizes[name]) for name in sorted(size_fields)]
+        self._by_size: dict[int, Program] = {}  # programs by batch size, when sizes don't matter
+        self._bound = host.bound
+
+    def admitted(self, request: int, now: float) -> None:
+        self.queue.append(request)
+        self.admitted_at.append(now)
+
+    def dispatch(self, now: float) -> None:
+        host, queue, admitted_at, idle, max_batch = self.host, self.queue, self.admitted_at, self.idle, self.max_batch
+        jitter, start_t = self.jitter, self.start_t
         while queue and idle:
             if len(queue) < max_batch:
-                oldest_admitted_at = run.admit_t[queue[0]]
+                oldest_admitted_at = admitted_at[0]
                 if now < oldest_admitted_at + self.max_wait:
-                    run.wake_at(oldest_admitted_at + self.max_wait)
+                    host.wake_at(oldest_admitted_at + self.max_wait)
                     return
             executor = idle.pop()
             size = min(max_batch, len(queue))
             if size == 1:
                 r = queue.popleft()
+                admitted_at.popleft()
                 batch = [r]
                 scale = jitter[r]
                 start_t[r] = now
             else:
                 batch = [queue.popleft() for _ in range(size)]
+                for _ in range(size):
+                    admitted_at.popleft()
                 scale = left_to_right_sum([jitter[r] for r in batch]) / size
                 for r in batch:
                     start_t[r] = now
             self.batches[executor] = batch
-            run.start_program(executor, self._program(batch, size), scale, now)
+            host.start_program(executor, self._program(batch, size), scale, now)
 
     def _program(self, batch: list[int], size: int) -> Program:
-        if self._bound is not self.run.bound:  # the assignment was switched: new programs
-            self._bound, self._by_size = self.run.bound, {}
+        bound = self.host.bound
+        if self._bound is not bound:  # the assignment was switched: new programs
+            self._bound, self._by_size = bound, {}
         if not self.fields:
             program = self._by_size.get(size)
             if program is None:
-                program = self._by_size[size] = self.run.bound.program({"batch": size})
+                program = self._by_size[size] = bound.program({"batch": size})
             return program
         variables: dict[str, float] = {"batch": size}
         for name, values in self.fields:
             sizes = [values[r] for r in batch]
             variables[name] = max(sizes)
             variables[f"{name}_total"] = sum(sizes)
-        return self.run.bound.program(variables)
+        return bound.program(variables)
 
     def program_done(self, executor: int, now: float) -> None:
         for r in self.batches[executor]:
-            self.run.finish(r, now)
+            self.host.finish(r, now)
         self.batches[executor] = []
+        self.idle.append(executor)
 
 
-class ContinuousBatching:
+class ContinuousBatching(BatchingPolicy):
     """Iteration-level batching (LLM serving): each iteration runs every active sequence;
     decodes take one token each, prefills fill the rest of the ``max_tokens`` budget in
     chunks (chunked prefill); new requests join at iteration boundaries."""
 
-    def __init__(self, run: ServiceRun) -> None:
-        self.run = run
-        self.queue: deque[int] = deque()  # admitted, not yet running
-        service = run.bound.service
+    def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]]) -> None:
+        super().__init__(host, executors, workload)
+        service = host.bound.service
         self.max_batch = service.max_batch
         self.max_tokens = service.max_tokens
-        self.running: list[list[int]] = [[] for _ in range(run.executors)]
-        self.plans: list[list[tuple[int, int]]] = [[] for _ in range(run.executors)]
+        self.running: list[list[int]] = [[] for _ in range(executors)]
+        self.plans: list[list[tuple[int, int]]] = [[] for _ in range(executors)]
         # MoE routing: a fresh generator per simulation from the workload's routing seed,
         # so every assignment draws the same counts in the same iteration order
-        workload = run.workload
         self.routing = workload.routing
         self.routing_rng = np.random.default_rng(workload.routing_seed) if workload.routing is not None else None
-        self.prompt = run.sizes["prompt"]
-        self.output = run.sizes["output"]
+        self.prompt = sizes["prompt"]
+        self.output = sizes["output"]
         self.prefill_left = [max(p, 1) for p in self.prompt]  # a request carries at least one token
         self.generated = [0] * len(self.prompt)
 
-    def admitted(self, request: int) -> None:
-        self.queue.append(request)
-
     def dispatch(self, now: float) -> None:
-        run = self.run
-        for executor in sorted(run.idle, reverse=True):
+        idle = self.idle
+        for executor in sorted(idle, reverse=True):
             running = self.running[executor]
             while self.queue and len(running) < self.max_batch:
                 r = self.queue.popleft()
                 running.append(r)
             if not running:
                 continue
-            run.idle.remove(executor)
+            idle.remove(executor)
             self._start_iteration(executor, running, now)
 
     def _start_iteration(self, executor: int, running: list[int], now: float) -> None:
-        run = self.run
         prefill_left = self.prefill_left
         plan: list[tuple[int, int]] = []
         # Decodes first (one token each), as vLLM's scheduler does; prefills share the rest.
@@ -143,21 +197,22 @@ class ContinuousBatching:
                 chunk = min(left, room)
                 room -= chunk
                 plan.append((r, chunk))
-        start_t = run.start_t
+        start_t = self.start_t
         for r, _ in plan:
             if start_t[r] != start_t[r]:  # NaN: scheduled for the first time
                 start_t[r] = now
-        jitter = run.jitter
+        jitter = self.jitter
         scale = left_to_right_sum([jitter[r] for r, _ in plan]) / len(plan)
         self.plans[executor] = plan
-        if run.bound.service.overlap == "two_batch" and len(plan) > 1:
+        bound = self.host.bound
+        if bound.service.overlap == "two_batch" and len(plan) > 1:
             cut = _balanced_cut(plan)
-            program = run.bound.overlapped([self._variables(plan[:cut]), self._variables(plan[cut:])])
-        elif run.bound.service.overlap == "two_batch":
-            program = run.bound.overlapped([self._variables(plan)])
+            program = bound.overlapped([self._variables(plan[:cut]), self._variables(plan[cut:])])
+        elif bound.service.overlap == "two_batch":
+            program = bound.overlapped([self._variables(plan)])
         else:
-            program = run.bound.program(self._variables(plan))
-        run.start_program(executor, program, scale, now)
+            program = bound.program(self._variables(plan))
+        self.host.start_program(executor, program, scale, now)
 
     def _variables(self, plan: list[tuple[int, int]]) -> dict[str, Any]:
         """The batch variables of an iteration (or micro-batch) running ``plan``, with its
@@ -182,14 +237,13 @@ class ContinuousBatching:
         return variables
 
     def program_done(self, executor: int, now: float) -> None:
-        run = self.run
-        prefill_left, generated, output = self.prefill_left, self.generated, self.output
+        prefill_left, generated, output, first_t = self.prefill_left, self.generated, self.output, self.first_t
         done = []
         for r, chunk in self.plans[executor]:
             if prefill_left[r] > 0:
                 prefill_left[r] -= chunk
                 if prefill_left[r] == 0:
-                    run.first_t[r] = now
+                    first_t[r] = now
                     generated[r] = 1
             else:
                 generated[r] += 1
@@ -199,8 +253,9 @@ class ContinuousBatching:
             finished = set(done)
             self.running[executor] = [r for r in self.running[executor] if r not in finished]
             for r in done:
-                run.finish(r, now)
+                self.host.finish(r, now)
         self.plans[executor] = []
+        self.idle.append(executor)
 
 
 def _balanced_cut(plan: list[tuple[int, int]]) -> int:

@@ -27,7 +27,7 @@ from ..phases import Phase
 from ..problem.assignment import Assignment
 from ..problem.model import Problem, Slo
 from ..traffic import Workload
-from .batching import ContinuousBatching, DynamicBatching
+from .batching import BatchingPolicy, ContinuousBatching, DynamicBatching, Host
 from .gpu import FluidGPU, Kernel, phase_rate
 from .policy import SwitchPolicy
 from .metrics import Metrics, percentile
@@ -114,7 +114,7 @@ def simulate_policy(
                       alternatives=bound, policy=policy, key=start).run()
 
 
-class ServiceRun:
+class ServiceRun(Host):
     """One simulation; create, call :meth:`run` once, discard."""
 
     def __init__(self, bound: BoundService, workload: Workload, budget: float,
@@ -138,7 +138,6 @@ class ServiceRun:
         self.n = n
         self.arrival = workload.arrivals_s.tolist()
         self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
-        self.jitter = workload.jitter.tolist()
         state = service.memory.per_request.evaluate_array(
             {name: np.asarray(v, dtype=np.float64) for name, v in workload.sizes.items()}
         )
@@ -146,10 +145,7 @@ class ServiceRun:
         self.base_memory = service.memory.fixed + bound.reserved_workspace
         self.capacity = budget - self.base_memory
         self.admit_t = [math.nan] * n
-        self.start_t = [math.nan] * n
-        self.first_t = [math.nan] * n
         self.finish_t = [math.nan] * n
-        self.idle = list(range(self.executors - 1, -1, -1))
         # Streams: lane l of executor e is stream l·E + e; the neighbours come after them.
         # Each stream's kernels run on its partition (an index into the GPU's caps).
         partitions = service.partitions()
@@ -163,7 +159,9 @@ class ServiceRun:
         self.gpu = FluidGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions),
                             service.device.sms)
         self.recording = record if isinstance(record, Recording) else Recording() if record else None
-        self.policy = (ContinuousBatching if service.batching == "continuous" else DynamicBatching)(self)
+        self.policy: BatchingPolicy = (
+            ContinuousBatching(self, self.executors, workload, self.sizes) if service.batching == "continuous"
+            else DynamicBatching(self, self.executors, workload, self.sizes, size_fields))
         self._overhead = service.launch_overhead_s
         # launch behaviour (service.launch): the host issues launch i of a batch at
         # base + (i + 1)·host, base being the batch's start plus a graph replay's cost;
@@ -208,7 +206,7 @@ class ServiceRun:
         self._misses_allowed = _INF if stop_below is None else (
             (1.0 - stop_below) * int((workload.arrivals_s >= workload.warmup_s).sum()) + 1e-9)
 
-    # -- used by batching policies -------------------------------------------------
+    # -- the batching policies' Host (tuner.sim.batching) ---------------------------
     def wake_at(self, t: float) -> None:
         self._timer(t, _WAKE, 0)
 
@@ -294,7 +292,7 @@ class ServiceRun:
         slo, arrival = self.bound.service.slo, self.arrival[request]
         if self.bound.service.batching != "continuous":
             return bool(slo.met(now - arrival))
-        first = self.first_t[request]
+        first = self.policy.first_t[request]
         return bool(slo.met(now - arrival, first - arrival, _tpot(now, first, self.sizes["output"][request])))
 
     def _missed(self) -> None:
@@ -321,7 +319,7 @@ class ServiceRun:
             self._memory_used += state[r]
             self.admit_t[r] = now
             self._admitted += 1
-            self.policy.admitted(r)
+            self.policy.admitted(r, now)
             admitted_any = True
         if admitted_any:
             if self._admitted > self._admitted_max:
@@ -345,7 +343,6 @@ class ServiceRun:
         if self._hosted and 2.0 * self._host_wait[executor] > now - self._iteration_start[executor]:
             self.host_bound += 1  # its GPU waited on the host for most of the iteration
         self.policy.program_done(executor, now)
-        self.idle.append(executor)
         if self.switch_policy is not None:
             self._maybe_switch(self.switch_policy, now)
         if self._queue:
@@ -489,13 +486,13 @@ class ServiceRun:
         arrival = np.asarray(self.arrival)
         finish = np.asarray(self.finish_t)
         admit = np.asarray(self.admit_t)
-        start = np.asarray(self.start_t)
+        start = np.asarray(self.policy.start_t)
         done = ~np.isnan(finish)
         latency = finish - arrival
         horizon, warmup = self.horizon, self.workload.warmup_s
         judged = arrival >= warmup
         good, ttft, tpot = _judge(service.slo, service.batching, arrival, finish,
-                                  np.asarray(self.first_t), self.workload.sizes, judged)
+                                  np.asarray(self.policy.first_t), self.workload.sizes, judged)
         window = horizon - warmup
         n_judged = int(judged.sum())
         admitted = ~np.isnan(admit)
