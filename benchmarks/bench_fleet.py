@@ -39,7 +39,7 @@ What is timed:
   the serial rows phase included. Reported, not judged.
 * **Cold cost per worker process** (a proxy, labelled so): the wall time of a fresh
   ``python -c`` that imports ``tuner.cli`` and ``tuner.search`` and calls
-  ``tuner.search.fleet.load_for_tuning(path, url)`` once (the compile cache opens lazily,
+  ``tuner.search.parallel.load_for_tuning(path, url)`` once (the compile cache opens lazily,
   so the database is not touched). Median of 3. A ``--jobs`` helper pays this and its
   own study setup before its first trial.
 
@@ -92,7 +92,7 @@ COLD_SCRIPT = """\
 import json, sys, time
 start = time.perf_counter()
 import tuner.cli, tuner.search
-from tuner.search.fleet import load_for_tuning
+from tuner.search.parallel import load_for_tuning
 imported = time.perf_counter()
 load_for_tuning(sys.argv[1], sys.argv[2])
 loaded = time.perf_counter()

@@ -51,8 +51,7 @@ TARGET_S = 90.0
 COLD_START = """
 import json, sys, time
 start = time.perf_counter()
-from tuner.search.parallel import run_seed
-from tuner.search.fleet import load_for_tuning
+from tuner.search.parallel import load_for_tuning, run_seed
 from tuner.problem.assignment import Assignment
 imported = time.perf_counter()
 problem = load_for_tuning(sys.argv[1], sys.argv[2])

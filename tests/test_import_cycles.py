@@ -12,8 +12,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "tuner"
 
 
@@ -123,7 +121,6 @@ def test_cycles_are_found_and_named():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: the search cycle remains")
 def test_tuner_has_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles in tuner/:\n" + "\n".join(

@@ -82,8 +82,9 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
 
     from ..search import TuneSettings, tune_problem
     from ..interrupts import exit_interrupted
-    from ..search.fleet import Worker, load_for_tuning, quiet_logs
-    from ..search.parallel import default_processes
+    from ..processes import quiet_logs
+    from ..search.leases import Worker
+    from ..search.parallel import default_processes, load_for_tuning
     from ..search.report import print_outcomes
     from ..store.store import parse_url, shown
 

@@ -8,7 +8,6 @@ worker processes when asked to.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from typing import Any
 from .. import bundled
 from ..errors import StorageError, TunerError
 from ..problem.assignment import Assignment
-from ..search.parallel import start_worker
+from ..processes import spawn_pool, stop_pool
 from ..store.table import TableRow
 from .points import Point, point, remember, simulate_point
 from .storage import compile_resources, open_readonly, readonly_study_storage
@@ -192,11 +191,7 @@ class Dashboard:
             if self.closed:
                 raise RuntimeError("the dashboard is closed")
             if self._executor is None:
-                import multiprocessing
-                from concurrent.futures import ProcessPoolExecutor
-
-                self._executor = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                                     initializer=start_worker, initargs=(os.getpid(),))
+                self._executor = spawn_pool(self.jobs)
             return self._executor
 
     def close(self) -> None:
@@ -206,7 +201,7 @@ class Dashboard:
             executor, self._executor = self._executor, None
             storage, self._study_storage = self._study_storage, None
         if executor is not None:
-            executor.shutdown(cancel_futures=True)
+            stop_pool(executor)
         if storage is not None:
             storage.engine.dispose()
 

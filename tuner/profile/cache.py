@@ -30,10 +30,9 @@ import dataclasses
 import functools
 import hashlib
 import json
-import multiprocessing
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from tuner.errors import StorageError
+from tuner.processes import spawn_pool, stop_pool
 from tuner.readonly_sqlite import read_only_connect
 from tuner.store.store import serialise_sqlite_writes, writer_engine_kwargs
 from tuner.kernels.family import KernelLaunch
@@ -386,8 +386,8 @@ class CompileCache:
         with contextlib.ExitStack() as stack:
             futures: dict[Future[_compiled.ArchUsage], CompileKey] = {}
             if pooled:
-                pool = stack.enter_context(ProcessPoolExecutor(
-                    max_workers=min(workers, len(pooled)), mp_context=multiprocessing.get_context("spawn")))
+                pool = spawn_pool(min(workers, len(pooled)))
+                stack.callback(stop_pool, pool)
                 for key in missing:
                     if key in pooled:
                         portable = dataclasses.replace(first[key], fn=None)

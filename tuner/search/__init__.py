@@ -9,7 +9,8 @@ from .baselines import (
     SmallestFootprint, footprint_ladder,
 )
 from .evaluate import Constraints, Evaluation, check_constraints, ci_half_width, evaluate
-from .run import open_storage, table_rows, tune_problem
+from .run import open_storage, table_rows
+from .tuning import tune_problem
 from .settings import TuneSettings
 from .space import CellCost, JointSpace, Point, seconds_alone
 from .study import (

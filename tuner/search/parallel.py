@@ -13,7 +13,7 @@ Work goes to the workers by value: the problem file (which they load once, with 
 run's compile cache), the assignment in its text form, the regime, seed, horizon and
 metric. A problem that is not the file the pool was made for (one built in memory, or
 edited since) is simulated in the calling process. The workers load the file as
-``tuner tune`` does (:func:`tuner.search.fleet.load_for_tuning`: compiled resources and
+``tuner tune`` does (:func:`load_for_tuning`: compiled resources and
 measurements from the run's storage); a library caller whose problem came from another
 database should keep ``sim_jobs=1``.
 
@@ -23,20 +23,17 @@ problem's load and its first launches (``benchmarks/bench_tune.py`` reports it).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import signal
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import IllegalConfigError, SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from ..processes import spawn_pool, stop_pool
 from ..sim.metrics import Metrics
 
 
@@ -89,11 +86,19 @@ class _Task:
 _loaded: dict[tuple[str, str, str], Problem] = {}  # in a worker: by (path, content hash, storage)
 
 
+def load_for_tuning(path: Path | str, url: str) -> Problem:
+    """The problem file as every worker loads it: compiled resources cached in ``url``."""
+    from ..problem import load_problem
+    from ..profile.modeled import LazyCompileCache
+    from ..store.store import resolve_url
+
+    return load_problem(Path(path), resources=LazyCompileCache(resolve_url(url)))
+
+
 def _run_task(task: _Task) -> SeedResult | None:
     """A worker's side; None when the file on disk is no longer the problem being tuned
     (edited meanwhile): the caller then simulates that seed itself, on the loaded one."""
     from ..problem import resolve_assignment
-    from .fleet import load_for_tuning
 
     key = (task.problem_path, task.problem_hash, task.storage)
     problem = _loaded.get(key)
@@ -106,27 +111,6 @@ def _run_task(task: _Task) -> SeedResult | None:
                     task.metric)
 
 
-def _ready() -> None:
-    """A no-op task: submitted once per worker at start, so they start at once."""
-
-
-def start_worker(parent: int) -> None:
-    """A worker process leaves Ctrl-C to the parent, which shuts it down, and ends by
-    itself when the parent dies without doing so (SIGKILL, a crash): it is never left
-    behind, re-parented to init."""
-    from .fleet import orphan_check
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    orphaned = orphan_check(parent)
-
-    def watch() -> None:
-        while not orphaned():
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent watch", daemon=True).start()
-
-
 class SeedPool:
     """``processes`` simulating seeds of the one problem file ``problem`` was loaded
     from: this one and ``processes - 1`` workers, with compiled resources from
@@ -135,23 +119,7 @@ class SeedPool:
 
     def __init__(self, problem: Problem, storage: str, processes: int) -> None:
         self.problem, self.storage, self.processes = problem, storage, processes
-        self._executor = ProcessPoolExecutor(processes - 1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=start_worker, initargs=(os.getpid(),))
-        # Start the workers now with SIGINT ignored (inherited through exec; start_worker
-        # keeps it so): a Ctrl-C during their imports would print a traceback from each.
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-        try:
-            started = [self._executor.submit(_ready) for _ in range(processes - 1)]
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, previous)
-        try:
-            for future in started:
-                future.result()
-        except BaseException:  # Ctrl-C while they start, or one that cannot start
-            self.close(abandon=True)
-            raise
+        self._executor = spawn_pool(processes - 1)
 
     def serves(self, problem: Problem) -> bool:
         return problem is self.problem
@@ -185,11 +153,7 @@ class SeedPool:
     def close(self, abandon: bool = False) -> None:
         """Stop the workers: after their current simulation, or (``abandon``: Ctrl-C, an
         error) at once, so that an interrupted run exits without waiting for them."""
-        processes = list(getattr(self._executor, "_processes", {}).values()) if abandon else []
-        self._executor.shutdown(wait=not abandon, cancel_futures=True)
-        for process in processes:
-            process.terminate()
-            process.join()
+        stop_pool(self._executor, abandon)
 
 
 _current: SeedPool | None = None

@@ -1,4 +1,6 @@
-"""Tune a problem: every chosen regime's study, then its rows of the config table.
+"""One worker's run over a problem's regimes: each study's trials, then the rows of every
+study it finds complete (:func:`run_regimes`, for :func:`tuner.search.tuning.tune_problem`
+and each ``--jobs`` helper).
 
 The order of writes is what makes an interruption safe: the store's schema is checked
 before Optuna touches the database (a database of another schema version is refused
@@ -8,9 +10,8 @@ run that fails before then leaves the database byte-identical; each trial is com
 by Optuna as it finishes; a regime's
 table rows are replaced in one transaction only after its study, baselines and oracle
 are done. Regimes run in the problem file's order, so later regimes warm-start from
-the earlier ones' best assignments. ``--fresh`` tunes in a scratch database and swaps
-the result in at the end (:mod:`tuner.search.staging`). Any number of workers may run this at once on one
-storage (:mod:`tuner.search.fleet` says how they stay exact).
+the earlier ones' best assignments. Any number of workers may run this at once on one
+storage (:mod:`tuner.search.leases` says how they stay exact).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 from datetime import datetime, timezone
 
 import optuna
@@ -32,13 +34,10 @@ from ..store import Store, TableRow
 from ..store.store import (
     is_read_only, parse_url, read_only_error, resolve_url, serialise_sqlite_writes, shown, writer_engine_kwargs,
 )
-from ..errors import SearchError
 from ..stats import paired_delta
-from . import parallel
 from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
-from .staging import Staging
-from .fleet import MAX_RETRY, ROWS_LEASE_S, Helpers, LeaseGate, Worker, fail_running, held
+from .leases import MAX_RETRY, ROWS_LEASE_S, LeaseGate, Worker, fail_running, held
 from .settings import TuneSettings
 from .study import Progress, RegimeOutcome, regime_outcome, run_study, study_name
 
@@ -76,107 +75,73 @@ def open_storage(url: str, worker: Worker | None = None) -> optuna.storages.RDBS
     raise AssertionError("unreachable")
 
 
-def tune_problem(
-    problem: Problem,
-    url: str,
-    settings: TuneSettings | None = None,
-    regimes: Sequence[str] | None = None,
-    *,
-    fresh: bool = False,
-    progress: Progress | None = None,
-    callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
-    on_regime: Callable[[RegimeOutcome], None] | None = None,
-    jobs: int = 1,
-    sim_jobs: int = 1,
-    worker: Worker | None = None,
-    orphaned: Callable[[], bool] = lambda: False,
-    warn: Callable[[str], None] = lambda message: None,
-) -> list[RegimeOutcome]:
-    """Tune ``regimes`` (default: all, in file order) and write their table rows to ``url``.
+@dataclass(frozen=True)
+class TuneJob:
+    """What a worker is asked to tune, and who it is (see
+    :func:`tuner.search.tuning.tune_problem` for the arguments' meaning)."""
 
-    Args:
-        fresh: start the chosen regimes' studies over: they are tuned in a scratch
-            database and replace the old studies and rows in one transaction at the end
-            (:mod:`tuner.search.staging`); a fresh run that fails writes nothing.
-        on_regime: called with each regime's outcome once its rows are written.
-        jobs: worker processes on this machine, this one included (``jobs - 1`` helpers
-            run trials; this one also writes the rows).
-        sim_jobs: processes simulating each evaluation's seeds side by side (1: in this
-            process; :mod:`tuner.search.parallel`). Unlike ``jobs`` it changes nothing
-            but the time taken.
-        worker: who this process is among the workers (default: the first of its run).
-        orphaned: tells a helper its parent died (it then stops).
-        warn: told of a helper that stopped early (its trial is retried by the others).
-
-    Returns:
-        The outcomes of the regimes whose rows this process wrote; a regime whose rows
-        were already written from the same study and settings (by another worker, or
-        an earlier run) is skipped and absent.
-
-    Raises:
-        SearchError: an unknown regime, or a study run with other settings.
-        StorageError: the URL cannot be used; SchemaMismatchError: another schema version.
-    """
-    settings = settings or TuneSettings()
-    worker = worker or Worker.here()
-    chosen = list(dict.fromkeys(regimes)) if regimes else list(problem.regimes)
-    for name in chosen:
-        if name not in problem.regimes:
-            raise SearchError(f"{problem.path}: no regime {name!r} (regimes: {', '.join(problem.regimes)})")
-    if jobs < 1:
-        raise SearchError(f"--jobs must be at least 1 but got {jobs}")
-    with parallel.seed_pool(problem, url, sim_jobs):
-        return _tune_problem(problem, url, settings, chosen, fresh, progress, callbacks, on_regime, jobs, worker,
-                             orphaned, warn)
+    problem: Problem
+    url: str
+    settings: TuneSettings
+    regimes: tuple[str, ...]
+    worker: Worker
+    progress: Progress | None = None
+    callbacks: tuple[Callable[[optuna.Study, FrozenTrial], None], ...] = ()
+    on_regime: Callable[[RegimeOutcome], None] | None = None
+    orphaned: Callable[[], bool] = lambda: False
+    warn: Callable[[str], None] = lambda message: None
 
 
-def _tune_problem(problem: Problem, url: str, settings: TuneSettings, chosen: list[str], fresh: bool,
-                  progress: Progress | None, callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]],
-                  on_regime: Callable[[RegimeOutcome], None] | None, jobs: int, worker: Worker,
-                  orphaned: Callable[[], bool], warn: Callable[[str], None]) -> list[RegimeOutcome]:
-    if fresh:
-        with Store(url, create=True) as store, Staging.of(problem, chosen, open_storage(url)) as staging:
-            outcomes = tune_problem(problem, staging.url, settings, chosen, progress=progress, callbacks=callbacks,
-                                    jobs=jobs, worker=worker, orphaned=orphaned, warn=warn)
-            staging.publish(store)
-        for outcome in outcomes:
-            if on_regime is not None:
-                on_regime(outcome)
-        return outcomes
+class Team(Protocol):
+    """Other workers this one started (the ``--jobs`` helpers): waited for at the end,
+    stopped on an error, their running trials then marked FAIL with this worker's."""
+
+    @property
+    def worker_ids(self) -> list[str]: ...
+
+    def join(self) -> list[str]: ...
+
+    def stop(self) -> None: ...
+
+
+def run_regimes(job: TuneJob, start_team: Callable[[], Team] | None = None) -> list[RegimeOutcome]:
+    """Run the studies of ``job.regimes`` in order and write the rows of those complete
+    (a worker that does not write rows only runs trials). ``start_team`` starts the other
+    workers once the storage is open. Returns the outcomes whose rows this call wrote."""
+    problem, url, settings, worker = job.problem, job.url, job.settings, job.worker
     store = Store(url, create=True)
-    helpers: Helpers | None = None
+    team: Team | None = None
     storage: optuna.storages.RDBStorage | None = None
     stopped = False
     try:
         storage = open_storage(url, worker)
-        if jobs > 1:
-            helpers = Helpers.start(jobs - 1, problem.path, url, settings, chosen, worker.heartbeat_s,
-                                    sim_jobs=parallel.processes_in_use())
-        rows = _Rows(store, problem, settings, worker, progress, on_regime)
+        if start_team is not None:
+            team = start_team()
+        rows = _Rows(store, problem, settings, worker, job.progress, job.on_regime)
         held_elsewhere = []
-        for name in chosen:
-            gate = LeaseGate(store, study_name(problem.name, name), worker.id, orphaned)
-            study = run_study(problem, name, storage, settings, callbacks=callbacks, progress=progress, gate=gate,
-                              salt=worker.salt, rehearse=worker.writes_rows)
+        for name in job.regimes:
+            gate = LeaseGate(store, study_name(problem.name, name), worker.id, job.orphaned)
+            study = run_study(problem, name, storage, settings, callbacks=job.callbacks, progress=job.progress,
+                              gate=gate, salt=worker.salt, rehearse=worker.writes_rows)
             if worker.writes_rows and rows.write(name, study, wait=False) is None:
                 held_elsewhere.append((name, study))
         for name, study in held_elsewhere:  # another worker was writing them: wait, write if it died first
             rows.write(name, study, wait=True)
-        if helpers is not None:
-            for failure in helpers.join():
-                warn(failure)
-            helpers = None
+        if team is not None:
+            for failure in team.join():
+                job.warn(failure)
+            team = None
         return rows.outcomes
     except BaseException:  # Ctrl-C, or an error: no trial of this run may stay RUNNING
         stopped = True
         raise
     finally:
         workers = [worker.id]
-        if helpers is not None:
-            helpers.stop()
-            workers += helpers.worker_ids
+        if team is not None:
+            team.stop()
+            workers += team.worker_ids
         if stopped and storage is not None:
-            fail_running(storage, [study_name(problem.name, name) for name in chosen], workers)
+            fail_running(storage, [study_name(problem.name, name) for name in job.regimes], workers)
         store.close()
 
 

@@ -177,7 +177,7 @@ def tune_regime(
 
 
 class TrialGate(Protocol):
-    """How a study's trials are started when other workers may share it (:mod:`tuner.search.fleet`).
+    """How a study's trials are started when other workers may share it (:mod:`tuner.search.leases`).
 
     The count-then-start of a trial, and the warm starts' enqueueing, run inside
     :meth:`exclusive`, so that workers together never start more trials than the budget

@@ -1,4 +1,4 @@
-"""Many workers on one problem's studies: heartbeats, leases, and ``--jobs`` on one machine.
+"""Many workers on one problem's studies: who each worker is, heartbeats and leases.
 
 A worker is any process that runs :func:`tuner.search.tune_problem` against a storage:
 ``tuner tune`` itself, each process of ``tuner tune --jobs J``, each ``tuner worker`` on
@@ -27,22 +27,17 @@ within seconds of each other (NTP).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
-import signal
 import socket
-import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TunerError
-from ..problem.model import Problem
 from ..store import Store
 from .. import interrupts
 
@@ -194,118 +189,3 @@ class LeaseGate:
             raise KeyboardInterrupt
         interrupts.checkpoint()
         time.sleep(random.uniform(*BUDGET_POLL_S))
-
-
-def quiet_logs() -> None:
-    """What a tuning process logs: errors reach the user as one line each, so Optuna logs
-    only errors (it logs an interrupted trial at WARNING with its traceback), and
-    SQLAlchemy's pool nothing (a Ctrl-C that lands while it resets a connection is
-    logged with a traceback by Python's last-resort handler)."""
-    import logging
-
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    logging.getLogger("sqlalchemy.pool").addHandler(logging.NullHandler())
-    logging.getLogger("sqlalchemy.pool").propagate = False
-
-
-def orphan_check(parent: int) -> Callable[[], bool]:
-    """True once ``parent`` (the pid of the process that started this one, passed from
-    it: read here it could already be init's) is no longer this process's parent."""
-    return lambda: os.getppid() != parent
-
-
-@dataclass(frozen=True)
-class Helpers:
-    """The helper processes of ``tuner tune --jobs J``: J − 1 workers that run trials of
-    the same regimes and write nothing else; the calling process is the first worker and
-    writes the rows."""
-
-    processes: Sequence[multiprocessing.process.BaseProcess]
-
-    @property
-    def worker_ids(self) -> list[str]:
-        return [worker_id(process.pid) for process in self.processes if process.pid is not None]
-
-    @classmethod
-    def start(cls, count: int, path: str, url: str, settings: object, regimes: Sequence[str],
-              heartbeat_s: int, sim_jobs: int = 1) -> Helpers:
-        context = multiprocessing.get_context("spawn")
-        processes = [
-            context.Process(target=_helper,
-                            args=(index, os.getpid(), path, url, settings, list(regimes), heartbeat_s, sim_jobs),
-                            name=f"tuner worker {index}", daemon=False)
-            for index in range(1, count + 1)
-        ]
-        # The helpers start with SIGINT ignored (inherited through exec) and take it back in
-        # _helper, after their imports: a Ctrl-C in the second they spend importing would
-        # print a traceback from the middle of them; stop() passes one on later instead.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            for process in processes:
-                process.start()
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        return cls(processes)
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop the helpers as Ctrl-C would (each marks its running trial FAIL), then wait.
-
-        Ctrl-C on a terminal has reached them already (they share the process group):
-        they get a moment to stop on their own before a second SIGINT is sent, so none is
-        interrupted while it records its first one."""
-        self.join(2.0)
-        for process in self.processes:
-            if process.is_alive() and process.pid is not None:
-                os.kill(process.pid, signal.SIGINT)
-        self.join(timeout_s)
-        for process in self.processes:
-            if process.is_alive():
-                process.terminate()
-                process.join()
-
-    def join(self, timeout_s: float | None = None) -> list[str]:
-        """Wait for the helpers; one line per helper that failed."""
-        failures = []
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        for index, process in enumerate(self.processes, start=1):
-            process.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            if process.exitcode not in (0, None, 130, -signal.SIGINT):
-                failures.append(f"worker {index} (pid {process.pid}) stopped early with status {process.exitcode}; "
-                                "the other workers finished its trials")
-        return failures
-
-
-def load_for_tuning(path: Path | str, url: str) -> Problem:
-    """The problem file as every worker loads it: compiled resources cached in ``url``."""
-    from ..problem import load_problem
-    from ..profile.modeled import LazyCompileCache
-    from ..store.store import resolve_url
-
-    return load_problem(Path(path), resources=LazyCompileCache(resolve_url(url)))
-
-
-def _helper(index: int, parent: int, path: str, url: str, settings: object, regimes: list[str],
-            heartbeat_s: int, sim_jobs: int = 1) -> None:
-    """Entry point of a ``--jobs`` helper process: load the problem, run trials, exit
-    quietly on Ctrl-C (130) and with one line on an error (2)."""
-    signal.signal(signal.SIGINT, interrupts.interrupt_once)
-    from .run import tune_problem
-
-    quiet_logs()
-    try:
-        problem = load_for_tuning(path, url)
-        worker = Worker.here(f":{index}", writes_rows=False, heartbeat_s=heartbeat_s)
-        tune_problem(problem, url, settings, regimes, worker=worker, orphaned=orphan_check(parent),  # type: ignore[arg-type]
-                     sim_jobs=sim_jobs)
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the exit
-        interrupts.exit_interrupted()
-    except TunerError as exc:
-        print(f"tuner: error: worker {index}: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except Exception as exc:  # one line, as every tuner error; the parent goes on without it
-        text = str(exc).strip().splitlines()
-        print(f"tuner: error: worker {index}: {type(exc).__name__}: {text[0] if text else ''}", file=sys.stderr)
-        sys.exit(1)
