@@ -30,7 +30,8 @@ from tuner.problem.assignment import Assignment
 from tuner.search.capacity import (
     MAX_EXPAND, MAX_PROBE_ARRIVALS, REL_TOL, ceiling_rate, seed_capacity, start_rate,
 )
-from tuner.search.evaluate import ci_half_width, evaluate
+from tuner.search.evaluate import evaluate
+from tuner.stats import ci_half_width
 from tuner.sim import simulate
 
 TARGET = 0.9

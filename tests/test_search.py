@@ -17,11 +17,11 @@ from tuner.phases import WHOLE_DEVICE
 from tuner.errors import IllegalConfigError, StorageError
 from tuner.problem import Problem, load_problem
 from tuner.search import (
-    ONE_CONFIG, PER_BUCKET, SMALLEST, JointSpace, SearchError, TuneSettings, check_constraints, ci_half_width,
+    ONE_CONFIG, PER_BUCKET, SMALLEST, JointSpace, SearchError, TuneSettings, check_constraints,
     evaluate, footprint_ladder, select_best, study_name, table_rows, tune_problem, tune_regime, warm_starts,
 )
 from tuner.problem import resolve_assignment
-from tuner.stats import paired_delta
+from tuner.stats import ci_half_width, paired_delta
 from tuner.store import Store
 
 

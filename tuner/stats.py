@@ -24,6 +24,16 @@ def _t(quantile: float, dof: int) -> float:
     return float(t.ppf(quantile, dof))
 
 
+def ci_half_width(values: Sequence[float], confidence: float = 0.95) -> float | None:
+    """Student-t half-width of the mean's two-sided ``confidence`` interval (exactly 0 when
+    every value is the same); None for fewer than 2 values."""
+    n = len(values)
+    if n < 2:
+        return None
+    sd = statistics.stdev(values)
+    return 0.0 if sd == 0.0 else _t(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)
+
+
 @dataclass(frozen=True)
 class Delta:
     """A per-seed difference (candidate side minus base side), paired by seed.
@@ -45,11 +55,7 @@ class Delta:
 
     @property
     def half_width(self) -> float | None:
-        n = len(self.values)
-        if n < 2:
-            return None
-        sd = self.stdev
-        return 0.0 if sd == 0.0 else _t(0.5 + self.confidence / 2, n - 1) * sd / math.sqrt(n)
+        return ci_half_width(self.values, self.confidence)
 
     @property
     def low(self) -> float | None:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import StorageError, TunerError
+from ..errors import StorageError
 from ..problem import resolve_assignment
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
@@ -24,8 +24,7 @@ def check_regimes(problem: Problem, regimes: Iterable[str]) -> tuple[str, ...]:
     """The named regimes (default: all of the problem's), checked, deduplicated, sorted."""
     chosen = sorted(set(regimes)) or sorted(problem.regimes)
     for name in chosen:
-        if name not in problem.regimes:
-            raise TunerError(f"{problem.path}: regimes: no regime {name!r} (regimes: {', '.join(problem.regimes)})")
+        problem.regime(name)
     return tuple(chosen)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..problem.assignment import Assignment
 from ..problem.model import Problem, Regime
 from ..search.baselines import PER_BUCKET
-from ..search.evaluate import ci_half_width
+from ..stats import ci_half_width
 from ..stats import Delta, paired
 from ..sim.metrics import Metrics
 from ..store.table import TableRow

@@ -7,13 +7,13 @@ passed; the simulator and the search trust it and never re-validate.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from ..errors import ProblemError
+from ..errors import ProblemError, SearchError
 from ..expr import Expr
 from .bounds import check_sample
 from .buckets import Bucketing
@@ -498,6 +498,31 @@ class Problem:
     size_fields: frozenset[str]
     warnings: tuple[str, ...] = ()
     objective: str = "goodput"
+
+    def regime(self, name: str) -> Regime:
+        """The regime ``name``: the one place a regime asked for by name is checked.
+
+        Raises:
+            SearchError: the file has no such regime (the message lists those it has).
+        """
+        try:
+            return self.regimes[name]
+        except KeyError:
+            raise SearchError(f"{self.path}: no regime {name!r} (regimes: {', '.join(self.regimes)})") from None
+
+    def memory_budget(self, regime: str) -> float:
+        """Bytes the service may use in ``regime``: the regime's own budget, else the service's."""
+        chosen = self.regimes[regime]
+        return chosen.memory_budget if chosen.memory_budget is not None else self.service.memory.budget
+
+    def mean_rate(self, regime: str, seeds: Sequence[int], horizon_s: float) -> float | None:
+        """The regime's mean arrival rate (req/s): the file's (a rate bucket's midpoint, or a
+        fixed rate), else the mean rate its seeded workloads realise (requests / window)."""
+        chosen = self.regimes[regime]
+        if chosen.arrivals.declared_rate is not None:
+            return chosen.arrivals.declared_rate
+        rates = [len(chosen.workload(seed, self.service.jitter, horizon_s)) / horizon_s for seed in seeds]
+        return sum(rates) / len(rates) if rates else None
 
     def service_for(self, regime: str) -> Service:
         """The service as it runs in ``regime`` (its partition shares, if it sets any)."""

@@ -8,7 +8,7 @@ from .baselines import (
     BASELINES, ONE_CONFIG, PER_BUCKET, SMALLEST, Baseline, OneConfigPerOperator, PerBucketIsolatedFastest,
     SmallestFootprint, footprint_ladder,
 )
-from .evaluate import Constraints, Evaluation, check_constraints, ci_half_width, evaluate
+from .evaluate import Constraints, Evaluation, check_constraints, evaluate
 from .run import open_storage, table_rows
 from .tuning import tune_problem
 from .settings import TuneSettings
@@ -22,6 +22,6 @@ __all__ = [
     "BASELINES", "Baseline", "CellCost", "Choice", "Constraints", "Evaluation", "JointSpace", "ONE_CONFIG",
     "OneConfigPerOperator", "OracleResult", "PER_BUCKET", "PerBucketIsolatedFastest", "Point", "Progress",
     "RegimeOutcome", "SMALLEST", "SearchError", "SmallestFootprint", "TuneSettings", "check_constraints",
-    "ci_half_width", "evaluate", "exhaustive", "footprint_ladder", "open_storage", "seconds_alone", "select_best",
+    "evaluate", "exhaustive", "footprint_ladder", "open_storage", "seconds_alone", "select_best",
     "study_name", "table_rows", "tune_problem", "tune_regime", "warm_starts",
 ]

@@ -23,7 +23,6 @@ An infeasible assignment is scored 0 requests/s and kept, never dropped.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from ..errors import IllegalConfigError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..sim import bind
+from ..stats import ci_half_width
 from . import parallel
 from .parallel import run_seed
 
@@ -62,8 +62,7 @@ def check_constraints(problem: Problem, assignment: Assignment, regime: str) -> 
         reserved = bind(service, assignment, problem.size_fields).reserved_workspace
     except IllegalConfigError as exc:
         return Constraints(legality=1.0, reason=f"illegal: {exc}")
-    chosen = problem.regimes[regime]
-    budget = chosen.memory_budget if chosen.memory_budget is not None else service.memory.budget
+    budget = problem.memory_budget(regime)
     minimal_state = service.memory.per_request.evaluate({name: 1.0 for name in problem.size_fields})
     need = service.memory.fixed + reserved + minimal_state
     memory = (need - budget) / budget if budget > 0 else (1.0 if need > 0 else 0.0)
@@ -123,16 +122,6 @@ class Evaluation:
     def ci(self) -> float | None:
         """Half-width of the 95% confidence interval of the mean (None under 2 seeds)."""
         return ci_half_width(self.values)
-
-
-def ci_half_width(values: Sequence[float], confidence: float = 0.95) -> float | None:
-    """Student-t half-width of the mean's confidence interval; None for fewer than 2 values."""
-    n = len(values)
-    if n < 2:
-        return None
-    from scipy.stats import t
-
-    return float(t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n))
 
 
 def evaluate(

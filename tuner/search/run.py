@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.metadata
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 from datetime import datetime, timezone
@@ -212,8 +212,8 @@ def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> li
         seeds=outcome.settings.seeds, horizon_s=outcome.horizon_s,
         goodput_rps=tuned.mean, goodput_ci_rps=tuned.ci, baseline_goodput_rps=baseline.mean,
         delta_ci_rps=delta.half_width, one_config_goodput_rps=one_config.evaluation.mean if one_config else None,
-        oracle_goodput_rps=oracle, regime_rate_rps=regime_rate(problem, outcome.regime, outcome.settings.seed_list,
-                                                               outcome.horizon_s),
+        oracle_goodput_rps=oracle, regime_rate_rps=problem.mean_rate(outcome.regime, outcome.settings.seed_list,
+                                                                      outcome.horizon_s),
         realized_rates_rps=list(tuned.rates or baseline.rates) or None,
         warmup_s=problem.regimes[outcome.regime].warmup_for(outcome.horizon_s),
         overloaded_seeds=tuned.overloaded, baseline_overloaded_seeds=baseline.overloaded,
@@ -236,13 +236,3 @@ def _measured(evaluation: Evaluation | None) -> Evaluation | None:
 
 def _mean(evaluation: Evaluation | None) -> float | None:
     return evaluation.mean if evaluation is not None and evaluation.feasible else None
-
-
-def regime_rate(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float) -> float | None:
-    """The regime's mean arrival rate: the file's (a rate bucket's midpoint, or a fixed
-    rate), else the mean rate its seeded workloads realise (requests / window)."""
-    chosen = problem.regimes[regime]
-    if chosen.arrivals.declared_rate is not None:
-        return chosen.arrivals.declared_rate
-    rates = [len(chosen.workload(seed, problem.service.jitter, horizon_s)) / horizon_s for seed in seeds]
-    return sum(rates) / len(rates) if rates else None

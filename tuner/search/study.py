@@ -242,8 +242,7 @@ def run_study(
         SearchError: the regime is unknown, or the stored study was made with other seeds,
             horizon or problem file.
     """
-    if regime not in problem.regimes:
-        raise SearchError(f"{problem.path}: no regime {regime!r} (regimes: {', '.join(problem.regimes)})")
+    problem.regime(regime)
     progress = progress or _Silent()
     gate = gate or _Alone()
     space = JointSpace.of(problem)

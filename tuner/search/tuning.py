@@ -72,8 +72,7 @@ def tune_problem(
     worker = worker or Worker.here()
     chosen = tuple(dict.fromkeys(regimes)) if regimes else tuple(problem.regimes)
     for name in chosen:
-        if name not in problem.regimes:
-            raise SearchError(f"{problem.path}: no regime {name!r} (regimes: {', '.join(problem.regimes)})")
+        problem.regime(name)
     if jobs < 1:
         raise SearchError(f"--jobs must be at least 1 but got {jobs}")
     job = TuneJob(problem, url, settings, chosen, worker, progress, tuple(callbacks), on_regime, orphaned, warn)

@@ -86,10 +86,8 @@ def simulate(
 def _workload_and_budget(problem: Problem, regime: str, seed: int, horizon_s: float | None,
                          rate_rps: float | None = None) -> tuple[Workload, float]:
     """The regime's seeded workload (the same for every assignment) and its memory budget."""
-    chosen = problem.regimes[regime]
-    workload = chosen.workload(seed, problem.service.jitter, horizon_s, rate_rps)
-    budget = chosen.memory_budget if chosen.memory_budget is not None else problem.service.memory.budget
-    return workload, budget
+    workload = problem.regimes[regime].workload(seed, problem.service.jitter, horizon_s, rate_rps)
+    return workload, problem.memory_budget(regime)
 
 
 def simulate_policy(
