@@ -41,11 +41,12 @@ from sqlalchemy import (DateTime, Float, Integer, String, Text, UniqueConstraint
                         select, tuple_)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from tuner.errors import StorageError
 from tuner.processes import spawn_pool, stop_pool
 from tuner.readonly_sqlite import read_only_connect
+from tuner.store.models import Base
 from tuner.store.store import serialise_sqlite_writes, writer_engine_kwargs
 from tuner.kernels.family import KernelLaunch
 from tuner.profile import compiled as _compiled
@@ -55,11 +56,7 @@ from tuner.profile.resources import CompiledResources
 Progress = Callable[[int, int], None]
 
 
-class _Base(DeclarativeBase):
-    pass
-
-
-class CompiledRecord(_Base):
+class CompiledRecord(Base):
     """One compile of one launch for one architecture (a row of ``tuner_compiled``)."""
 
     __tablename__ = "tuner_compiled"
@@ -213,9 +210,9 @@ class CompileCache:
             self._engine = create_engine(url, **writer_engine_kwargs(make_url(url)))
             serialise_sqlite_writes(self._engine)  # several workers (tuner tune --jobs) may write it
             try:
-                _Base.metadata.create_all(self._engine, tables=[CompiledRecord.__table__])
+                Base.metadata.create_all(self._engine, tables=[CompiledRecord.__table__])
             except SQLAlchemyError:  # another process created the table between check and create
-                _Base.metadata.create_all(self._engine, tables=[CompiledRecord.__table__])
+                Base.metadata.create_all(self._engine, tables=[CompiledRecord.__table__])
         except (SQLAlchemyError, ImportError, ValueError) as e:
             raise StorageError(
                 f"cannot open the compile cache at {_shown(url)}: {_first_line(e)}; give a reachable "

@@ -19,16 +19,13 @@ from typing import Any
 from sqlalchemy import DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, inspect, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ..errors import StorageError
+from ..store.models import Base
 
 
-class _Base(DeclarativeBase):
-    pass
-
-
-class MeasuredRecord(_Base):
+class MeasuredRecord(Base):
     """One (family, options, config, shape, GPU, Triton version) timing."""
 
     __tablename__ = "tuner_measured"
@@ -80,7 +77,7 @@ class MeasuredStore:
                     return None
                 engine = create_engine(self.url)
                 if create:
-                    _Base.metadata.create_all(engine)
+                    Base.metadata.create_all(engine, tables=[MeasuredRecord.__table__])
                 elif not inspect(engine).has_table(MeasuredRecord.__tablename__):
                     return None
                 self._engine = engine

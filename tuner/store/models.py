@@ -19,11 +19,14 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .version import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "Base", "ConfigEntry", "Lease", "RegimeWritten", "SchemaVersion"]
+__all__ = ["SCHEMA_VERSION", "Base", "ConfigEntry", "Lease", "RegimeWritten", "SchemaVersion", "CONFIG_TABLES"]
 
 
 class Base(DeclarativeBase):
-    """Declarative base of every ``tuner_*`` table."""
+    """Declarative base of every ``tuner_*`` table: the config table's (here), the compile
+    cache's (:mod:`tuner.profile.cache`) and the measurements' (:mod:`tuner.profile.measured`).
+    Each owner creates its own tables (``create_all(tables=...)``): a database may hold a
+    compile cache and no config table."""
 
 
 class SchemaVersion(Base):
@@ -115,3 +118,8 @@ class RegimeWritten(Base):
     key: Mapped[str] = mapped_column(String(500), nullable=False)
     holder: Mapped[str] = mapped_column(String(200), nullable=False)
     written_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+#: The config table's own tables: what a store checks the version of and creates (the
+#: compile cache's and the measurements' share :class:`Base` and are their owners' business).
+CONFIG_TABLES = tuple(model.__table__ for model in (SchemaVersion, ConfigEntry, Lease, RegimeWritten))

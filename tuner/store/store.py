@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from ..errors import SchemaMismatchError, StorageError, shortened
 from ..readonly_sqlite import SQLITE_HEADER
-from .models import SCHEMA_VERSION, Base, ConfigEntry, Lease, RegimeWritten, SchemaVersion
+from .models import SCHEMA_VERSION, CONFIG_TABLES, Base, ConfigEntry, Lease, RegimeWritten, SchemaVersion
 from .table import ROW_FIELDS, TableRow
 from .version import check_version
 
@@ -154,7 +154,7 @@ class Store:
         except SQLAlchemyError as exc:
             raise StorageError(f"{self.url}: cannot open the database: {_first_line(exc)}") from exc
         if SchemaVersion.__tablename__ not in tables:
-            ours = sorted(t for t in tables if t in Base.metadata.tables)
+            ours = sorted(t for t in tables if t in {table.name for table in CONFIG_TABLES})
             if ours:
                 raise SchemaMismatchError(
                     f"{self.url}: tuner tables {', '.join(ours)} have no {SchemaVersion.__tablename__} version "
@@ -176,7 +176,7 @@ class Store:
     def _create_tables(self) -> None:
         for attempt in range(2):
             try:
-                Base.metadata.create_all(self.engine)
+                Base.metadata.create_all(self.engine, tables=list(CONFIG_TABLES))
                 return
             except SQLAlchemyError as exc:
                 # another worker created one meanwhile: look again, once
