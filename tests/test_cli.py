@@ -230,10 +230,10 @@ def test_ctrl_c_in_tune_is_one_line_and_exit_130(tmp_path: Path) -> None:
     WARNING on its own handler; the user sees only the line saying the finished trials
     are kept (a subprocess, so Optuna's handler writes to the stderr we read)."""
     script = ("import sys\n"
-              "from tuner.search import study\n"
+              "from tuner.search import objective\n"
               "def interrupted(self, trial):\n"
               "    raise KeyboardInterrupt\n"
-              "study._Objective.__call__ = interrupted\n"
+              "objective.Objective.__call__ = interrupted\n"
               "from tuner.cli import main\n"
               "main(sys.argv[1:])\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -17,9 +17,13 @@ from tuner.phases import WHOLE_DEVICE
 from tuner.errors import IllegalConfigError, StorageError
 from tuner.problem import Problem, load_problem
 from tuner.search import (
-    ONE_CONFIG, PER_BUCKET, SMALLEST, JointSpace, SearchError, TuneSettings, check_constraints,
-    evaluate, footprint_ladder, select_best, study_name, table_rows, tune_problem, tune_regime, warm_starts,
+    ONE_CONFIG, PER_BUCKET, SMALLEST, JointSpace, SearchError, TuneSettings, evaluate, study_name, table_rows,
+    tune_problem, tune_regime,
 )
+from tuner.search.baselines import footprint_ladder
+from tuner.search.evaluate import check_constraints
+from tuner.search.ranking import select_best
+from tuner.search.warm_starts import warm_starts
 from tuner.problem import resolve_assignment
 from tuner.stats import ci_half_width, paired_delta
 from tuner.store import Store
@@ -553,7 +557,7 @@ def test_a_run_that_fails_before_a_trial_finished_leaves_the_database_byte_ident
             tune_problem(seed_problem, url, QUICK, ["heavy", "nope"])
     else:
         error = KeyboardInterrupt() if failure.startswith("Ctrl-C") else RuntimeError("simulator failed")
-        monkeypatch.setattr("tuner.search.study.evaluate", Failing(error))
+        monkeypatch.setattr("tuner.search.objective.evaluate", Failing(error))
         problem = tradeoff if failure.startswith("a new problem") else seed_problem
         with pytest.raises(type(error)):
             tune_problem(problem, url, QUICK, ["heavy"])
@@ -568,7 +572,7 @@ def test_a_rehearsed_study_is_the_study_a_plain_run_makes(seed_problem, monkeypa
     runs = {}
     for rehearse in (False, True):
         calls = []
-        monkeypatch.setattr("tuner.search.study.evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
+        monkeypatch.setattr("tuner.search.objective.evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
         study = run_study(seed_problem, "heavy", memory_store(), QUICK, rehearse=rehearse)
         runs[rehearse] = ([(t.number, t.params, t.value, t.user_attrs, t.state) for t in study.trials], len(calls))
     assert runs[True] == runs[False]
@@ -576,7 +580,7 @@ def test_a_rehearsed_study_is_the_study_a_plain_run_makes(seed_problem, monkeypa
 
 def test_an_interrupted_run_keeps_its_finished_trials(seed_problem, tuned_db, monkeypatch):
     url = f"sqlite:///{tuned_db}"
-    monkeypatch.setattr("tuner.search.study.evaluate", Failing(KeyboardInterrupt(), after=1))
+    monkeypatch.setattr("tuner.search.objective.evaluate", Failing(KeyboardInterrupt(), after=1))
     with pytest.raises(KeyboardInterrupt):
         tune_problem(seed_problem, url, QUICK, ["heavy"])
     states = [t.state for t in optuna.load_study(study_name=study_name("seed_example", "heavy"), storage=url).trials]
@@ -619,7 +623,7 @@ def test_a_failed_fresh_run_leaves_the_old_study_intact_and_usable(seed_problem,
     before = sha256(tuned_db)
     other = dataclasses.replace(QUICK, seeds=3)
     for failure in (Failing(RuntimeError("simulator failed")), Failing(KeyboardInterrupt(), after=1)):  # after a trial finished
-        monkeypatch.setattr("tuner.search.study.evaluate", failure)
+        monkeypatch.setattr("tuner.search.objective.evaluate", failure)
         with pytest.raises(type(failure.error)):
             tune_problem(seed_problem, url, other, ["light"], fresh=True)
         assert sha256(tuned_db) == before

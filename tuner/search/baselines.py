@@ -143,16 +143,8 @@ def footprint_ladder(space: JointSpace, levels: int = 8) -> list[Assignment]:
 def capped(space: JointSpace, cap: float) -> Assignment | None:
     """Each cell's fastest candidate with at most ``cap`` workspace (its smallest when
     none fits); None when some cell has no legal config at all."""
-    def pick(index: int) -> Config | None:
-        legal = [space.cost(index, name) for name in space.choices[index]]
-        legal = [c for c in legal if c.legal]
-        if not legal:
-            return None
-        fitting = [c for c in legal if c.workspace <= cap] or [min(legal, key=lambda c: (c.workspace, c.latency_s))]
-        return min(fitting, key=lambda c: c.latency_s).config  # type: ignore[arg-type,return-value]
-
-    picks = [pick(i) for i in range(len(space.cells))]
+    picks = [space.fastest_under(i, cap) for i in range(len(space.cells))]
     if any(p is None for p in picks):
         return None
-    return _by_cell(space, lambda i: picks[i])
+    return _by_cell(space, lambda i: picks[i].config)  # type: ignore[union-attr]
 

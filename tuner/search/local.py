@@ -26,7 +26,6 @@ their own parameters, as with any Optuna sampler.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -97,10 +96,10 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         higher = [cap for cap in self._caps if cap > peak]
         if lower and (not higher or self._rng.rand() < 0.7):
             cap = lower[-1]
-            return tuple(name if cost.workspace <= cap else self._fastest(i, cap)
+            return tuple(name if cost.workspace <= cap else self._fastest(i, cap, name)
                          for i, (name, cost) in enumerate(zip(point, costs)))
         if higher:
-            return tuple(self._fastest(i, higher[0]) for i in range(len(point)))
+            return tuple(self._fastest(i, higher[0], name) for i, name in enumerate(point))
         return self._cell_move(point, movable)
 
     def _operator_move(self, point: Point, movable: list[int]) -> Point:
@@ -135,10 +134,11 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         out[i] = others[self._rng.randint(len(others))]
         return tuple(out)
 
-    def _fastest(self, index: int, cap: float) -> str:
-        choices = [self.space.cost(index, n) for n in self.space.choices[index]]
-        fitting = [c for c in choices if c.workspace <= cap] or [min(choices, key=lambda c: c.workspace)]
-        return min(fitting, key=lambda c: math.inf if c.latency_s is None else c.latency_s).config.name
+    def _fastest(self, index: int, cap: float, current: str) -> str:
+        """The cell's fastest candidate under ``cap`` (:meth:`JointSpace.fastest_under`),
+        or ``current`` in a cell with no legal candidate."""
+        fastest = self.space.fastest_under(index, cap)
+        return current if fastest is None else fastest.config.name
 
 
 def distributions(space: JointSpace) -> dict[str, CategoricalDistribution]:

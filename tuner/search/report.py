@@ -26,7 +26,8 @@ from .baselines import ONE_CONFIG, PER_BUCKET, ROUTING_AWARE, ROUTING_AWARE_LABE
 from .evaluate import Evaluation
 from .launches import host_bound_note
 from .space import JointSpace
-from .study import Choice, RegimeOutcome
+from .outcome import RegimeOutcome
+from .ranking import Choice
 
 
 def _rate(mean: float, ci: float | None = None) -> str:

@@ -38,8 +38,9 @@ from ..stats import paired_delta
 from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
 from .leases import MAX_RETRY, ROWS_LEASE_S, LeaseGate, Worker, fail_running, held
-from .settings import TuneSettings
-from .study import Progress, RegimeOutcome, regime_outcome, run_study, study_name
+from .outcome import RegimeOutcome, regime_outcome
+from .settings import TuneSettings, study_name
+from .study import Progress, run_study
 
 
 def open_storage(url: str, worker: Worker | None = None) -> optuna.storages.RDBStorage:

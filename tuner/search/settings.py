@@ -1,4 +1,4 @@
-"""How to tune a regime: the settings every layer of the search reads, below all of them."""
+"""How to tune a regime, and the name of its study: what every layer of the search reads, below all of them."""
 
 from __future__ import annotations
 
@@ -47,3 +47,9 @@ class TuneSettings:
     @property
     def seed_list(self) -> tuple[int, ...]:
         return tuple(self.base_seed + k for k in range(self.seeds))
+
+
+def study_name(problem: str, regime: str) -> str:
+    """The Optuna study of a (problem, regime): ``tuner:{problem}:{regime}``, the name every
+    worker, the table's rows and the dashboard find it by."""
+    return f"tuner:{problem}:{regime}"

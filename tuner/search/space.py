@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -216,6 +216,13 @@ class JointSpace:
     def cost(self, index: int, name: str) -> CellCost:
         return next(c for c in self.costs[index] if c.config.name == name)
 
+    def fastest_under(self, index: int, cap: float = math.inf) -> CellCost | None:
+        """Among the cell's candidates (:attr:`choices`), the fastest legal one needing at
+        most ``cap`` workspace, by :func:`fastest_under`'s rule; the footprint ladder's and
+        the sampler's pick. None when no candidate is legal (a bucket never reached, whose
+        one candidate is the family's default)."""
+        return fastest_under([self.cost(index, name) for name in self.choices[index]], cap)
+
 
 def _dominates(a: CellCost, b: CellCost, shared: bool, earlier: bool, eager: bool = False) -> bool:
     """``a`` is at least as good as ``b`` on every axis and better on one (or equal on
@@ -239,14 +246,34 @@ def smallest_in_cell(space: JointSpace, index: int, what: str = "smallest-footpr
     return min(legal, key=lambda c: (c.workspace, c.latency_s))
 
 
-def fastest_in_cell(space: JointSpace, index: int, cap: float = math.inf, what: str = "isolated-fastest") -> CellCost:
-    """The cell's legal config with the lowest latency at its representative shape among
-    those needing at most ``cap`` workspace (ties: file order); the family's default in a
-    bucket the service never reaches (nothing is launched there to be fast)."""
+def fastest_under(costs: Sequence[CellCost], cap: float = math.inf) -> CellCost | None:
+    """The one rule for "the fastest config under a workspace cap": among the legal
+    ``costs``, the lowest latency at the cell's representative shape among those needing
+    at most ``cap`` workspace (ties: the first); when none fits, the one needing the least
+    (ties: the faster, then the first), since an engine that must go above the cap goes as
+    little above it as it can. None when none is legal."""
+    legal = [c for c in costs if c.legal]
+    if not legal:
+        return None
+    fitting = [c for c in legal if c.workspace <= cap]
+    if not fitting:
+        return min(legal, key=lambda c: (c.workspace, c.latency_s))
+    return min(fitting, key=lambda c: c.latency_s)  # type: ignore[arg-type,return-value]
+
+
+def fastest_in_cell(space: JointSpace, index: int, what: str = "isolated-fastest") -> CellCost:
+    """The cell's fastest legal config of all (:func:`fastest_under` without a cap): the
+    isolated-fastest baseline's pick, and a candidate of every cell; the family's default
+    in a bucket the service never reaches (nothing is launched there to be fast).
+
+    Raises:
+        SearchError: no config can run the cell's bucket (naming it and the ``what``
+            baseline that cannot exist).
+    """
     if not space.reached(index):
         return space.costs[index][0]
-    legal = [c for c in space.costs[index] if c.legal and c.workspace <= cap]
-    if not legal:
+    fastest = fastest_under(space.costs[index])
+    if fastest is None:
         op, bucket = space.cells[index]
         family = space.problem.family_of(op)
         raise SearchError(
@@ -254,4 +281,4 @@ def fastest_in_cell(space: JointSpace, index: int, cap: float = math.inf, what: 
             f"{space.problem.operator(op).bucketing.buckets[bucket].label or 0}, so there is no {what} "
             "baseline; check the family's shape limits"
         )
-    return min(legal, key=lambda c: c.latency_s)  # type: ignore[arg-type,return-value]
+    return fastest

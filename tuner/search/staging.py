@@ -33,7 +33,7 @@ from sqlalchemy.engine import Row
 from ..problem.model import Problem
 from ..store import Store
 from ..store.store import write_regime
-from .study import study_name
+from .settings import study_name
 
 #: Optuna's tables that are not copied with a study.
 _SKIPPED = ("trial_heartbeats",)

@@ -24,7 +24,8 @@ from .leases import Worker
 from .run import TuneJob, open_storage, run_regimes
 from .settings import TuneSettings
 from .staging import Staging
-from .study import Progress, RegimeOutcome
+from .outcome import RegimeOutcome
+from .study import Progress
 
 
 def tune_problem(

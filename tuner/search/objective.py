@@ -1,0 +1,152 @@
+"""Optuna's objective for one regime: a trial's point scored by simulation, or by a result
+the study already holds.
+
+A trial's value is the mean of the objective over the seeds; each seed's value is
+reported at its step, so the Wilcoxon pruner compares it with the best trial pairwise.
+A result is reused, never simulated twice, in three cases, all recorded the one way
+(:func:`copy_result`): the run's rehearsal of this very trial, an earlier trial of the
+same point, and an earlier trial whose run this point repeats
+(:mod:`tuner.search.same_run`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from .. import interrupts
+from ..problem.model import Problem
+from .evaluate import Constraints, check_constraints, evaluate
+from .local import suggest
+from .ranking import FINISHED
+from .same_run import repeats_run
+from .space import JointSpace, Point
+
+#: What a trial records about its own run, not about its result: not copied from another trial.
+_BOOKKEEPING = ("worker", "simulations", "duplicate_of", "equivalent_to")
+
+
+@dataclass
+class SimulationCount:
+    """Simulations run so far (a run's total, shared by its objective, figures and oracle)."""
+
+    simulations: int = 0
+
+
+@dataclass
+class Objective:
+    """Optuna's objective for one regime; holds only the run's constants (re-entrant)."""
+
+    problem: Problem
+    regime: str
+    space: JointSpace
+    seeds: tuple[int, ...]
+    horizon: float
+    counter: SimulationCount = field(default_factory=lambda: SimulationCount())
+    p_threshold: float = 0.1
+    rehearsed: dict[Point, FrozenTrial] = field(default_factory=dict)
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        space = self.space
+        point = suggest(trial, space)
+        if point in self.rehearsed:  # the rehearsal ran this very trial
+            return copy_result(trial, self.rehearsed.pop(point))
+        prior = self._prior(trial, point)
+        if prior is not None:
+            return copy_result(trial, prior, {"duplicate_of": prior.number})
+        assignment = space.assignment(point)
+        constraints = check_constraints(self.problem, assignment, self.regime)
+        twin = self._equivalent(trial, point, constraints) if constraints.feasible else None
+        if twin is not None:
+            return copy_result(trial, twin, {"duplicate_of": twin.number, "equivalent_to": twin.number})
+        simulations = 0
+
+        def on_seed(step: int, value: float, runs: int) -> None:
+            nonlocal simulations
+            simulations += runs
+            self.counter.simulations += runs
+            with interrupts.shielded():
+                trial.report(value, step)
+                # with n paired seeds the Wilcoxon test's smallest one-sided p-value is 2**-n:
+                # ask the pruner only when it could say yes (asking reads every trial)
+                if step < len(self.seeds) - 1 and 2.0 ** -(step + 1) < self.p_threshold and trial.should_prune():
+                    record(trial, Constraints(), simulations)
+                    raise optuna.TrialPruned(f"worse than the best trial after {step + 1} seeds (Wilcoxon)")
+
+        with interrupts.interruptible():  # the simulations; what the trial writes waits for them
+            evaluation = evaluate(self.problem, assignment, self.regime, self.seeds, self.horizon, on_seed,
+                                  metric=self.problem.objective)
+        record(trial, evaluation.constraints, simulations, evaluation.latency_p50_s)
+        if evaluation.rates:
+            trial.set_user_attr("rates", list(evaluation.rates))
+            trial.set_user_attr("overloaded", evaluation.overloaded)
+        if evaluation.lower_bound:  # a capacity the search could only bound from below
+            trial.set_user_attr("lower_bounds", evaluation.lower_bounds)
+            trial.set_user_attr("limit", evaluation.limit)
+        if evaluation.visited:
+            index = {cell: i for i, cell in enumerate(space.cells)}
+            trial.set_user_attr("visited", sorted(index[cell] for cell in evaluation.visited))
+        return evaluation.mean
+
+    def _prior(self, trial: optuna.Trial, point: Point) -> FrozenTrial | None:
+        for other in trial.study.get_trials(deepcopy=False, states=FINISHED):
+            if other.number != trial.number and self.space.point(other.params) == point:
+                return other
+        return None
+
+    def _equivalent(self, trial: optuna.Trial, point: Point, constraints: Constraints) -> FrozenTrial | None:
+        """A complete trial (every seed measured) whose run this point repeats
+        (:func:`tuner.search.same_run.repeats_run`)."""
+        for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if len(other.intermediate_values) != len(self.seeds):
+                continue
+            theirs = self.space.point(other.params)
+            if theirs is not None and repeats_run(constraints.reserved_bytes, other.user_attrs.get("reserved_bytes"),
+                                                  other.user_attrs.get("visited"),
+                                                  lambda i: theirs[i] == point[i]):  # noqa: B023 (used at once)
+                return other
+        return None
+
+
+def copy_result(trial: optuna.Trial, source: FrozenTrial, marks: Mapping[str, int] | None = None) -> float:
+    """Record ``source``'s result as ``trial``'s without simulating: each seed's value at
+    its step, the constraints, and what the source recorded of its run (latency, workspace,
+    cells launched, realised rates); pruned again where it was pruned.
+
+    ``marks`` None: ``source`` ran for this very trial (its rehearsal), and is copied as it
+    is, its simulations included. Otherwise it is another trial whose result this one
+    repeats: its bookkeeping stays its own, and this trial records no simulation and
+    ``marks`` (which trial it repeats)."""
+    for step, value in sorted(source.intermediate_values.items()):
+        trial.report(value, step)
+    for key, value in source.constraints.items():
+        trial.set_constraint(key, value)
+    for key, value in source.user_attrs.items():
+        if marks is None or key not in _BOOKKEEPING:
+            trial.set_user_attr(key, value)
+    if marks is not None:
+        trial.set_user_attr("simulations", 0)
+        for key, value in marks.items():
+            trial.set_user_attr(key, value)
+    if source.state == TrialState.PRUNED:
+        raise optuna.TrialPruned("pruned in its rehearsal" if marks is None
+                                 else f"same assignment as pruned trial {source.number}")
+    return float(source.value)
+
+
+def record(trial: optuna.Trial, constraints: Constraints, simulations: int, latency: float | None = None) -> None:
+    """Record on ``trial`` its constraints (Optuna's, mirrored in the user attribute
+    ``constraint``), the simulations it ran, and what the evaluation found out."""
+    for key, value in constraints.values().items():
+        trial.set_constraint(key, value)
+    trial.set_user_attr("constraint", [constraints.memory, constraints.legality])
+    trial.set_user_attr("simulations", simulations)
+    if constraints.reserved_bytes is not None:
+        trial.set_user_attr("reserved_bytes", constraints.reserved_bytes)
+    if constraints.reason is not None:
+        trial.set_user_attr("infeasible", constraints.reason)
+    if latency is not None:
+        trial.set_user_attr("latency_p50_s", latency)

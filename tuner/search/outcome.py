@@ -1,0 +1,279 @@
+"""A regime's outcome: its tuned assignment with both figures, the baselines' and the oracle's.
+
+After the study's trials, the regime's figures are made complete: goodput and, where
+asked or maximised, capacity at the SLO, for the tuned assignment and every baseline,
+reusing what the study already measured (:func:`complete_evaluation`) and, across the
+regimes of one run, capacities of the same traffic shape (capacity does not depend on
+the rate). The oracle walks the whole space by the study's own ranking rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from ..errors import SearchError, TunerError
+from ..problem.assignment import Assignment
+from ..problem.model import Problem
+from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, ROUTING_AWARE, routing_aware
+from .evaluate import Evaluation, check_constraints, evaluate
+from .objective import SimulationCount
+from .ranking import Choice, best_of, evaluation_of, finished_trials, select_best
+from .same_run import repeats_run
+from .settings import TuneSettings
+from .space import JointSpace
+from .study import Progress, Silent, run_study
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """The exhaustive search, or why it was skipped (``best`` None: the space is too large).
+
+    ``simulations`` counts the simulations this run made for it (points the study had
+    already evaluated are reused); ``cost`` is what it costs from scratch, feasible
+    points × seeds — the number the search's own simulation count is compared with.
+    """
+
+    size: int
+    limit: int
+    best: Choice | None = None
+    simulations: int = 0
+    cost: int = 0
+
+
+@dataclass(frozen=True)
+class RegimeOutcome:
+    """Everything a regime's tuning produced, for the table and the report."""
+
+    problem: Problem
+    regime: str
+    study_name: str
+    space: JointSpace
+    settings: TuneSettings
+    horizon_s: float
+    tuned: Choice
+    baselines: Mapping[str, Choice]
+    oracle: OracleResult | None
+    trials: int
+    study_simulations: int
+    run_simulations: int
+    objective: str = "goodput"
+
+    @property
+    def baseline(self) -> Choice:
+        """THE baseline: the per-bucket isolated-fastest assignment."""
+        return self.baselines[PER_BUCKET.name]
+
+
+def tune_regime(
+    problem: Problem,
+    regime: str,
+    storage: optuna.storages.BaseStorage | str,
+    settings: TuneSettings | None = None,
+    *,
+    callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
+    progress: Progress | None = None,
+    capacities: dict | None = None,
+) -> RegimeOutcome:
+    """Run (or continue) the regime's study, then evaluate baselines and, if asked, the oracle.
+
+    Args:
+        callbacks: extra Optuna callbacks, called after each finished trial.
+        progress: told the trial count and best goodput as trials finish.
+        capacities: a memo of capacities to share across the regimes of one run (the
+            capacity of an assignment on one traffic shape is the same in every regime
+            that differs only in rate).
+
+    Raises:
+        SearchError: the regime is unknown, the stored study was made with other seeds,
+            horizon or problem file, or no assignment is feasible.
+    """
+    settings = settings or TuneSettings()
+    study = run_study(problem, regime, storage, settings, callbacks=callbacks, progress=progress)
+    return regime_outcome(problem, regime, study, settings, progress=progress, capacities=capacities)
+
+
+def regime_outcome(
+    problem: Problem,
+    regime: str,
+    study: optuna.Study,
+    settings: TuneSettings,
+    *,
+    progress: Progress | None = None,
+    capacities: dict | None = None,
+) -> RegimeOutcome:
+    """The regime's tuned assignment from its study's finished trials, with both figures,
+    the baselines' and, if asked, the oracle's (these simulate: seconds to minutes).
+
+    Raises:
+        SearchError: no assignment is feasible.
+    """
+    progress = progress or Silent()
+    space = JointSpace.of(problem)
+    horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
+    seeds = settings.seed_list
+    counter = SimulationCount()
+    baseline_assignments = {b.name: b.assignment(space) for b in BASELINES}
+    routing = problem.regimes[regime].routing
+    if routing is not None and routing.source != "uniform":
+        baseline_assignments[ROUTING_AWARE] = routing_aware(space, routing)
+    finished = finished_trials(study)
+    known = known_evaluations(space, finished, len(seeds))
+    tuned = select_best(space, finished, len(seeds))
+    if tuned is None:
+        fastest = baseline_assignments[PER_BUCKET.name]
+        reason = known.get(fastest, Evaluation(())).constraints.reason or "every trial was infeasible"
+        raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
+                          f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
+    progress.note("baselines and capacities at the SLO (about ten simulations per seed each)")
+    figures = _Figures(problem, regime, seeds, horizon, known, counter, capacities, progress.note)
+    tuned = figures.choice(tuned.assignment, tuned.trial, capacity=True, label="tuned")
+    baselines = {
+        key: figures.choice(assignment, _trial_of(space, finished, assignment), capacity=key in CAPACITY_BASELINES,
+                            label=key)
+        for key, assignment in baseline_assignments.items()
+    }
+    oracle = None
+    if settings.oracle:
+        oracle = exhaustive(problem, regime, space, seeds, horizon, settings.oracle_limit, known, counter)
+    return RegimeOutcome(
+        problem=problem, regime=regime, study_name=study.study_name, space=space, settings=settings,
+        horizon_s=horizon, tuned=tuned, baselines=baselines, oracle=oracle,
+        trials=len(finished), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in finished),
+        run_simulations=counter.simulations, objective=problem.objective,
+    )
+
+
+#: The baselines whose capacity a regime's outcome reports (the table stores the first two).
+CAPACITY_BASELINES = (PER_BUCKET.name, ONE_CONFIG.name, ROUTING_AWARE)
+
+
+@dataclass
+class _Figures:
+    """Both figures of a regime's tuned assignment and baselines: the study's objective from
+    the study where it has them, the other metric computed. Capacities depend on the
+    traffic shape, not the regime's rate, so ``capacities`` (shared across the regimes of
+    one run) computes each (shape, assignment) once. ``note`` is told what is being
+    simulated, seed by seed (the progress line of a phase that can take minutes)."""
+
+    problem: Problem
+    regime: str
+    seeds: tuple[int, ...]
+    horizon: float
+    known: dict[Assignment, Evaluation]
+    counter: SimulationCount
+    capacities: dict[tuple[str, float, tuple[int, ...]], dict[Assignment, Evaluation]] | None
+    note: Callable[[str], None] = lambda text: None
+
+    def metric(self, assignment: Assignment, metric: str, label: str = "") -> Evaluation:
+        if metric != "capacity" or self.capacities is None:
+            return self._complete(assignment, metric, label)
+        shape = (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds)
+        known = self.capacities.setdefault(shape, {})
+        if assignment not in known:
+            twin = self._equivalent(assignment, known)
+            known[assignment] = twin if twin is not None else self._complete(assignment, metric, label)
+        return known[assignment]
+
+    def _equivalent(self, assignment: Assignment, known: Mapping[Assignment, Evaluation]) -> Evaluation | None:
+        """A capacity already found on this shape whose every probe this assignment would
+        repeat: the same reserved workspace and the same configs in every cell those probes
+        launched (the search's path depends only on the probes' runs, so it is the same)."""
+        reserved = check_constraints(self.problem, assignment, self.regime).reserved_bytes
+        for other, found in known.items():
+            if repeats_run(reserved, found.constraints.reserved_bytes, found.visited,
+                           lambda cell: assignment.config(*cell) == other.config(*cell)):  # noqa: B023 (used at once)
+                return found
+        return None
+
+    def _complete(self, assignment: Assignment, metric: str, label: str) -> Evaluation:
+        what = f"{metric} of {label or 'an assignment'}"
+        return complete_evaluation(self.problem, self.regime, assignment, self.seeds, self.horizon, self.known,
+                         self.counter, metric, note=lambda done: self.note(f"{what}: {done}"))
+
+    def choice(self, assignment: Assignment, trial: int | None, capacity: bool, label: str = "") -> Choice:
+        """``assignment`` with its goodput and, when asked or maximised, its capacity: the
+        study's evaluations where they are complete (:func:`complete_evaluation` says when). A
+        capacity that fails beside a goodput study is left out, with the error, so the
+        goodput figures and the table's rows are still written."""
+        found, error = None, None
+        if self.problem.objective == "capacity":
+            found = self.metric(assignment, "capacity", label)
+        elif capacity:
+            try:
+                found = self.metric(assignment, "capacity", label)
+            except TunerError as exc:
+                error = str(exc)
+        return Choice(assignment, self.metric(assignment, "goodput", label), trial, found, error)
+
+
+def known_evaluations(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) -> dict[Assignment, Evaluation]:
+    """What the study already knows per assignment: complete evaluations and infeasible
+    verdicts, else the seeds a pruned trial measured (values of a prefix of the seeds)."""
+    known: dict[Assignment, Evaluation] = {}
+    for trial in sorted(trials, key=lambda t: t.number):
+        point = space.point(trial.params)
+        if point is None:
+            continue
+        assignment = space.assignment(point)
+        evaluation = evaluation_of(trial, space.problem.objective)
+        previous = known.get(assignment)
+        if previous is None or len(evaluation.values) > len(previous.values) or not evaluation.feasible:
+            known[assignment] = evaluation
+    return known
+
+
+def _trial_of(space: JointSpace, trials: Sequence[FrozenTrial], assignment: Assignment) -> int | None:
+    point = space.point_of(assignment)
+    numbers = [t.number for t in trials if t.state == TrialState.COMPLETE and space.point(t.params) == point]
+    return min(numbers) if numbers else None
+
+
+def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, seeds: Sequence[int],
+                        horizon: float, known: dict[Assignment, Evaluation], counter: SimulationCount,
+                        metric: str | None = None, note: Callable[[str], None] = lambda text: None) -> Evaluation:
+    """A full evaluation of ``assignment`` in ``metric`` (default: the study's objective):
+    the study's if complete, else every seed simulated. A pruned trial's prefix of seeds
+    is not reused: it lacks its seeds' realised rates and overload flags (goodput) or the
+    cells its probes launched (capacity), which the figures and the capacity memo need."""
+    metric = metric or problem.objective
+    have = known.get(assignment) if metric == problem.objective else None
+    if have is not None and (not have.feasible or (
+            len(have.values) == len(seeds) and (metric != "goodput" or len(have.rates) == len(seeds)))):
+        return have
+
+    def count(step: int, value: float, simulations: int) -> None:
+        counter.simulations += simulations
+        note(f"seed {step + 1}/{len(seeds)} done ({simulations} simulations)")
+
+    def probe(rate: float, attainment: float) -> None:
+        note(f"probed {rate:.3g} req/s: {attainment:.1%} met the SLO")
+
+    note(f"{len(seeds)} seeds")
+    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, metric=metric, on_probe=probe)
+    if have is not None and have.latency_p50_s is not None and result.latency_p50_s is None:
+        result = dataclasses.replace(result, latency_p50_s=have.latency_p50_s)
+    if metric == problem.objective:
+        known[assignment] = result
+    return result
+
+
+def exhaustive(problem: Problem, regime: str, space: JointSpace, seeds: Sequence[int], horizon: float,
+               limit: int, known: dict[Assignment, Evaluation], counter: SimulationCount | None = None) -> OracleResult:
+    """Evaluate every joint assignment of the space (when there are at most ``limit``)
+    and keep the best, by the study's ranking rule (:func:`tuner.search.ranking.better`). The space holds each
+    cell's non-dominated configs (:mod:`tuner.search.space`): a dominated one cannot win."""
+    if space.size > limit:
+        return OracleResult(space.size, limit)
+    counter = counter or SimulationCount()
+    before = counter.simulations
+    evaluated = ((assignment, complete_evaluation(problem, regime, assignment, seeds, horizon, known, counter))
+                 for assignment in map(space.assignment, space.points()))
+    feasible = [(assignment, evaluation) for assignment, evaluation in evaluated if evaluation.feasible]
+    best = best_of(feasible)
+    choice = None if best is None else Choice(*best)
+    return OracleResult(space.size, limit, choice, counter.simulations - before, len(feasible) * len(seeds))
