@@ -19,8 +19,9 @@ from ..errors import StorageError, TunerError
 from ..problem.assignment import Assignment
 from ..processes import spawn_pool, stop_pool
 from ..store.table import TableRow
-from .points import Point, point, remember, simulate_point
-from .storage import compile_resources, open_readonly, readonly_study_storage
+from ..search.parallel import Simulation, remember
+from .simulations import metrics_of
+from .storage import open_readonly, readonly_study_storage
 from .sweep import BASELINE_LABEL, Sweep, point_horizon, rate_bucket, run_sweep
 from .timeline import Timeline, record
 
@@ -138,12 +139,13 @@ class Dashboard:
 
         def load():
             from ..problem import load_problem
+            from ..profile.cache import viewing_resources
 
             try:
-                problem = load_problem(path, resources=compile_resources(self.storage))
+                problem = load_problem(path, resources=viewing_resources(self.storage))
             except TunerError:
                 return None
-            remember(problem, self.storage)  # in-process simulations reuse it
+            remember(problem, self.storage, viewing=True)  # in-process simulations reuse it
             return problem
         return self._cached(("problem", str(path), stamp), load)
 
@@ -179,12 +181,12 @@ class Dashboard:
         candidates = [(" / ".join(labels), assignment, is_base) for assignment, (labels, is_base) in labelled.items()]
         return run_sweep(problem, self.storage, candidates, **self.sweep_settings, evaluate=self._simulations)
 
-    def _simulations(self, points: list[Point]) -> list[Any]:
-        """Metrics of each point, computed once; in the worker processes when ``jobs`` > 1."""
-        def run(points: list[Point]) -> list[Any]:
+    def _simulations(self, simulations: list[Simulation]) -> list[Any]:
+        """Metrics of each simulation, computed once; in the worker processes when ``jobs`` > 1."""
+        def run(simulations: list[Simulation]) -> list[Any]:
             runner = self._pool().map if self.jobs > 1 else map
-            return list(runner(simulate_point, points))
-        return self._compute(points, run)
+            return list(runner(metrics_of, simulations))
+        return self._compute(simulations, run)
 
     def _pool(self):
         with self._lock:
@@ -243,8 +245,8 @@ class Dashboard:
         seeds = tuple(range(settings["seeds"]))
 
         def batch(runs):
-            return self._simulations([point(problem, self.storage, regime, assignment, None, seed, horizon)
-                                      for assignment, seed in runs])
+            return self._simulations([Simulation.of(problem, self.storage, regime, assignment, seed, horizon,
+                                                    viewing=True) for assignment, seed in runs])
         return self._cached(("attribution", problem.path, problem.file_hash, regime, baseline, tuned, seeds, horizon),
                             lambda: attribute(problem, baseline, tuned, regime, seeds, horizon, batch=batch))
 

@@ -12,7 +12,6 @@ every message names it.
 from __future__ import annotations
 
 import sqlite3
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -58,27 +57,6 @@ def readonly_study_storage(url: str):
 
     return RDBStorage(resolve_url(url), engine_kwargs=read_only_engine_kwargs(url),
                       skip_table_creation=True, skip_compatibility_check=True)
-
-
-@lru_cache(maxsize=16)
-def compile_resources(url: str):
-    """Where the simulations of a viewed database's problems get compiled kernel resources,
-    writing nowhere: the database's own compile cache (a SQLite file; other databases are
-    not read for it), then the committed ``results.db.example``'s; a launch in neither
-    compiles and is kept in memory. One per URL and process, shared by every problem.
-
-    (Loading a problem as ``tuner tune`` does would copy cache entries into
-    ``results.db``, creating it, and the next dashboard would then open that file.)
-    """
-    from ..profile.cache import CompileCache
-    from ..bundled import EXAMPLE_DATABASE
-    from ..store.store import parse_url, resolve_url, sqlite_file
-
-    example = CompileCache.read_only(EXAMPLE_DATABASE)
-    path = sqlite_file(parse_url(resolve_url(url)))
-    if path is None or path.resolve() == EXAMPLE_DATABASE:
-        return example
-    return CompileCache.read_only(path.resolve(), fallback=example)
 
 
 def default_storage() -> str:

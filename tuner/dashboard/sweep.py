@@ -23,7 +23,8 @@ from ..stats import Delta, paired
 from ..sim.metrics import Metrics
 from ..store.table import TableRow
 from .cells import capacity_label
-from .points import Point, point, remember, serially
+from ..search.parallel import Simulation, remember
+from .simulations import serially
 
 BASELINE_LABEL = PER_BUCKET.label  # "per-bucket isolated-fastest": THE baseline, drawn on every page
 TIE = 0.01  # curves within 1% of each other at a rate are level there
@@ -207,20 +208,21 @@ def point_horizon(regime: Regime, rate: float, min_requests: int, min_horizon_s:
 
 def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, Assignment, bool]], *, points: int,
               seeds: int, min_requests: int, min_horizon_s: float, max_horizon_s: float,
-              evaluate: Callable[[list[Point]], list[Metrics]] | None = None) -> Sweep:
+              evaluate: Callable[[list[Simulation]], list[Metrics]] | None = None) -> Sweep:
     """Simulate every candidate at every rate and seed (common random numbers).
 
     ``storage`` names the database whose compile cache resolves kernel resources when a
     worker process loads the problem again. ``candidates`` are ``(label, assignment,
-    is_baseline)``. ``evaluate`` runs a batch of points (the dashboard caches them and may
+    is_baseline)``. ``evaluate`` runs a batch of simulations (the dashboard caches them and may
     spread them over processes); by default they run here, one after another.
     """
-    remember(problem, storage)
+    remember(problem, storage, viewing=True)
     buckets = [rate_bucket(r) for r in problem.regimes.values()]
     heaviest = max(problem.regimes.values(), key=lambda r: rate_bucket(r).high)
     rates = sweep_rates(buckets, points)
     horizons = [point_horizon(heaviest, rate, min_requests, min_horizon_s, max_horizon_s) for rate in rates]
-    grid = [[[point(problem, storage, heaviest.name, assignment, rate, seed, horizon) for seed in range(seeds)]
+    grid = [[[Simulation.of(problem, storage, heaviest.name, assignment, seed, horizon, rate_rps=rate, viewing=True)
+              for seed in range(seeds)]
              for rate, horizon in zip(rates, horizons)] for _, assignment, _ in candidates]
     flat = [p for curve in grid for per_rate in curve for p in per_rate]
     values = {p: m.goodput_rps for p, m in zip(flat, (evaluate or serially)(flat))}

@@ -481,3 +481,24 @@ def example_fallback() -> CompileCache:
     from tuner.bundled import EXAMPLE_DATABASE
 
     return CompileCache.read_only(EXAMPLE_DATABASE, prefetch=True)
+
+
+@functools.lru_cache(maxsize=16)
+def viewing_resources(url: str) -> CompileCache:
+    """Where simulations of a database's problems that only view it (the dashboard's) get
+    compiled kernel resources, writing nowhere: the database's own compile cache (a SQLite
+    file; other databases are not read for it), then the committed ``results.db.example``'s;
+    a launch in neither compiles and is kept in memory. One per URL and process, shared by
+    every problem.
+
+    (Loading a problem as ``tuner tune`` does would copy cache entries into
+    ``results.db``, creating it, and the next dashboard would then open that file.)
+    """
+    from tuner.bundled import EXAMPLE_DATABASE
+    from tuner.store.store import parse_url, resolve_url, sqlite_file
+
+    example = CompileCache.read_only(EXAMPLE_DATABASE)
+    path = sqlite_file(parse_url(resolve_url(url)))
+    if path is None or path.resolve() == EXAMPLE_DATABASE:
+        return example
+    return CompileCache.read_only(path.resolve(), fallback=example)

@@ -53,15 +53,17 @@ class SeedResult:
 
 
 def run_seed(problem: Problem, assignment: Assignment, regime: str, seed: int, horizon_s: float | None,
-             metric: str, on_probe: Callable[[float, float], object] | None = None) -> SeedResult:
+             metric: str, on_probe: Callable[[float, float], object] | None = None,
+             rate_rps: float | None = None) -> SeedResult:
     """One seed's simulations, in this process: the one implementation, serial or not
-    (``on_probe``: each capacity probe's rate and attainment, as it ends)."""
+    (``on_probe``: each capacity probe's rate and attainment, as it ends; ``rate_rps``: the
+    regime's arrivals at this fixed rate instead of its own, for goodput)."""
     from ..sim import simulate
     from .capacity import capacity_at
 
     try:
         if metric == "goodput":
-            result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s)
+            result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s, rate_rps=rate_rps)
             return SeedResult(result.metrics.goodput_rps, 1, result.metrics, frozenset(result.visited))
         visited: set[tuple[str, int]] = set()
         found = capacity_at(problem, assignment, regime, seed, horizon_s, on_run=visited.update, on_probe=on_probe)
@@ -72,18 +74,71 @@ def run_seed(problem: Problem, assignment: Assignment, regime: str, seed: int, h
 
 
 @dataclass(frozen=True)
-class _Task:
+class Simulation:
+    """One seed's simulation described by value, so that a worker process can run it: the
+    problem file (with its content's hash: an edited file is another problem), the database
+    its compiled kernel resources come from, the regime (its own arrivals, or at a fixed
+    ``rate_rps``), the assignment in its text form (:meth:`Assignment.specs`), the seed,
+    horizon and metric. ``viewing``: the database is only viewed (the dashboard), so
+    compiled resources are read from it and never written (:func:`load`)."""
+
     problem_path: str
     problem_hash: str
     storage: str
-    assignment: tuple[str, ...]  # Assignment.specs
     regime: str
+    assignment: tuple[str, ...]
     seed: int
     horizon_s: float | None
-    metric: str
+    metric: str = "goodput"
+    rate_rps: float | None = None
+    viewing: bool = False
+
+    @classmethod
+    def of(cls, problem: Problem, storage: str, regime: str, assignment: Assignment, seed: int,
+           horizon_s: float | None, metric: str = "goodput", rate_rps: float | None = None,
+           viewing: bool = False) -> Simulation:
+        return cls(problem.path, problem.file_hash, storage, regime, tuple(assignment.specs(problem)), seed,
+                   horizon_s, metric, rate_rps, viewing)
+
+    def run(self) -> SeedResult | None:
+        """The seed's result, simulated in this process on the problem as loaded once per
+        process (:func:`load`); None when the file on disk is no longer that problem."""
+        from ..problem import resolve_assignment
+
+        problem = load(self.problem_path, self.problem_hash, self.storage, self.viewing)
+        if problem is None:
+            return None
+        return run_seed(problem, resolve_assignment(problem, self.assignment), self.regime, self.seed,
+                        self.horizon_s, self.metric, rate_rps=self.rate_rps)
 
 
-_loaded: dict[tuple[str, str, str], Problem] = {}  # in a worker: by (path, content hash, storage)
+_loaded: dict[tuple[str, str, str, bool], Problem] = {}  # this process's problems, by (path, hash, storage, viewing)
+
+
+def load(path: str, file_hash: str, storage: str, viewing: bool = False) -> Problem | None:
+    """The problem file at ``path`` with content ``file_hash``, loaded once per process with
+    compiled resources from ``storage`` (as ``tuner tune`` does: :func:`load_for_tuning`;
+    or, ``viewing``, read-only); None when the file has changed since."""
+    key = (path, file_hash, storage, viewing)
+    problem = _loaded.get(key)
+    if problem is None:
+        if viewing:
+            from ..problem import load_problem
+            from ..profile.cache import viewing_resources
+
+            problem = load_problem(Path(path), resources=viewing_resources(storage))
+        else:
+            problem = load_for_tuning(path, storage)
+        if problem.file_hash != file_hash:
+            return None
+        _loaded[key] = problem
+    return problem
+
+
+def remember(problem: Problem, storage: str, viewing: bool = False) -> None:
+    """Serve simulations of ``problem``'s file (this content) in this process from this
+    already loaded problem."""
+    _loaded[(problem.path, problem.file_hash, storage, viewing)] = problem
 
 
 def load_for_tuning(path: Path | str, url: str) -> Problem:
@@ -93,22 +148,6 @@ def load_for_tuning(path: Path | str, url: str) -> Problem:
     from ..store.store import resolve_url
 
     return load_problem(Path(path), resources=LazyCompileCache(resolve_url(url)))
-
-
-def _run_task(task: _Task) -> SeedResult | None:
-    """A worker's side; None when the file on disk is no longer the problem being tuned
-    (edited meanwhile): the caller then simulates that seed itself, on the loaded one."""
-    from ..problem import resolve_assignment
-
-    key = (task.problem_path, task.problem_hash, task.storage)
-    problem = _loaded.get(key)
-    if problem is None:
-        problem = load_for_tuning(task.problem_path, task.storage)
-        if problem.file_hash != task.problem_hash:
-            return None
-        _loaded[key] = problem
-    return run_seed(problem, resolve_assignment(problem, task.assignment), task.regime, task.seed, task.horizon_s,
-                    task.metric)
 
 
 class SeedPool:
@@ -131,9 +170,8 @@ class SeedPool:
         (the workers' seeds run alongside at about the same pace)."""
         if not seeds:
             return []
-        specs = tuple(assignment.specs(self.problem))
-        futures = [self._executor.submit(_run_task, _Task(self.problem.path, self.problem.file_hash, self.storage,
-                                                          specs, regime, seed, horizon_s, metric))
+        futures = [self._executor.submit(Simulation.run, Simulation.of(self.problem, self.storage, regime, assignment,
+                                                                       seed, horizon_s, metric))
                    for seed in seeds[1:]]
         try:
             results = [run_seed(self.problem, assignment, regime, seeds[0], horizon_s, metric, on_probe)]
