@@ -35,7 +35,7 @@ def measure(problem_path: Path, regime: str, storage: str, horizons: list[float]
             seeds: int) -> dict:
     from tuner.problem import load_problem
     from tuner.problem.assignment import Assignment
-    from tuner.runtime.table import read_table
+    from tuner.runtime.served import read_table
     from tuner.search import ONE_CONFIG, PER_BUCKET, JointSpace
     from tuner.search.evaluate import evaluate
     from tuner.stats import paired_delta

@@ -67,7 +67,7 @@ def with_daily(name: str, directory: Path):
 def measure(name: str, storage: str, seeds: int) -> dict[str, object]:
     from tuner.problem.assignment import Assignment
     from tuner.runtime import Dispatcher
-    from tuner.runtime.table import read_table
+    from tuner.runtime.served import read_table
     from tuner.search import ONE_CONFIG, PER_BUCKET, JointSpace
     from tuner.sim import DispatcherPolicy, StaticPolicy, simulate_policy
 

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 import tuner.runtime as rt  # noqa: E402
 from tuner.store import Store, TableRow  # noqa: E402
 from tuner.store.export import export_json  # noqa: E402
-from tuner.store.table import bucket_label  # noqa: E402
+from tuner.store.row import bucket_label  # noqa: E402
 
 from recorded import add_options, load_average, record  # noqa: E402
 

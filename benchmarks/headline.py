@@ -56,9 +56,9 @@ def measure(storage: str) -> dict:
     with the median latencies and the mechanism worked out here."""
     from tuner.problem import load_problem
     from tuner.problem.assignment import Assignment
-    from tuner.runtime.table import read_table
+    from tuner.runtime.served import read_table
     from tuner.search import JointSpace
-    from tuner.search.report import mechanism
+    from tuner.search.summary import mechanism
     from tuner.store import Store
 
     files = problem_files(ROOT / "search_spaces")

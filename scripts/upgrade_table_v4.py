@@ -1,7 +1,7 @@
 """Upgrade a tuner database's config table from schema version 3 to 4, in place.
 
 Version 4 adds to every row what a config needs to run (``family``, ``family_options``,
-``sms``, ``workspace_bytes``, ``resources``: see ``tuner.store.table.TableRow``). They
+``sms``, ``workspace_bytes``, ``resources``: see ``tuner.store.row.TableRow``). They
 follow from the row's problem, operator, bucket and config alone, so they are computed
 here exactly as ``tuner tune`` writes them (``tuner.problem.assignment.cell_requirements``)
 from the bundled problem file of the row's problem; nothing else in the row changes. Used

@@ -36,10 +36,10 @@ def run(*args: object):
 
 @pytest.fixture
 def low_ceiling(monkeypatch):
-    from tuner.cli.progress import Progress
+    from tuner.cli.progress import TerminalProgress
 
     monkeypatch.setattr(capacity, "MAX_PROBE_ARRIVALS", ARRIVALS)
-    monkeypatch.setattr(Progress, "INTERVAL_S", 0.0)  # every progress line, as in a log
+    monkeypatch.setattr(TerminalProgress, "INTERVAL_S", 0.0)  # every progress line, as in a log
 
 
 def rows(url_path: Path) -> list[tuple]:

@@ -268,11 +268,11 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(command: tuple[str, ...]
 def test_progress_prints_throttled_lines_with_an_eta_off_a_terminal(monkeypatch, capsys) -> None:
     """Off a terminal a line per update once INTERVAL_S has passed (0 here); the ETA
     comes from this run's pace once a step is done and the total known; -q prints none."""
-    from tuner.cli.progress import Progress
+    from tuner.cli.progress import TerminalProgress
 
-    monkeypatch.setattr(Progress, "INTERVAL_S", 0.0)
+    monkeypatch.setattr(TerminalProgress, "INTERVAL_S", 0.0)
     for quiet in (False, True):
-        with Progress("tuner x", "steps", quiet) as shown:
+        with TerminalProgress("tuner x", "steps", quiet) as shown:
             shown.start("stage")
             shown.update(2, 4)
             shown.update(3, detail="best 1.5/s")

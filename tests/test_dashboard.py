@@ -87,10 +87,10 @@ def test_report_logs_progress_lines_on_a_non_terminal_and_none_with_quiet(db: Pa
                                                                           quiet: bool) -> None:
     """A report simulates for minutes: in a log (stderr no terminal) a line every few
     seconds (here every part) counts the parts done and names the next; -q silences it."""
-    from tuner.cli.progress import Progress
+    from tuner.cli.progress import TerminalProgress
 
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(Progress, "INTERVAL_S", 0.0)
+    monkeypatch.setattr(TerminalProgress, "INTERVAL_S", 0.0)
     result = CliRunner().invoke(main, ["report", "--html", str(tmp_path / "r.html"), "--storage", f"sqlite:///{db}",
                                        "--problem", "seed_example", *(["-q"] if quiet else [])])
     assert result.exit_code == 0, result.output

@@ -15,12 +15,12 @@ import pytest
 
 from tests.conftest import schema_3_fields
 from tuner.dashboard.cells import bucket_spans, operator_runs
-from tuner.store.table import span_label
+from tuner.store.row import span_label
 from tuner.dashboard.sweep import Curve, Sweep, order_changes, rate_bucket, run_sweep, sweep_rates
 from tuner.dashboard.timeline import bin_averages, record, step_integrals
 from tuner.problem import load_problem
 from tuner.problem.assignment import Assignment
-from tuner.store.table import TableRow
+from tuner.store.row import TableRow
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "search_spaces" / "seed_example.yaml"
@@ -358,7 +358,7 @@ def test_regimes_with_different_attainment_targets_label_each_capacity() -> None
 def test_the_regime_summary_and_study_note_show_capacities_or_dashes() -> None:
     from tuner.dashboard.cells import regime_summary
     from tuner.dashboard.render import summary_table
-    from tuner.dashboard.report import study_note
+    from tuner.dashboard.standalone import study_note
     from tuner.sim.metrics import OVERLOADED
 
     rows = [_row(**schema_3_fields(overloaded_seeds=1, baseline_overloaded_seeds=2))]

@@ -196,7 +196,7 @@ def test_a_persistent_gemm_sized_to_every_sm_loses_a_round_beside_the_all_reduce
 def test_the_mechanism_line_names_the_round_a_full_device_grid_loses_beside_the_all_reduce() -> None:
     # As above: down's 1024-token bucket as a persistent grid sized to all 132 SMs runs
     # 2 rounds beside the 16 SMs NCCL's channels hold, sized to 132 - 16 one; alone one each.
-    from tuner.search.report import mechanism
+    from tuner.search.summary import mechanism
     from tuner.search.space import JointSpace
 
     problem = load_problem(TP)

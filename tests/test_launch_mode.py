@@ -175,7 +175,7 @@ def _assignments(problem, fused: _Launches, split: _Launches) -> list[Assignment
 
 def test_the_mechanism_line_names_host_bound_launches_under_eager_only(tmp_path, write_problem) -> None:
     from tuner.search.launches import host_bound_note
-    from tuner.search.report import mechanism
+    from tuner.search.summary import mechanism
     from tuner.search.space import JointSpace
 
     # fused 8 µs vs partial 6 + reduce 1 + epilogue 1 µs, c = 21 µs, o = 0: eager spans
@@ -234,7 +234,7 @@ def test_under_eager_a_config_with_fewer_launches_is_never_pruned_as_dominated(t
 
 def test_the_simulate_table_counts_host_bound_iterations_when_the_host_issues_launches(tmp_path, write_problem,
                                                                                        capsys) -> None:
-    from tuner.report import metrics_table
+    from tuner.console import metrics_table
 
     for launch, shown in (({"launch": "eager", "host_launch": "10 us"}, True), ({}, False)):
         problem = write_problem(iteration(one_request(tmp_path), [2, 2, 2, 2], 1, **launch))

@@ -10,7 +10,7 @@ import yaml
 from tests.conftest import SEED_EXAMPLE
 from tuner.problem import load_problem, resolve_assignment
 from tuner.runtime import Dispatcher
-from tuner.runtime.table import OpConfigs, Table
+from tuner.runtime.served import OpConfigs, Table
 from tuner.sim import DispatcherPolicy, StaticPolicy, simulate_policy
 
 TUNED = {"light": "fast", "bursty": "lean", "heavy": "lean"}  # what `tuner tune` writes for the seed example

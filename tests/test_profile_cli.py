@@ -55,9 +55,9 @@ def test_filling_a_problem_reports_legal_configs(tmp_path):
 def test_compiling_logs_progress_lines_on_a_non_terminal_and_none_with_quiet(monkeypatch, tmp_path, quiet):
     """A cold cache compiles for minutes: in a log (stderr no terminal) a line every few
     seconds (here every compile) says how many of how many, and -q silences it."""
-    from tuner.cli.progress import Progress
+    from tuner.cli.progress import TerminalProgress
 
-    monkeypatch.setattr(Progress, "INTERVAL_S", 0.0)
+    monkeypatch.setattr(TerminalProgress, "INTERVAL_S", 0.0)
     path = tmp_path / "norms.yaml"
     path.write_text(yaml.safe_dump(NORMS))
     result = run(str(path), "--storage", f"sqlite:///{tmp_path / 'cache.db'}", "--workers", "1",

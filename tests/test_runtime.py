@@ -26,7 +26,7 @@ from tests.test_store import version_1_export, write_version_1_database
 from tuner.errors import SchemaMismatchError, StorageError
 from tuner.store import SCHEMA_VERSION, Store, TableRow
 from tuner.store.export import export_json
-from tuner.store.table import ROW_FIELDS, bucket_label
+from tuner.store.row import ROW_FIELDS, bucket_label
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGGER = "tuner.runtime"

@@ -216,7 +216,7 @@ def test_a_partitioned_neighbour_alone_is_judged_on_its_partition() -> None:
 
 
 def test_a_trace_names_each_lane_by_its_partition(tmp_path: Path) -> None:
-    from tuner.report import stream_names
+    from tuner.console import stream_names
 
     (tmp_path / "one.csv").write_text("TIMESTAMP\n0.0\n0.5\n")
     path = tmp_path / "lanes.yaml"

@@ -20,7 +20,7 @@ from tests.conftest import schema_3_fields
 from tuner.errors import SchemaMismatchError, StorageError
 from tuner.store import SCHEMA_VERSION, Store, TableRow
 from tuner.store.export import export_json, export_vllm, nearest_keys, read_json, vllm_config
-from tuner.store.table import bucket_label
+from tuner.store.row import bucket_label
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "results.db.example"

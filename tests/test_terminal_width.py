@@ -19,7 +19,7 @@ from rich.console import Console
 from tuner.cli import main
 from tuner.problem import load_problem
 from tuner.problem.assignment import Assignment, runs, spans
-from tuner.search.report import config_cell, config_table
+from tuner.search.summary import config_cell, config_table
 
 
 @pytest.fixture(scope="module")

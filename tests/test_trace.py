@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from tuner.cli import main
 from tuner.problem.assignment import Assignment
-from tuner.report import stream_names
+from tuner.console import stream_names
 from tuner.sim import recording, simulate, write_chrome_trace
-from tuner.sim.trace import TraceOptions, estimate_trace
+from tuner.sim.chrome_trace import TraceOptions, estimate_trace
 
 from tests.variants import SPACES
 

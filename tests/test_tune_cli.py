@@ -286,9 +286,9 @@ def test_simulate_with_the_tuned_table_as_policy(tuned):
 def test_progress_lines_on_a_non_terminal_and_none_with_quiet(monkeypatch, tmp_path, quiet) -> None:
     """In a log or CI stderr is no terminal: a long tune prints a line every few seconds
     (here every trial) with done/total and the best goodput, and nothing with -q."""
-    from tuner.cli.progress import Progress
+    from tuner.cli.progress import TerminalProgress
 
-    monkeypatch.setattr(Progress, "INTERVAL_S", 0.0)
+    monkeypatch.setattr(TerminalProgress, "INTERVAL_S", 0.0)
     args = ["tune", SPACES / "seed_example.yaml", "--storage", f"sqlite:///{tmp_path / 'r.db'}", "--trials", 2,
             "--seeds", 1, "--horizon", 2, "--regimes", "light"] + (["-q"] if quiet else [])
     result = run(*args)

@@ -23,7 +23,7 @@ from tuner.cli import main
 from tuner.errors import StorageError
 from tuner.store import Store
 from tuner.store.export import export_vllm, export_vllm_moe, vllm_config, vllm_moe_file_name
-from tuner.store.table import TableRow
+from tuner.store.row import TableRow
 
 POWERS_OF_TWO = [1 << i for i in range(14)]  # 1 … 8192: TensorRT-LLM's token buckets
 

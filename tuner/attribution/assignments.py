@@ -57,7 +57,7 @@ def assignments_per_regime(problem: Problem, text: str, regimes: Iterable[str],
     """
     regimes = tuple(regimes)
     if _is_table(text):
-        from ..runtime.table import read_table
+        from ..runtime.served import read_table
 
         table = read_table(text, problem=problem.name)
         out: dict[str, Assignment] = {}

@@ -16,7 +16,7 @@ from .. import bundled
 from ..errors import TunerError
 from .group import database_error, database_url, main, one_line_errors
 from .params import Integer, OutputFile
-from .progress import Progress, quiet_option
+from .progress import TerminalProgress, quiet_option
 
 STORAGE_HELP = ("SQLAlchemy URL of the tuner database, opened read-only "
                 "(default: sqlite:///results.db if it exists, else sqlite:///results.db.example).")
@@ -131,7 +131,7 @@ def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None
     """Write the dashboard's pages as one HTML file (plotly.js inline, works offline), and/or
     save its figures and a summary into each Optuna study for optuna-dashboard."""
     from ..dashboard import Dashboard, write_report
-    from ..dashboard.report import sections
+    from ..dashboard.standalone import sections
 
     if out is None and not into_studies:
         raise click.UsageError("say what to write: --html OUT and/or --into-studies")
@@ -199,7 +199,7 @@ def _progress(stage: str, quiet: bool, total: int | None = None):
     """A ``progress(part)`` callback, called as each part starts, counting the parts done
     (shown as :class:`~tuner.cli.progress.Progress` does): parts run simulations, so a
     report takes minutes."""
-    with Progress("tuner report", "parts", quiet, transient=True) as shown:
+    with TerminalProgress("tuner report", "parts", quiet, transient=True) as shown:
         shown.start(stage, total=total)
         done = itertools.count()
         yield lambda part: shown.update(next(done), total, detail=part)

@@ -13,7 +13,7 @@ import click
 from ..errors import TunerError
 from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option
 from .params import COUNT, Choice
-from .progress import Progress, quiet_option
+from .progress import TerminalProgress, quiet_option
 
 DEVICES = ["a100", "h100", "h200", "cuda"]
 
@@ -61,7 +61,7 @@ def profile(problem: Path | None, device: str | None, storage: str, workers: int
             as_json: bool, quiet: bool) -> None:
     """Profile kernel configs: compiled resources, occupancy and modeled latency."""
     if device == "cuda":
-        from ..profiling.measure import require_cuda
+        from ..collect.measure import require_cuda
 
         require_cuda()
     from ..profile.cache import CompileCache
@@ -81,7 +81,7 @@ def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...]
     from ..kernels import FAMILIES, get_family
     from ..problem.model import same_value
     from ..profile.devices import PRESETS
-    from ..profiling.fill import profile_one
+    from ..collect.fill import profile_one
 
     if family_name not in FAMILIES:
         raise TunerError(f"--family {family_name!r}: unknown kernel family (built-in: {', '.join(sorted(FAMILIES))})")
@@ -158,10 +158,10 @@ def _priced(family: Any, shape: dict[str, Any], device: Any, config: dict[str, A
 
 def _fill(path: Path, device: str | None, cache: object, workers: int, as_json: bool, quiet: bool) -> None:
     from ..problem import load_problem
-    from ..profiling.fill import fill_problem
+    from ..collect.fill import fill_problem
 
     if device == "cuda":
-        from ..profiling.measure import measure_problem
+        from ..collect.measure import measure_problem
 
         problem = load_problem(path, resources=cache)
         with _counted("measuring", "configs", quiet) as step:
@@ -186,6 +186,6 @@ def _fill(path: Path, device: str | None, cache: object, workers: int, as_json: 
 def _counted(stage: str, unit: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
     """A ``progress(done, total)`` callback shown as :class:`~tuner.cli.progress.Progress`
     does: a cold compile cache or a GPU measurement takes minutes."""
-    with Progress("tuner profile", unit, quiet, transient=True) as shown:
+    with TerminalProgress("tuner profile", unit, quiet, transient=True) as shown:
         shown.start(stage)
         yield shown.update

@@ -2,7 +2,7 @@
 
 A command that runs for minutes and prints nothing looks hung in a log or CI, where
 stderr is no terminal and a bar would only write escape codes; so there it prints a
-plain line at most every :attr:`Progress.INTERVAL_S` seconds (done/total, a detail such
+plain line at most every :attr:`TerminalProgress.INTERVAL_S` seconds (done/total, a detail such
 as the best value so far, an ETA from this run's pace), and nothing with ``-q``.
 """
 
@@ -27,7 +27,7 @@ def duration(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
-class Progress:
+class TerminalProgress:
     """Counted steps of one command, shown as :mod:`tuner.cli.progress` describes.
 
     ``start`` opens a stage (a regime, the compiles, the report's parts), ``update``
@@ -51,7 +51,7 @@ class Progress:
         self._total: int | None = None
         self._started = self._last = 0.0
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> TerminalProgress:
         self._last = time.monotonic()
         if self._bar:
             from rich.console import Console

@@ -16,7 +16,7 @@ from .params import SECONDS, SEED, SEEDS, OutputFile
 
 if TYPE_CHECKING:
     from ..sim import SimResult
-    from ..sim.trace import TraceWriter
+    from ..sim.chrome_trace import TraceWriter
 
 #: The environment variable with the trace size (MB) above which ``--trace`` warns.
 TRACE_WARN_ENV = "TUNER_TRACE_WARN_MB"
@@ -29,7 +29,7 @@ TRACE_WARN_MB = 100.0
 def validate(problem: Path | None) -> None:
     """Check a problem file and summarise it."""
     from ..problem import load_problem
-    from ..report import bucket_lines, terminal_width, wrapped
+    from ..console import bucket_lines, terminal_width, wrapped
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     warn(loaded.warnings)
@@ -74,9 +74,9 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
              trace_window: str | None, trace_kernels: str, policy: str | None, storage: str) -> None:
     """Simulate the service under traffic regimes and report goodput and resources."""
     from ..problem import load_problem, resolve_assignment
-    from ..report import metrics_table
+    from ..console import metrics_table
     from ..sim import simulate as run_simulation
-    from ..sim.trace import TraceOptions
+    from ..sim.chrome_trace import TraceOptions
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     for name in regimes:
@@ -126,8 +126,8 @@ def _traced(problem, assignment, regime: str, seed: int, horizon: float | None, 
             quiet: bool) -> tuple[SimResult, TraceWriter]:
     """Simulate with the trace streamed to ``path``, after warning when it would be big
     (a heavy regime makes millions of events) or would replace a file."""
-    from ..report import stream_names
-    from ..sim.trace import estimate_trace, trace_file, traced_simulation
+    from ..console import stream_names
+    from ..sim.chrome_trace import estimate_trace, trace_file, traced_simulation
 
     names, limit, gzipped = stream_names(problem.service), _warn_mb(), path.name.endswith(".gz")
     if path.exists():
@@ -160,13 +160,13 @@ def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int
                        as_json: bool) -> None:
     from ..search.capacity import REL_TOL
     from ..search.evaluate import evaluate
-    from .progress import Progress
+    from .progress import TerminalProgress
 
     target = problem.service.slo.attainment
     documents = []
     for regime in regimes:
         done = []
-        with Progress("tuner simulate", "seeds", quiet=as_json) as progress:
+        with TerminalProgress("tuner simulate", "seeds", quiet=as_json) as progress:
             progress.start(f"capacity of regime {regime}", 0, len(seeds))
 
             def step(index: int, value: float, probes: int) -> None:
@@ -215,7 +215,7 @@ def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str]
     elif policy_text == "table" or policy_text.startswith("static:"):
         from ..problem.assignment import Assignment
         from ..runtime import Dispatcher
-        from ..runtime.table import read_table
+        from ..runtime.served import read_table
 
         try:
             table = read_table(storage, problem=problem.name)

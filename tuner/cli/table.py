@@ -17,12 +17,12 @@ import click
 
 from ..errors import TunerError, shown_value
 from ..stats import delta_text, ratio_text
-from ..store.table import bucket_label
+from ..store.row import bucket_label
 from .group import main, one_line_errors, storage_option
 from .params import Choice
 
 if TYPE_CHECKING:
-    from ..store.table import TableRow
+    from ..store.row import TableRow
 
 
 @main.group()

@@ -12,7 +12,7 @@ import click
 from ..errors import TunerError
 from .group import DEFAULT_PROBLEM, database_error, fail, main, one_line_errors, storage_option, warn
 from .params import COUNT, SECONDS, SEED, SEEDS
-from .progress import Progress, quiet_option
+from .progress import TerminalProgress, quiet_option
 
 
 def tune_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -85,7 +85,7 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     from ..processes import quiet_logs
     from ..search.leases import Worker
     from ..search.parallel import default_processes, load_for_tuning
-    from ..search.report import print_outcomes
+    from ..search.summary import print_outcomes
     from ..store.store import parse_url, shown
 
     loaded = load_for_tuning(problem or DEFAULT_PROBLEM, storage)
@@ -131,7 +131,7 @@ class TrialProgress:
     goodput so far and an ETA, shown as :class:`tuner.cli.progress.Progress` does."""
 
     def __init__(self, quiet: bool = False) -> None:
-        self._shown = Progress("tuner tune", "trials", quiet)
+        self._shown = TerminalProgress("tuner tune", "trials", quiet)
 
     def __enter__(self) -> TrialProgress:
         self._shown.__enter__()

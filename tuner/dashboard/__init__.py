@@ -8,7 +8,7 @@ pages with Plotly figures.
 """
 
 from .board import Dashboard
-from .report import save_into_studies, write_report
+from .standalone import save_into_studies, write_report
 from .storage import default_storage, open_readonly
 
 __all__ = ["Dashboard", "default_storage", "open_readonly", "save_into_studies", "write_report"]

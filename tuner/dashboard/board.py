@@ -18,7 +18,7 @@ from .. import bundled
 from ..errors import StorageError, TunerError
 from ..problem.assignment import Assignment
 from ..processes import spawn_pool, stop_pool
-from ..store.table import TableRow
+from ..store.row import TableRow
 from ..search.parallel import Simulation, remember
 from .simulations import metrics_of
 from .storage import open_readonly, readonly_study_storage

@@ -3,7 +3,7 @@ that share a config, each marked when it differs from THE baseline (the per-buck
 isolated-fastest config the row stores in ``baseline_config``).
 
 Built from the rows alone (``bucket_bounds`` named with
-:func:`tuner.store.table.bucket_label`), so the table shows even when the problem file is
+:func:`tuner.store.row.bucket_label`), so the table shows even when the problem file is
 absent; the labels read like :func:`tuner.problem.assignment.runs`' (``M..64:a M128..8192:b``).
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from ..search.baselines import ONE_CONFIG, PER_BUCKET
 from ..sim.metrics import overload_note
 from ..stats import ratio_text
-from ..store.table import TableRow, span_label
+from ..store.row import TableRow, span_label
 from ..stats import figure
 
 
@@ -174,7 +174,7 @@ def overload_counts(row: TableRow) -> str:
 
 def overload_text(row: TableRow) -> str:
     """The overload mark with its counts (what ``tuner tune`` prints:
-    :func:`tuner.search.report.overload_text`), or "" when no seed was overloaded."""
+    :func:`tuner.search.summary.overload_text`), or "" when no seed was overloaded."""
     return overload_note(row.overloaded_seeds, row.baseline_overloaded_seeds,
                          len(row.realized_rates_rps or ()) or row.seeds)
 

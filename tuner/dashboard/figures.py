@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..store.table import TableRow
+from ..store.row import TableRow
 from . import cells
 from .sweep import BASELINE_LABEL, CapacityMark, Sweep
 from .timeline import Timeline

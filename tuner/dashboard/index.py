@@ -15,7 +15,7 @@ from typing import Any
 from ..problem.changes import SAME
 from ..search.baselines import ONE_CONFIG
 from ..sim.metrics import OVERLOADED
-from ..store.table import TableRow
+from ..store.row import TableRow
 from . import cells, verdicts
 from .board import regimes_of
 from .matrix import Cell, Matrix, config_matrix

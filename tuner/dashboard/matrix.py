@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..problem.changes import SAME, Span, changes
-from ..store.table import TableRow
+from ..store.row import TableRow
 from .cells import operator_runs
 
 __all__ = ["Cell", "Matrix", "Resolve", "config_matrix", "no_file"]

@@ -11,7 +11,7 @@ import html
 from collections.abc import Callable
 from urllib.parse import quote
 
-from ..store.table import TableRow
+from ..store.row import TableRow
 from . import cells, figures, studies, verdicts
 from .board import Dashboard, regimes_of
 from .sweep import ABOVE_CAPACITY, BASELINE_LABEL, table_capacities

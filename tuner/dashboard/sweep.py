@@ -21,7 +21,7 @@ from ..search.baselines import PER_BUCKET
 from ..stats import ci_half_width
 from ..stats import Delta, paired
 from ..sim.metrics import Metrics
-from ..store.table import TableRow
+from ..store.row import TableRow
 from .cells import capacity_label
 from ..search.parallel import Simulation, remember
 from .simulations import serially

@@ -5,7 +5,7 @@ problem whose every regime reads 1.000× is no reason to scroll past three scree
 one significant gain. So the problems are ordered by their largest *significant* effect
 (a paired difference whose 95% CI excludes 0), and each regime gets a verdict — the
 significant changes with their size, then what can produce them (the mechanism
-``tuner tune`` reports, :func:`tuner.search.report.mechanism`, with the memory clause
+``tuner tune`` reports, :func:`tuner.search.summary.mechanism`, with the memory clause
 worked out into how many requests fit) — instead of leaving the reader to compare
 intervals. A goodput measured in an overloaded window depends on the window's length,
 so it is said but does not rank a problem; capacity does.
@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..store.table import TableRow
+from ..store.row import TableRow
 from . import cells
 from .board import regimes_of
 from ..stats import figure, percent
 
 
-#: the kinds of clause :func:`tuner.search.report.mechanism` writes besides memory (a
+#: the kinds of clause :func:`tuner.search.summary.mechanism` writes besides memory (a
 #: ``waves`` clause itself holds ``; ``-separated notes, which the short form drops)
 MECHANISMS = ("SM sharing", "waves", "SM partition", "shape")
 
@@ -148,10 +148,10 @@ def memory_text(problem: Any, tuned: Any, base: Any, who: str) -> str | None:
 
 def mechanism_text(board: Any, rows: Sequence[TableRow]) -> tuple[str, str] | None:
     """What can produce a regime's difference, short and in full: the mechanism ``tuner
-    tune`` reports (:func:`tuner.search.report.mechanism`) with its memory clause worked
+    tune`` reports (:func:`tuner.search.summary.mechanism`) with its memory clause worked
     out (:func:`memory_text`); the short form keeps that clause and names the others by
     their kind (``SM sharing``, ``waves``), the cells last. None without the problem file."""
-    from ..search.report import mechanism
+    from ..search.summary import mechanism
     from ..search.space import JointSpace
 
     first = rows[0]

@@ -1,6 +1,6 @@
 """Problem files: loading, validation and the immutable model they become."""
 
-from .assign import resolve_assignment
+from .assign_option import resolve_assignment
 from .load import load_problem
 from .model import (
     Config, Device, Family, KernelProfile, Memory, Neighbor, Operator, PiecewiseLinear,

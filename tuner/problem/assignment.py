@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AssignmentError, StorageError, TunerError, shown_value
-from ..store.table import number, span_label
+from ..store.row import number, span_label
 from .model import Config, Problem
 
 if TYPE_CHECKING:
-    from ..store.table import TableRow
+    from ..store.row import TableRow
 
 #: One cell of the assignment: (operator name, bucket index).
 Cell = tuple[str, int]
@@ -172,7 +172,7 @@ class Assignment:
         """One row per (operator, bucket), each with the regime's ``provenance`` fields
         (every :class:`~tuner.store.TableRow` field that is not about the cell) and the
         cell's config in ``baseline``."""
-        from ..store.table import TableRow
+        from ..store.row import TableRow
 
         rows = []
         regime_index = list(problem.regimes).index(regime)

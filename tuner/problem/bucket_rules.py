@@ -24,12 +24,12 @@ from . import schema as s
 from .buckets import Bucketing, power_of_two_edges
 from .explain import Invalid
 from .model import Family, Operator
+from .probe import ProbePoint
 
-Point = tuple[str, Mapping[str, float]]
 
 
 def bucketed(spec: s.ProblemSpec, operators: Sequence[Operator], families: Mapping[str, Family],
-             points: Sequence[Point], batch_vars: frozenset[str]) -> tuple[tuple[Operator, ...], tuple[str, ...]]:
+             points: Sequence[ProbePoint], batch_vars: frozenset[str]) -> tuple[tuple[Operator, ...], tuple[str, ...]]:
     """Operators with their bucketing over the batches the service can run (``points``:
     :func:`~tuner.problem.probe.reachable_points`), and one-line warnings (``KEY: reason``)."""
     out, warnings = [], []
@@ -51,7 +51,7 @@ def bucketed(spec: s.ProblemSpec, operators: Sequence[Operator], families: Mappi
     return tuple(out), tuple(warnings)
 
 
-def _reach(op: Operator, dim: str, points: Sequence[Point]) -> tuple[float, float]:
+def _reach(op: Operator, dim: str, points: Sequence[ProbePoint]) -> tuple[float, float]:
     values = [op.variables(variables)[dim] for _, variables in points]
     return (min(values), max(values))
 

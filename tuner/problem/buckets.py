@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..store.table import bucket_label, number
+from ..store.row import bucket_label, number
 
 
 @dataclass(frozen=True)

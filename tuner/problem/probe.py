@@ -19,10 +19,11 @@ from . import schema as s
 from .explain import Invalid
 from .model import Family, KernelProfile, Neighbor, Operator, PiecewiseLinear, Quantity, Service
 
-Point = tuple[str, dict[str, float]]
+#: A probe: an operator's name and the batch variables of one shape it meets.
+ProbePoint = tuple[str, dict[str, float]]
 
 
-def probe_points(service: Service, size_fields: frozenset[str]) -> list[Point]:
+def probe_points(service: Service, size_fields: frozenset[str]) -> list[ProbePoint]:
     """Named batch-variable assignments that every expression must survive."""
     largest = ("at the largest batch", service.largest_batch_variables(size_fields))
     if service.batching == "continuous":
@@ -38,7 +39,7 @@ def probe_points(service: Service, size_fields: frozenset[str]) -> list[Point]:
     return [largest, ("for a batch of one", smallest)]
 
 
-def reachable_points(service: Service, size_fields: frozenset[str], budget: float) -> list[Point]:
+def reachable_points(service: Service, size_fields: frozenset[str], budget: float) -> list[ProbePoint]:
     """Batches a continuous-batching service can run within ``budget`` bytes (the largest
     of the service's and its regimes'): for each batch size ``b`` the decode step of ``b``
     sequences at the longest mean context the budget admits (the memory frontier: every
@@ -63,7 +64,7 @@ def reachable_points(service: Service, size_fields: frozenset[str], budget: floa
     frontier = [(b, l) for b in sizes if (l := _largest(lambda t, b=b: b * state(t) <= free, service.max_context))]
     if not frontier:
         return probe_points(service, size_fields)  # not one token fits: the simulation says so
-    points: list[Point] = [
+    points: list[ProbePoint] = [
         (f"in a decode step of {b} sequences at {l} tokens of context",
          {"batch": b, "tokens": b, "prefill_tokens": 0, "decode_seqs": b, "context": b * l, "max_context": l})
         for b, l in [(1, 1), *frontier]
@@ -96,7 +97,7 @@ def _largest(fits: Callable[[int], bool], highest: int) -> int:
 
 
 def check_operators(
-    operators: Sequence[Operator], families: Mapping[str, Family], points: list[Point],
+    operators: Sequence[Operator], families: Mapping[str, Family], points: list[ProbePoint],
 ) -> None:
     """Every shape and every config profile of each operator is finite and >= 0 at every point.
 

@@ -53,7 +53,7 @@ from tuner.profile import compiled as _compiled
 from tuner.profile.devices import DevicePreset
 from tuner.profile.resources import CompiledResources
 
-Progress = Callable[[int, int], None]
+CompileProgress = Callable[[int, int], None]
 
 
 class CompiledRecord(Base):
@@ -333,7 +333,7 @@ class CompileCache:
         self,
         launches: Iterable[KernelLaunch],
         device: DevicePreset,
-        progress: Progress | None = None,
+        progress: CompileProgress | None = None,
         workers: int = 1,
     ) -> list[CompiledResources]:
         """Make sure every launch is compiled for ``device``'s architecture.

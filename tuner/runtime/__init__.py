@@ -17,7 +17,7 @@ from .autotune import Autotuned, autotune
 from .classify import RateClassifier
 from .dispatcher import Dispatcher, load_table
 from .monitor import LoadMonitor, LoadSnapshot
-from .table import OpConfigs, Table, read_table
+from .served import OpConfigs, Table, read_table
 from ..requirements import LaunchNeeds, Requirements
 
 __all__ = [

@@ -43,7 +43,7 @@ from typing import Any
 
 from .arguments import check_autotune
 from .dispatcher import Dispatcher, _why
-from .table import read_table
+from .served import read_table
 
 __all__ = ["Autotuned", "autotune"]
 

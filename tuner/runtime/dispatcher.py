@@ -5,7 +5,7 @@ dispatcher serving the caller's fallback, with one warning naming the cause). Th
 service then feeds the load monitor (``observe_*``), calls :meth:`Dispatcher.tick` at
 its safe points (between batches, say), and asks :meth:`Dispatcher.config` per launch,
 with the launch's shape: an operator's configs are per shape bucket, found by bisecting
-the bucket edges precomputed at load (:class:`~tuner.runtime.table.OpConfigs`).
+the bucket edges precomputed at load (:class:`~tuner.runtime.served.OpConfigs`).
 
 Thread safety. Everything a lookup reads is one snapshot that is never mutated: the
 current regime's ``op -> OpConfigs`` mapping (every bucket of every operator), held in
@@ -28,11 +28,11 @@ from typing import Any
 
 from ..errors import TunerError
 from ..requirements import Requirements, RequirementsError, requirements
-from ..store.table import TableRow, short_repr
+from ..store.row import TableRow, short_repr
 from .arguments import check_dispatcher, check_load, split_fallback
 from .classify import RateClassifier
 from .monitor import LoadMonitor, LoadSnapshot
-from .table import OpConfigs, Table, read_table
+from .served import OpConfigs, Table, read_table
 
 __all__ = ["Dispatcher", "load_table"]
 
@@ -461,7 +461,7 @@ def load_table(
 
 def _by_op(table: Table) -> dict[tuple[str, str], tuple[TableRow, ...]]:
     """``(op, regime) -> rows by bucket`` of a table, built once per table (a table is
-    frozen; rows are in bucket order, as :func:`~tuner.runtime.table.read_table` checked)."""
+    frozen; rows are in bucket order, as :func:`~tuner.runtime.served.read_table` checked)."""
     found = table.__dict__.get("_by_op")
     if found is None:
         grouped: dict[tuple[str, str], list[TableRow]] = {}

@@ -1,6 +1,6 @@
 """Read a project JSON export for serving: the document checked before its rows are.
 
-Apart from :mod:`tuner.runtime.table` because a JSON file fails in ways a SQLite one
+Apart from :mod:`tuner.runtime.served` because a JSON file fails in ways a SQLite one
 cannot: a ``schema_version`` that is not a number at all (``"1"``: a malformed export,
 not another version), and nesting deeper than Python's JSON parser reads, which fails
 the whole file with a bare ``RecursionError`` that names nothing. For that one, the text

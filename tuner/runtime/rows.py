@@ -20,7 +20,7 @@ from itertools import chain
 from typing import Any
 
 from ..errors import StorageError
-from ..store.table import JSON_FIELDS, ROW_FIELDS, TableRow, short_repr
+from ..store.row import JSON_FIELDS, ROW_FIELDS, TableRow, short_repr
 
 __all__ = ["brief", "check_regimes", "check_rows", "decode_rows", "describe", "disagree", "label"]
 

@@ -33,7 +33,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from .space import JointSpace, Point
+from .space import JointSpace, JointPoint
 
 #: (move, probability) of each kind of proposal.
 MOVES = (("cap", 0.3), ("operator", 0.3), ("cell", 0.4))
@@ -49,7 +49,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     """
 
     def __init__(self, space: JointSpace,
-                 incumbent: Callable[[optuna.Study], tuple[Point, frozenset[int] | None] | None], seed: int) -> None:
+                 incumbent: Callable[[optuna.Study], tuple[JointPoint, frozenset[int] | None] | None], seed: int) -> None:
         self.space = space
         self._incumbent = incumbent
         self._rng = np.random.RandomState(seed)
@@ -83,12 +83,12 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
 
     # --- moves ---------------------------------------------------------------------
 
-    def _move(self, point: Point, movable: list[int]) -> Point:
+    def _move(self, point: JointPoint, movable: list[int]) -> JointPoint:
         kinds, weights = zip(*MOVES)
         kind = kinds[self._rng.choice(len(kinds), p=weights)]
         return getattr(self, f"_{kind}_move")(point, movable)
 
-    def _cap_move(self, point: Point, movable: list[int]) -> Point:
+    def _cap_move(self, point: JointPoint, movable: list[int]) -> JointPoint:
         space = self.space
         costs = [space.cost(i, name) for i, name in enumerate(point)]
         peak = max((c.workspace for c in costs), default=0.0)
@@ -102,7 +102,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             return tuple(self._fastest(i, higher[0], name) for i, name in enumerate(point))
         return self._cell_move(point, movable)
 
-    def _operator_move(self, point: Point, movable: list[int]) -> Point:
+    def _operator_move(self, point: JointPoint, movable: list[int]) -> JointPoint:
         space = self.space
         ops = sorted({space.cells[i][0] for i in movable})
         if not ops:
@@ -125,7 +125,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         chosen = [i for i in free if i in visited] if visited else list(free)
         return chosen or list(free)
 
-    def _cell_move(self, point: Point, movable: list[int]) -> Point:
+    def _cell_move(self, point: JointPoint, movable: list[int]) -> JointPoint:
         if not movable:
             return point
         i = movable[self._rng.randint(len(movable))]
@@ -148,7 +148,7 @@ def distributions(space: JointSpace) -> dict[str, CategoricalDistribution]:
     return {space.names[i]: CategoricalDistribution(list(space.choices[i])) for i in space.free}
 
 
-def suggest(trial: optuna.Trial, space: JointSpace) -> Point:
+def suggest(trial: optuna.Trial, space: JointSpace) -> JointPoint:
     """The trial's point: one categorical per free cell, the others their one choice."""
     params = {name: trial.suggest_categorical(name, d.choices)  # type: ignore[misc]
               for name, d in distributions(space).items()}
@@ -157,5 +157,5 @@ def suggest(trial: optuna.Trial, space: JointSpace) -> Point:
     return point
 
 
-def names_of(trials: Sequence[FrozenTrial], space: JointSpace) -> set[Point]:
+def names_of(trials: Sequence[FrozenTrial], space: JointSpace) -> set[JointPoint]:
     return {p for t in trials if (p := space.point(t.params)) is not None}

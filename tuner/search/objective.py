@@ -23,7 +23,7 @@ from .evaluate import Constraints, check_constraints, evaluate
 from .local import suggest
 from .ranking import FINISHED
 from .same_run import repeats_run
-from .space import JointSpace, Point
+from .space import JointSpace, JointPoint
 
 #: What a trial records about its own run, not about its result: not copied from another trial.
 _BOOKKEEPING = ("worker", "simulations", "duplicate_of", "equivalent_to")
@@ -47,7 +47,7 @@ class Objective:
     horizon: float
     counter: SimulationCount = field(default_factory=lambda: SimulationCount())
     p_threshold: float = 0.1
-    rehearsed: dict[Point, FrozenTrial] = field(default_factory=dict)
+    rehearsed: dict[JointPoint, FrozenTrial] = field(default_factory=dict)
 
     def __call__(self, trial: optuna.Trial) -> float:
         space = self.space
@@ -91,13 +91,13 @@ class Objective:
             trial.set_user_attr("visited", sorted(index[cell] for cell in evaluation.visited))
         return evaluation.mean
 
-    def _prior(self, trial: optuna.Trial, point: Point) -> FrozenTrial | None:
+    def _prior(self, trial: optuna.Trial, point: JointPoint) -> FrozenTrial | None:
         for other in trial.study.get_trials(deepcopy=False, states=FINISHED):
             if other.number != trial.number and self.space.point(other.params) == point:
                 return other
         return None
 
-    def _equivalent(self, trial: optuna.Trial, point: Point, constraints: Constraints) -> FrozenTrial | None:
+    def _equivalent(self, trial: optuna.Trial, point: JointPoint, constraints: Constraints) -> FrozenTrial | None:
         """A complete trial (every seed measured) whose run this point repeats
         (:func:`tuner.search.same_run.repeats_run`)."""
         for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):

@@ -26,7 +26,7 @@ from .ranking import Choice, best_of, evaluation_of, finished_trials, select_bes
 from .same_run import repeats_run
 from .settings import TuneSettings
 from .space import JointSpace
-from .study import Progress, Silent, run_study
+from .study import StudyProgress, Silent, run_study
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def tune_regime(
     settings: TuneSettings | None = None,
     *,
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
-    progress: Progress | None = None,
+    progress: StudyProgress | None = None,
     capacities: dict | None = None,
 ) -> RegimeOutcome:
     """Run (or continue) the regime's study, then evaluate baselines and, if asked, the oracle.
@@ -103,7 +103,7 @@ def regime_outcome(
     study: optuna.Study,
     settings: TuneSettings,
     *,
-    progress: Progress | None = None,
+    progress: StudyProgress | None = None,
     capacities: dict | None = None,
 ) -> RegimeOutcome:
     """The regime's tuned assignment from its study's finished trials, with both figures,

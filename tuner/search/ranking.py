@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..problem.assignment import Assignment
 from .evaluate import Constraints, Evaluation
-from .space import JointSpace, Point
+from .space import JointSpace, JointPoint
 
 #: The trial states that count as done: complete, or pruned (it measured a prefix of the seeds).
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -78,7 +78,7 @@ def select_best(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) 
     return Choice(space.assignment(space.point(trial.params)), evaluation, trial.number)  # type: ignore[arg-type]
 
 
-def incumbent(space: JointSpace, study: optuna.Study, n_seeds: int) -> tuple[Point, frozenset[int] | None] | None:
+def incumbent(space: JointSpace, study: optuna.Study, n_seeds: int) -> tuple[JointPoint, frozenset[int] | None] | None:
     """The study's best point so far and the cells its simulations used (None: not recorded)."""
     trials = finished_trials(study)
     best = select_best(space, trials, n_seeds)

@@ -40,7 +40,7 @@ from .evaluate import Evaluation
 from .leases import MAX_RETRY, ROWS_LEASE_S, LeaseGate, Worker, fail_running, held
 from .outcome import RegimeOutcome, regime_outcome
 from .settings import TuneSettings, study_name
-from .study import Progress, run_study
+from .study import StudyProgress, run_study
 
 
 def open_storage(url: str, worker: Worker | None = None) -> optuna.storages.RDBStorage:
@@ -86,7 +86,7 @@ class TuneJob:
     settings: TuneSettings
     regimes: tuple[str, ...]
     worker: Worker
-    progress: Progress | None = None
+    progress: StudyProgress | None = None
     callbacks: tuple[Callable[[optuna.Study, FrozenTrial], None], ...] = ()
     on_regime: Callable[[RegimeOutcome], None] | None = None
     orphaned: Callable[[], bool] = lambda: False
@@ -161,7 +161,7 @@ class _Rows:
     problem: Problem
     settings: TuneSettings
     worker: Worker
-    progress: Progress | None
+    progress: StudyProgress | None
     on_regime: Callable[[RegimeOutcome], None] | None
     outcomes: list[RegimeOutcome] = field(default_factory=list)
     capacities: dict = field(default_factory=dict)

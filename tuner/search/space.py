@@ -31,7 +31,7 @@ from ..problem.model import Config, Problem
 from ..traffic.routing import Routing
 
 #: A joint assignment as the search stores it: config names in cell order.
-Point = tuple[str, ...]
+JointPoint = tuple[str, ...]
 
 _SPACES: dict[tuple[int, Routing | None], JointSpace] = {}  # (id(problem), routing) → its space (it keeps the problem alive)
 
@@ -173,7 +173,7 @@ class JointSpace:
         """Number of joint assignments searched (the product of the per-cell choices)."""
         return math.prod(len(c) for c in self.choices)
 
-    def points(self) -> Iterator[Point]:
+    def points(self) -> Iterator[JointPoint]:
         """Every joint assignment searched, in a stable order (first cell slowest)."""
         return itertools.product(*self.choices)
 
@@ -182,7 +182,7 @@ class JointSpace:
         """Indices of the cells with more than one choice (the Optuna parameters)."""
         return tuple(i for i, choices in enumerate(self.choices) if len(choices) > 1)
 
-    def point(self, params: Mapping[str, object]) -> Point | None:
+    def point(self, params: Mapping[str, object]) -> JointPoint | None:
         """The point Optuna's ``params`` name (any config of a free cell's family; the
         other cells their one choice), or None when they do not belong to this space."""
         values = [choices[0] for choices in self.choices]
@@ -193,7 +193,7 @@ class JointSpace:
             values[i] = value  # type: ignore[assignment]
         return tuple(values)
 
-    def params(self, point: Point) -> dict[str, str]:
+    def params(self, point: JointPoint) -> dict[str, str]:
         """Optuna's parameters of a point (its free cells)."""
         return {self.names[i]: point[i] for i in self.free}
 
@@ -201,14 +201,14 @@ class JointSpace:
         """Whether a trial can hold ``assignment``: every cell has one of its choices."""
         return all(name in choices for name, choices in zip(self.point_of(assignment), self.choices))
 
-    def assignment(self, point: Point) -> Assignment:
+    def assignment(self, point: JointPoint) -> Assignment:
         """The configs a point names (names are checked on the way in, so they exist)."""
         by_op: dict[str, list[Config]] = {}
         for (op, _), costs, name in zip(self.cells, self.costs, point):
             by_op.setdefault(op, []).append(next(c.config for c in costs if c.config.name == name))
         return Assignment(tuple((op, tuple(configs)) for op, configs in by_op.items()))
 
-    def point_of(self, assignment: Assignment) -> Point:
+    def point_of(self, assignment: Assignment) -> JointPoint:
         """The names of an assignment's configs in cell order (it may lie outside the
         searched choices: a baseline is evaluated wherever it is)."""
         return tuple(config.name for _, config in assignment.cells())

@@ -42,11 +42,11 @@ from .local import LocalSearchSampler, names_of
 from .objective import Objective, SimulationCount
 from .ranking import FINISHED, finished_trials, incumbent
 from .settings import TuneSettings, study_name
-from .space import JointSpace, Point
+from .space import JointSpace, JointPoint
 from .warm_starts import warm_starts
 
 
-class Progress(Protocol):
+class StudyProgress(Protocol):
     """What a study reports while it runs (the CLI draws a bar; the default does nothing)."""
 
     def start(self, regime: str, done: int, total: int) -> None: ...
@@ -118,7 +118,7 @@ def run_study(
     settings: TuneSettings,
     *,
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
-    progress: Progress | None = None,
+    progress: StudyProgress | None = None,
     gate: TrialGate | None = None,
     salt: str = "",
     rehearse: bool = False,
@@ -154,8 +154,8 @@ def run_study(
 
 def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optuna.storages.BaseStorage,
                 settings: TuneSettings, callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]],
-                progress: Progress, gate: TrialGate, salt: str, neighbours: optuna.storages.BaseStorage,
-                rehearsed: Mapping[Point, FrozenTrial]) -> optuna.Study:
+                progress: StudyProgress, gate: TrialGate, salt: str, neighbours: optuna.storages.BaseStorage,
+                rehearsed: Mapping[JointPoint, FrozenTrial]) -> optuna.Study:
     """:func:`run_study`'s loop, on a checked request: open the study, enqueue the warm
     starts, then one trial at a time under the gate until the budget is met."""
     horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
@@ -212,7 +212,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
 
 
 def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStorage,
-               settings: TuneSettings, salt: str) -> dict[Point, FrozenTrial]:
+               settings: TuneSettings, salt: str) -> dict[JointPoint, FrozenTrial]:
     """The study's next trial, run on a copy of the study in memory: its point and the
     finished trial (empty when the study needs no trial).
 
@@ -299,7 +299,7 @@ class _Started:
 class _Shown:
     """Tells the progress display the finished count and best value after each trial."""
 
-    progress: Progress
+    progress: StudyProgress
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         try:

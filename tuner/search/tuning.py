@@ -25,7 +25,7 @@ from .run import TuneJob, open_storage, run_regimes
 from .settings import TuneSettings
 from .staging import Staging
 from .outcome import RegimeOutcome
-from .study import Progress
+from .study import StudyProgress
 
 
 def tune_problem(
@@ -35,7 +35,7 @@ def tune_problem(
     regimes: Sequence[str] | None = None,
     *,
     fresh: bool = False,
-    progress: Progress | None = None,
+    progress: StudyProgress | None = None,
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
     on_regime: Callable[[RegimeOutcome], None] | None = None,
     jobs: int = 1,

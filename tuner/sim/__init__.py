@@ -11,7 +11,7 @@ from .program import BoundService, bind
 from .recording import Recording
 from .policy import DispatcherPolicy, StaticPolicy, SwitchPolicy
 from .service import ServiceRun, SimResult, simulate, simulate_policy
-from .trace import write_chrome_trace
+from .chrome_trace import write_chrome_trace
 
 __all__ = [
     "BUILD", "BoundService", "FluidGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",

@@ -1,7 +1,7 @@
 """Timelines of one simulation: kept in memory, or handed on in chunks as they grow.
 
 Recording is off by default because it costs memory per kernel; ``tuner simulate
---trace FILE`` turns it on with a sink (:class:`tuner.sim.trace.TraceWriter`) that
+--trace FILE`` turns it on with a sink (:class:`tuner.sim.chrome_trace.TraceWriter`) that
 writes each chunk out, so a long run's trace never sits in memory whole.
 """
 

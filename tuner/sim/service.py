@@ -157,7 +157,7 @@ class ServiceRun(Host):
         self.gpu = FluidGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions),
                             service.device.sms)
         self.recording = record if isinstance(record, Recording) else Recording() if record else None
-        self.policy: BatchingPolicy = (
+        self.batching: BatchingPolicy = (
             ContinuousBatching(self, self.executors, workload, self.sizes) if service.batching == "continuous"
             else DynamicBatching(self, self.executors, workload, self.sizes, size_fields))
         self._overhead = service.launch_overhead_s
@@ -290,7 +290,7 @@ class ServiceRun(Host):
         slo, arrival = self.bound.service.slo, self.arrival[request]
         if self.bound.service.batching != "continuous":
             return bool(slo.met(now - arrival))
-        first = self.policy.first_t[request]
+        first = self.batching.first_t[request]
         return bool(slo.met(now - arrival, first - arrival, _tpot(now, first, self.sizes["output"][request])))
 
     def _missed(self) -> None:
@@ -317,7 +317,7 @@ class ServiceRun(Host):
             self._memory_used += state[r]
             self.admit_t[r] = now
             self._admitted += 1
-            self.policy.admitted(r, now)
+            self.batching.admitted(r, now)
             admitted_any = True
         if admitted_any:
             if self._admitted > self._admitted_max:
@@ -340,12 +340,12 @@ class ServiceRun(Host):
     def _on_program_done(self, executor: int, now: float) -> None:
         if self._hosted and 2.0 * self._host_wait[executor] > now - self._iteration_start[executor]:
             self.host_bound += 1  # its GPU waited on the host for most of the iteration
-        self.policy.program_done(executor, now)
+        self.batching.program_done(executor, now)
         if self.switch_policy is not None:
             self._maybe_switch(self.switch_policy, now)
         if self._queue:
             self._admit(now)
-        self.policy.dispatch(now)
+        self.batching.dispatch(now)
 
     def _maybe_switch(self, policy: SwitchPolicy, now: float) -> None:
         """At a safe point: take the policy's assignment when its workspace fits beside
@@ -382,7 +382,7 @@ class ServiceRun(Host):
         self._queue.append(r)
         if len(self._queue) == 1:
             self._admit(now)
-            self.policy.dispatch(now)
+            self.batching.dispatch(now)
 
     def _on_timer(self, now: float) -> None:
         _, _, kind, payload = heapq.heappop(self._timers)
@@ -394,7 +394,7 @@ class ServiceRun(Host):
         elif kind == _NEIGHBOR:
             self._launch_neighbor(payload, now)
         else:
-            self.policy.dispatch(now)
+            self.batching.dispatch(now)
 
     def run(self) -> SimResult:
         """Simulate to the end of the drain and compute the metrics.
@@ -411,7 +411,7 @@ class ServiceRun(Host):
             self._launch_neighbor(index, 0.0)
         arrival, n, gpu, timers = self.arrival, self.n, self.gpu, self._timers
         recording, horizon, queue = self.recording, self.horizon, self._queue
-        waiting = self.policy.queue
+        waiting = self.batching.queue
         run_until, launch = gpu.run_until, gpu.launch
         programs, scales, executors, streams = self._programs, self._scale, self.executors, self.streams
         stream_part, stream_priority, lanes_left = self._stream_part, self._stream_priority, self._lanes_left
@@ -484,13 +484,13 @@ class ServiceRun(Host):
         arrival = np.asarray(self.arrival)
         finish = np.asarray(self.finish_t)
         admit = np.asarray(self.admit_t)
-        start = np.asarray(self.policy.start_t)
+        start = np.asarray(self.batching.start_t)
         done = ~np.isnan(finish)
         latency = finish - arrival
         horizon, warmup = self.horizon, self.workload.warmup_s
         judged = arrival >= warmup
         good, ttft, tpot = _judge(service.slo, service.batching, arrival, finish,
-                                  np.asarray(self.policy.first_t), self.workload.sizes, judged)
+                                  np.asarray(self.batching.first_t), self.workload.sizes, judged)
         window = horizon - warmup
         n_judged = int(judged.sum())
         admitted = ~np.isnan(admit)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .table import TableRow
+from .row import TableRow
 from .version import SCHEMA_VERSION
 
 _LAZY = {

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StorageError
-from .table import TableRow, bucket_label
+from .row import TableRow, bucket_label
 from .version import SCHEMA_VERSION, check_export
 
 VLLM_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")

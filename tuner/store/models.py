@@ -40,7 +40,7 @@ class SchemaVersion(Base):
 
 class ConfigEntry(Base):
     """One row of the config table: (problem, regime, operator, bucket) → config, with
-    provenance (the fields of :class:`~tuner.store.table.TableRow`).
+    provenance (the fields of :class:`~tuner.store.row.TableRow`).
 
     ``goodput_rps`` and ``goodput_ci_rps`` describe the whole joint assignment of the
     regime (every row of a regime carries the same figures), as do the baselines'.

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 from ..errors import SchemaMismatchError, StorageError, shortened
 from ..readonly_sqlite import SQLITE_HEADER
 from .models import SCHEMA_VERSION, CONFIG_TABLES, Base, ConfigEntry, Lease, RegimeWritten, SchemaVersion
-from .table import ROW_FIELDS, TableRow
+from .row import ROW_FIELDS, TableRow
 from .version import check_version
 
 DEFAULT_URL = "sqlite:///results.db"

@@ -9,7 +9,7 @@ warning and a fallback; nothing here is on the lookup path but :class:`OpConfigs
 No SQLAlchemy: the SQLite file is read through :mod:`sqlite3`, opened read-only (a
 missing file is an error, never a new empty database), from the tables
 ``tuner_schema`` and ``tuner_configs`` that :mod:`tuner.store.models` defines; rows are
-decoded by the store's own codec (:meth:`tuner.store.table.TableRow.decode`).
+decoded by the store's own codec (:meth:`tuner.store.row.TableRow.decode`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 from ..errors import StorageError
 from ..readonly_sqlite import SQLITE_HEADER
-from ..store.table import ROW_FIELDS, TableRow, bucket_label, short_repr
+from ..store.row import ROW_FIELDS, TableRow, bucket_label, short_repr
 from ..store.version import check_version
 from .jsonfile import json_records
 from .rows import brief, check_regimes, decode_rows, disagree

@@ -16,7 +16,7 @@ from rich.table import Table
 from ..problem.assignment import Assignment, spans
 from ..problem.changes import SAME, Span, changes
 from ..problem.model import Config, Problem
-from ..report import terminal_console
+from ..console import terminal_console
 from ..sim import bind
 from ..sim.gpu import rounds
 from ..sim.metrics import overload_note
