@@ -85,7 +85,7 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "PERSISTENT": (False, True),
     # SMs a persistent grid leaves free (sized to the SMs it is told less these): 16 is
     # NCCL's channel count for NVLS on sm_90, 20-24 what DeepSeek-V3 and DeepEP give
-    # communication (issue 24), 48 about a 35% partition of another stream (NanoFlow's
+    # communication beside the GEMMs, 48 about a 35% partition of another stream (NanoFlow's
     # decode attention beside the GEMMs); optional (family.OPTIONAL_PARAMS): 0 when not named
     "SM_MARGIN": (0, 8, 16, 24, 48),
     "FUSE_EPILOGUE": (True, False),

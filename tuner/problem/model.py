@@ -65,6 +65,8 @@ class PiecewiseLinear:
     ys: tuple[float, ...]
 
     def evaluate(self, variables: Mapping[str, float]) -> float:
+        """The curve at ``variables[variable]``: linear between points, extended along the
+        first and last segments beyond them, never below 0 (one point: a constant)."""
         x = variables[self.variable]
         xs, ys = self.xs, self.ys
         if len(xs) == 1:
@@ -420,6 +422,8 @@ class ArrivalSpec:
         return self.build(None if self.rate_range is None else self.rate_range[1])  # type: ignore[operator]
 
     def sample(self, rng: np.random.Generator) -> ArrivalProcess:
+        """The process of one seed: its rate drawn uniformly from the regime's rate range
+        (a fixed rate, or the process's own, without one)."""
         if self.rate_range is None:
             return self.build(None)  # type: ignore[operator]
         low, high = self.rate_range
@@ -532,6 +536,7 @@ class Problem:
         return self.families[self.operator(op).family]
 
     def operator(self, op: str) -> Operator:
+        """The service's operator named ``op`` (KeyError when there is none)."""
         for operator in self.service.operators:
             if operator.name == op:
                 return operator

@@ -56,6 +56,9 @@ def _by_cell(space: JointSpace, pick: Callable[[int], Config]) -> Assignment:
 
 @dataclass(frozen=True)
 class PerBucketIsolatedFastest:
+    """THE baseline: in every (operator, bucket) cell, the config fastest alone at the
+    bucket's shape, as ``triton.autotune(key=...)`` or a vLLM M-keyed table keeps it."""
+
     name: str = "per_bucket_isolated_fastest"
     label: str = "per-bucket isolated-fastest"
 
@@ -65,6 +68,9 @@ class PerBucketIsolatedFastest:
 
 @dataclass(frozen=True)
 class SmallestFootprint:
+    """In every cell, the legal config needing the least workspace: the memory-frugal end
+    of the trade-off the search explores."""
+
     name: str = "smallest_footprint"
     label: str = "smallest-footprint"
 
@@ -74,10 +80,18 @@ class SmallestFootprint:
 
 @dataclass(frozen=True)
 class OneConfigPerOperator:
+    """One config per operator for every bucket: the fastest alone at the service's
+    ``baseline_batch`` (what a deployment without shape buckets runs)."""
+
     name: str = "one_config_per_operator"
     label: str = "one config per operator (isolated-fastest at service.baseline_batch)"
 
     def assignment(self, space: JointSpace) -> Assignment:
+        """Each operator's fastest legal config at ``service.baseline_batch`` (ties: file order).
+
+        Raises:
+            SearchError: an operator has no config that can run that batch.
+        """
         problem = space.problem
         at = problem.service.baseline_batch_variables(problem.size_fields)
         per_op = {}

@@ -55,9 +55,9 @@ MAX_EXPAND = 24
 #: 1.5× the largest window any bundled problem's search probes (seed_example heavy: the
 #: probe bracketing its 792 req/s capacity, 1440 req/s × 60 s = 86k arrivals; a test
 #: checks every row of ``results.db.example``). A passing probe costs 20-90 µs per arrival
-#: on the shared 2-core machine (one GEMM, pure-Python core), so rising to the ceiling
-#: (about 4e5 arrivals in all) costs seconds to a minute per seed, not the ~21 minutes
-#: windows of up to :data:`~tuner.problem.bounds.MAX_ARRIVALS` (5e6) took.
+#: (measured on a 2-core Xeon @ 2.80 GHz, one GEMM, pure-Python core), so rising to the
+#: ceiling (about 4e5 arrivals in all) costs seconds to a minute per seed, where windows
+#: of up to :data:`~tuner.problem.bounds.MAX_ARRIVALS` (5e6) would take about 21 minutes.
 MAX_PROBE_ARRIVALS = min(2**17, MAX_ARRIVALS)
 
 

@@ -158,4 +158,5 @@ def suggest(trial: optuna.Trial, space: JointSpace) -> JointPoint:
 
 
 def names_of(trials: Sequence[FrozenTrial], space: JointSpace) -> set[JointPoint]:
+    """The distinct points of the space the trials evaluated (trials of another space left out)."""
     return {p for t in trials if (p := space.point(t.params)) is not None}

@@ -97,6 +97,7 @@ class Simulation:
     def of(cls, problem: Problem, storage: str, regime: str, assignment: Assignment, seed: int,
            horizon_s: float | None, metric: str = "goodput", rate_rps: float | None = None,
            viewing: bool = False) -> Simulation:
+        """The simulation of ``assignment`` on ``problem``'s file, as a worker would load it."""
         return cls(problem.path, problem.file_hash, storage, regime, tuple(assignment.specs(problem)), seed,
                    horizon_s, metric, rate_rps, viewing)
 

@@ -190,6 +190,7 @@ class _Rows:
 
 
 def triton_version() -> str | None:
+    """The installed Triton's version, stored with each row (None when Triton is absent)."""
     try:
         return importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:

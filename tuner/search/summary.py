@@ -267,6 +267,7 @@ def realized(evaluation: Evaluation) -> str:
 
 
 def warmup_text(outcome: RegimeOutcome) -> str:
+    """The measurement window of the regime's simulations, and the warm-up served but not judged."""
     warmup = outcome.problem.regimes[outcome.regime].warmup_for(outcome.horizon_s)
     return f"{outcome.horizon_s:g} s windows, the first {warmup:g} s served but not judged"
 

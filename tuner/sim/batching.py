@@ -65,12 +65,15 @@ class BatchingPolicy:
         self.jitter: list[float] = workload.jitter.tolist()
 
     def admitted(self, request: int, now: float) -> None:
+        """Queue ``request``, admitted at ``now`` (its memory is held from now on)."""
         self.queue.append(request)
 
     def dispatch(self, now: float) -> None:
+        """Start work on every idle executor that can take some (or ask for a wake-up)."""
         raise NotImplementedError
 
     def program_done(self, executor: int, now: float) -> None:
+        """Settle the finished batch of ``executor`` and mark it idle."""
         raise NotImplementedError
 
 

@@ -101,6 +101,8 @@ class TraceWriter:
                        for tid, name in enumerate(stream_names)])
 
     def kernels(self, slices: list[tuple[int, str, float, float]]) -> None:
+        """Write a chunk of kernel slices ``(stream, name, start_s, end_s)``, every
+        ``kernel_every``-th one of each stream kept (0: none), as the options ask."""
         if slices:
             self.end_s = max(self.end_s, slices[-1][3])
         every = self.options.kernel_every

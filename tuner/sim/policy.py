@@ -15,6 +15,9 @@ from typing import Any, Protocol
 
 
 class SwitchPolicy(Protocol):
+    """What a run asks of whoever chooses the assignment while it runs: told each arrival,
+    asked at each safe point which assignment (by key) should serve."""
+
     def observe_arrival(self, t: float) -> None: ...
 
     def choose(self, now: float) -> str: ...
