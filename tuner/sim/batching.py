@@ -87,7 +87,7 @@ class DynamicBatching(BatchingPolicy):
     def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
                  size_fields: frozenset[str]) -> None:
         super().__init__(host, executors, workload)
-        self.admitted_at: deque[float] = deque()  # the queue's admission times, in its order
+        self.admit_t: list[float] = [math.nan] * len(workload)  # each request's admission time
         self.batches: list[list[int]] = [[] for _ in range(executors)]
         service = host.bound.service
         self.max_batch = service.max_batch
@@ -98,14 +98,14 @@ class DynamicBatching(BatchingPolicy):
 
     def admitted(self, request: int, now: float) -> None:
         self.queue.append(request)
-        self.admitted_at.append(now)
+        self.admit_t[request] = now
 
     def dispatch(self, now: float) -> None:
-        host, queue, admitted_at, idle, max_batch = self.host, self.queue, self.admitted_at, self.idle, self.max_batch
+        host, queue, admit_t, idle, max_batch = self.host, self.queue, self.admit_t, self.idle, self.max_batch
         jitter, start_t = self.jitter, self.start_t
         while queue and idle:
             if len(queue) < max_batch:
-                oldest_admitted_at = admitted_at[0]
+                oldest_admitted_at = admit_t[queue[0]]
                 if now < oldest_admitted_at + self.max_wait:
                     host.wake_at(oldest_admitted_at + self.max_wait)
                     return
@@ -113,14 +113,11 @@ class DynamicBatching(BatchingPolicy):
             size = min(max_batch, len(queue))
             if size == 1:
                 r = queue.popleft()
-                admitted_at.popleft()
                 batch = [r]
                 scale = jitter[r]
                 start_t[r] = now
             else:
                 batch = [queue.popleft() for _ in range(size)]
-                for _ in range(size):
-                    admitted_at.popleft()
                 scale = left_to_right_sum([jitter[r] for r in batch]) / size
                 for r in batch:
                     start_t[r] = now
