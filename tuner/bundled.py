@@ -31,6 +31,7 @@ def problem_file(name: str) -> Path:
 
 
 def default_problem() -> Path:
+    """The file of the problem every command uses when given none (llm_decode)."""
     return problem_file(DEFAULT_PROBLEM_NAME)
 
 

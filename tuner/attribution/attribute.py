@@ -123,6 +123,9 @@ class Effect:
 
 @dataclass(frozen=True)
 class Attribution:
+    """A regime's goodput difference between two assignments, with the effect of each
+    changed unit (operator, or bucket with ``by_bucket``) substituted alone."""
+
     comparison: Comparison
     effects: tuple[Effect, ...]  # the units, sorted by operator name then bucket
     operators: tuple[Effect, ...]  # per changed operator, all its changed buckets at once; sorted by name

@@ -24,6 +24,9 @@ from .attribute import Attribution, Comparison, attribute, compare
 
 @dataclass(frozen=True)
 class RegimeVerdict:
+    """The gate's verdict on one regime: passed when the one-sided lower confidence bound
+    of the candidate's difference is above ``-tolerance`` times the base's figure."""
+
     comparison: Comparison
     tolerance: float
     confidence: float
@@ -52,6 +55,8 @@ class RegimeVerdict:
 
 @dataclass(frozen=True)
 class GateResult:
+    """The gate over every regime asked for: it passes when every regime does."""
+
     verdicts: tuple[RegimeVerdict, ...]  # sorted by regime
 
     @property
@@ -64,6 +69,11 @@ class GateResult:
 
 
 def decide(comparison: Comparison, tolerance: float, confidence: float) -> RegimeVerdict:
+    """The verdict on one regime's comparison (see :class:`RegimeVerdict`).
+
+    Raises:
+        TunerError: fewer than 2 seeds (no confidence bound).
+    """
     total = comparison.total
     lower = total.lower_bound(confidence)
     if lower is None:

@@ -43,6 +43,7 @@ def _effect_to_dict(e: Effect) -> dict[str, object]:
 
 
 def attribution_to_dict(problem: Problem, a: Attribution) -> dict[str, object]:
+    """An attribution as ``tuner attribute --json`` prints it (assignments in their text form)."""
     c = a.comparison
     cell = a.blamed_cell
     return {
@@ -139,6 +140,7 @@ def blame_text(a: Attribution) -> str:
 
 
 def verdict_line(v: RegimeVerdict) -> str:
+    """One regime's verdict as the gate prints it: PASS or FAIL, the figures, the change and its bound."""
     pct = round(v.confidence * 100)
     rel = v.relative_change
     rel_low = v.relative_lower_bound

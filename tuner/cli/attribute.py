@@ -45,6 +45,8 @@ def common_options(min_seeds: int, why: str = "") -> Callable[[Callable[..., Any
 
 
 def load_inputs(problem: Path | None, base: str, cand: str, regimes: tuple[str, ...]):
+    """What ``tuner attribute`` and ``tuner gate`` share: the problem (its warnings
+    printed), the checked regimes, and BASE's and CAND's assignment per regime."""
     from ..attribution import assignments_per_regime, check_regimes
     from ..problem import load_problem
 

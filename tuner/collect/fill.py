@@ -45,6 +45,8 @@ class FamilyReport:
 
 @dataclass
 class FillReport:
+    """What ``tuner profile`` filled for a problem: launches resolved, kernels compiled, time taken, per family."""
+
     problem: str
     device: str
     launches: int

@@ -34,6 +34,7 @@ TIMELINE_HORIZON_S = 5.0
 
 
 def regimes_of(rows: list[TableRow]) -> "OrderedDict[tuple[str, str], list[TableRow]]":
+    """The rows grouped by (problem, regime), in the order the rows first name them."""
     grouped: OrderedDict[tuple[str, str], list[TableRow]] = OrderedDict()
     for row in rows:
         grouped.setdefault((row.problem, row.regime), []).append(row)

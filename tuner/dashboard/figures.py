@@ -20,6 +20,7 @@ SUBTITLE = '<br><span style="font-size:11px">'
 
 
 def sources_label(sources: Sequence[str]) -> str:
+    """Where a figure's kernel times come from, for its caption (``profiles modeled/measured``)."""
     return "profiles " + "/".join(sources) if sources else "no profiles"
 
 
@@ -86,6 +87,7 @@ def sweep_figure(sweep: Sweep, capacities: Sequence[CapacityMark] = ()):
 
 
 def timeline_figure(title: str, timelines: Sequence[Timeline], sources: Sequence[str]):
+    """M(t), R(t) and the queue depth of each timeline, stacked on one time axis (a Plotly figure)."""
     from plotly.subplots import make_subplots
     import plotly.graph_objects as go
 

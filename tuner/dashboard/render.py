@@ -25,10 +25,12 @@ def _e(value: object) -> str:
 
 
 def server_link(kind: str, problem: str, regime: str | None = None) -> str:
+    """The served dashboard's URL path of a page (``/regime/llm_decode/heavy``)."""
     return f"/{kind}/{quote(problem, safe='')}" + ("" if regime is None else f"/{quote(regime, safe='')}")
 
 
 def anchor_link(kind: str, problem: str, regime: str | None = None) -> str:
+    """The same page's anchor inside the one-file report (``#regime-llm_decode-heavy``)."""
     return f"#{kind}-{quote(problem, safe='')}" + ("" if regime is None else f"-{quote(regime, safe='')}")
 
 
@@ -38,6 +40,7 @@ def _span(values) -> str:
 
 
 def figure_html(fig) -> str:
+    """A Plotly figure as an HTML fragment, without Plotly's script (the page brings it once)."""
     import plotly.io as pio
 
     return pio.to_html(fig, include_plotlyjs=False, full_html=False, config={"displaylogo": False})
@@ -87,6 +90,10 @@ def _missing(board: Dashboard, problem: str, what: str) -> str:
 
 
 def problem_body(board: Dashboard, problem: str, rows: list[TableRow], link: Link = server_link) -> str:
+    """A problem's page: goodput versus offered load of the tuned tables and baselines, and its regimes.
+
+    Raises:
+        PageNotFound: no row of that problem."""
     rows = [r for r in rows if r.problem == problem]
     if not rows:
         raise PageNotFound(f"no rows for problem {problem!r}")
@@ -124,6 +131,10 @@ def capacity_note(sweep, capacities) -> str:
 
 
 def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
+    """A regime's page: its verdict and mechanism, the timelines of tuned and baseline, and the rows.
+
+    Raises:
+        PageNotFound: no row of that regime."""
     rows = [r for r in rows if r.problem == problem and r.regime == regime]
     if not rows:
         raise PageNotFound(f"no rows for {problem}/{regime}")
@@ -155,6 +166,10 @@ def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow
 
 
 def study_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow], link: Link = server_link) -> str:
+    """A regime's study page: its trials' summary and figures.
+
+    Raises:
+        PageNotFound: no row of that regime."""
     rows = [r for r in rows if r.problem == problem and r.regime == regime]
     if not rows:
         raise PageNotFound(f"no rows for {problem}/{regime}")
@@ -259,6 +274,7 @@ table.assignment td{vertical-align:top;overflow-wrap:anywhere}"""
 
 
 def page(title: str, body: str, plotly: str = '<script src="/plotly.js"></script>') -> str:
+    """A whole HTML page around ``body``: the style, Plotly (served, or inlined by the caller) and the navigation bar."""
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
             f'<link rel="icon" href="data:,"><style>{STYLE}</style>{plotly}</head><body>'
             f'<nav><a href="/">config table</a><span>tuner dashboard — simulated results</span></nav>'

@@ -21,12 +21,14 @@ log = logging.getLogger(__name__)
 
 @lru_cache(maxsize=1)
 def plotly_js() -> bytes:
+    """The Plotly library the pages load from ``/plotly.js``: served from the installed package, never a CDN."""
     from plotly.offline import get_plotlyjs
 
     return get_plotlyjs().encode("utf-8")
 
 
 def make_handler(board: Dashboard) -> type[BaseHTTPRequestHandler]:
+    """The request handler of ``board``'s pages: the index, a problem, a regime, a study, and Plotly."""
     pages = {  # path head -> (number of path arguments, body renderer)
         "problem": (1, render.problem_body),
         "regime": (2, render.regime_body),
@@ -81,6 +83,7 @@ def _escape(value: object) -> str:
 
 
 def make_server(board: Dashboard, host: str = "127.0.0.1", port: int = 8050) -> ThreadingHTTPServer:
+    """The dashboard's HTTP server on ``host:port`` (a thread per request; local by default)."""
     server = ThreadingHTTPServer((host, port), make_handler(board))
     server.daemon_threads = True
     return server
@@ -119,6 +122,8 @@ def make_optuna_dashboard_server(storage_url: str, host: str = "127.0.0.1", port
 
 
 def serve_in_background(server) -> threading.Thread:
+    """Serve on a daemon thread (beside the dashboard, Optuna's own dashboard); the caller
+    shuts the server down."""
     thread = threading.Thread(target=server.serve_forever, daemon=True, name=type(server).__name__)
     thread.start()
     return thread

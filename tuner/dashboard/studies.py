@@ -53,6 +53,7 @@ def snapshot(storage, name: str):
 
 
 def summary(study, study_id: int) -> StudySummary:
+    """What a study page shows of an Optuna study: its trial counts by outcome."""
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)

@@ -162,6 +162,7 @@ def table_capacities(sweep: Sweep, rows: Sequence[TableRow]) -> list[CapacityMar
 
 
 def rate_bucket(regime: Regime) -> RateBucket:
+    """The rates a regime's seeds may draw (a fixed rate: that rate, low and high alike)."""
     if regime.arrivals.rate_range is not None:
         low, high = regime.arrivals.rate_range
     else:

@@ -80,6 +80,8 @@ def bin_averages(times: np.ndarray, values: np.ndarray, end: float, bins: int) -
 
 def record(problem: Problem, assignment: Assignment, regime: str, horizon_s: float,
            label: str, seed: int = 0, bins: int = BINS) -> Timeline:
+    """One recorded simulation of ``assignment`` in ``regime``, binned into ``bins`` points
+    of M(t), R(t) and queue depth."""
     from ..sim import simulate
 
     result = simulate(problem, assignment, regime, seed, horizon_s, record=True)

@@ -40,16 +40,19 @@ def dtype_name(dtype: Any) -> str:
 
 
 def torch_dtype(name: str) -> Any:
+    """The torch dtype of a dtype name (``bf16``, ``fp16``, ``fp32``)."""
     import torch
 
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
 
 
 def cdiv(a: int, b: int) -> int:
+    """``a / b`` rounded up (Triton's ``cdiv``): the tiles that cover ``a``."""
     return -(-a // b)
 
 
 def next_pow2(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for ``n`` <= 1)."""
     return 1 << max(0, (n - 1).bit_length())
 
 
@@ -180,6 +183,7 @@ def _layout(fn: Any, args: tuple[tuple[str, str], ...], constexprs: tuple[tuple[
 
 
 def allocate(buffers: Mapping[str, Buffer], device: Any) -> dict[str, Any]:
+    """An uninitialised tensor per buffer, on ``device``."""
     import torch
 
     return {name: torch.empty(b.numel, dtype=torch_dtype(b.dtype), device=device) for name, b in buffers.items()}
@@ -196,6 +200,7 @@ def run_steps(steps: list[Step], tensors: Mapping[str, Any]) -> None:
 
 
 def workspace_bytes(buffers: Mapping[str, Buffer]) -> int:
+    """The bytes of the buffers a launch plan needs beyond its inputs and output."""
     return sum(b.nbytes for b in buffers.values() if b.workspace)
 
 

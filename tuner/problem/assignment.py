@@ -61,6 +61,7 @@ class Assignment:
         return tuple(op for op, _ in self.ops)
 
     def configs(self, op: str) -> tuple[Config, ...]:
+        """The configs of ``op``, one per bucket (KeyError when the assignment has no such operator)."""
         for name, configs in self.ops:
             if name == op:
                 return configs

@@ -78,6 +78,7 @@ class Bucketing:
 
     @cached_property
     def buckets(self) -> tuple[Bucket, ...]:
+        """Every bucket, first key dimension slowest; the lowest bucket of each dimension is open below."""
         intervals = []
         for dim, edges in zip(self.key, self.edges):
             lows = (-math.inf, *edges[:-1])

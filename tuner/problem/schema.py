@@ -26,6 +26,9 @@ from ..units import parse_bytes, parse_seconds
 
 
 class Strict(BaseModel):
+    """Every block of a problem file: unknown keys refused, values not coerced (``"8"`` is
+    not 8), no NaN or infinity, frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
@@ -172,6 +175,8 @@ class ProfileSpec(Strict):
 
 
 class ConfigSpec(Strict):
+    """One entry of a family's ``configs:`` list: its parameters and profile (``name`` defaults to the parameters)."""
+
     name: str | None = None
     params: dict[str, Scalar]
     profile: ProfileSpec
@@ -254,6 +259,8 @@ class FamilySpec(Strict):
 
 
 class OperatorSpec(Strict):
+    """One entry of ``service.operators``: a kernel call per batch, its shape expressions and shape buckets."""
+
     name: str = Field(min_length=1)
     family: str
     shape: dict[str, ExprText] = {}
@@ -263,6 +270,8 @@ class OperatorSpec(Strict):
 
 
 class NeighborSpec(Strict):
+    """One entry of ``service.neighbors``: a kernel stream beside the service (another model, a NCCL kernel)."""
+
     name: str
     profile: ProfileSpec
     gap: Seconds = 0.0
@@ -271,6 +280,8 @@ class NeighborSpec(Strict):
 
 
 class SloSpec(Strict):
+    """``service.slo``: the deadline (or TTFT and TPOT) a request must meet, and the share that must meet it."""
+
     deadline: PositiveSeconds | None = None
     ttft: PositiveSeconds | None = None
     tpot: PositiveSeconds | None = None
@@ -278,28 +289,38 @@ class SloSpec(Strict):
 
 
 class MemorySpec(Strict):
+    """``service.memory``: the budget, the fixed part (weights) and each admitted request's state."""
+
     budget: PositiveBytes
     fixed: Bytes = 0.0
     per_request: ExprText = 0
 
 
 class JitterSpec(Strict):
+    """``service.jitter``: how much a kernel's time varies from batch to batch."""
+
     kind: Literal["deterministic", "exponential", "lognormal"] = "deterministic"
     cv: float = Field(0.0, ge=0)
 
 
 class RouterSpec(Strict):
+    """``service.router``: a mixture-of-experts layer's expert count and experts per token."""
+
     experts: int = Field(ge=2)
     top_k: int = Field(ge=1)
 
 
 class RoutingSpec(Strict):
+    """A regime's ``routing:`` block: measured per-expert loads (or shares) and where they come from."""
+
     loads: list[float] | None = None
     shares: list[float] | None = None
     source: str = Field(min_length=1)
 
 
 class ServiceSpec(Strict):
+    """The ``service:`` block: operators, batching, memory, SLO, executors, launch behaviour, partitions."""
+
     batching: Literal["dynamic", "continuous"]
     operators: list[OperatorSpec] = Field(min_length=1)
     memory: MemorySpec
@@ -324,17 +345,23 @@ class ServiceSpec(Strict):
 
 
 class PoissonSpec(Strict):
+    """``arrivals: {process: poisson}``: independent arrivals at a rate."""
+
     process: Literal["poisson"]
     rate: Rate
 
 
 class GammaSpec(Strict):
+    """``arrivals: {process: gamma}``: renewal arrivals with gamma gaps, squared CV = 1 / burstiness."""
+
     process: Literal["gamma"]
     rate: Rate
     burstiness: float = Field(gt=0)
 
 
 class OnOffSpec(Strict):
+    """``arrivals: {process: onoff}``: arrivals during ``on`` periods only, alternating with ``off``."""
+
     process: Literal["onoff"]
     rate: Rate
     on: PositiveSeconds
@@ -342,6 +369,8 @@ class OnOffSpec(Strict):
 
 
 class DiurnalSpec(Strict):
+    """``arrivals: {process: diurnal}``: a Poisson rate modulated by a sinusoid over ``period``."""
+
     process: Literal["diurnal"]
     rate: Rate
     amplitude: float = Field(ge=0, le=1)
@@ -350,6 +379,8 @@ class DiurnalSpec(Strict):
 
 
 class TraceSpec(Strict):
+    """``arrivals: {process: trace}``: arrival times (and sizes) replayed from a CSV request trace."""
+
     process: Literal["trace"]
     file: str = Field(min_length=1)
     rate: Rate | None = None
@@ -365,11 +396,15 @@ ArrivalSpecs = Annotated[
 
 
 class FixedSize(Strict):
+    """``{dist: fixed}``: every request the same size."""
+
     dist: Literal["fixed"]
     value: int = Field(ge=1)
 
 
 class UniformSize(Strict):
+    """``{dist: uniform}``: sizes uniform between ``low`` and ``high``."""
+
     dist: Literal["uniform"]
     low: int = Field(ge=1)
     high: int = Field(ge=1)
@@ -382,17 +417,23 @@ class UniformSize(Strict):
 
 
 class LogNormalSize(Strict):
+    """``{dist: lognormal}``: sizes log-normal with this mean and coefficient of variation."""
+
     dist: Literal["lognormal"]
     mean: float = Field(ge=1)
     cv: float = Field(ge=0)
 
 
 class ExponentialSize(Strict):
+    """``{dist: exponential}``: sizes exponential with this mean."""
+
     dist: Literal["exponential"]
     mean: float = Field(ge=1)
 
 
 class EmpiricalSize(Strict):
+    """``{dist: empirical}``: sizes drawn from listed values or a trace's column."""
+
     dist: Literal["empirical"]
     values: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
     trace: str | None = None
@@ -415,6 +456,8 @@ SizeSpecs = Annotated[
 
 
 class RegimeSpec(Strict):
+    """One entry of ``regimes:``: a traffic condition (arrivals, sizes, window, budget, partitions, routing)."""
+
     description: str = ""
     arrivals: ArrivalSpecs
     sizes: dict[str, SizeSpecs] | None = None
@@ -426,6 +469,8 @@ class RegimeSpec(Strict):
 
 
 class ProblemSpec(Strict):
+    """A whole problem file: the service, its kernel families and the regimes it is tuned for."""
+
     name: str = Field(min_length=1)
     description: str = ""
     device: DeviceSpec = DeviceSpec()

@@ -251,6 +251,7 @@ class CompileCache:
         return cache
 
     def close(self) -> None:
+        """Write what is pending and release the database connections."""
         try:
             self.flush()
         finally:

@@ -52,6 +52,7 @@ def family_options(family: Any) -> dict[str, Any]:
 
 
 def canonical(mapping: Mapping[str, Any]) -> str:
+    """A mapping as JSON with sorted keys: the key a measurement is stored and found by."""
     return json.dumps(dict(mapping), sort_keys=True)
 
 

@@ -350,6 +350,9 @@ class Autotuned:
                              "drop them from the call")
 
     def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        """Launch the kernel as Triton's ``Autotuner.run`` would, with the table's config for
+        these arguments' shape; when the table cannot serve it (no table, a config lacking a
+        parameter the kernel requires), a warning says why and the fallback runs."""
         reason = self._table_reason()
         if reason is None:
             served = self._served_for(self.dispatcher.config(self.op, self.shape(*args, **kwargs)))

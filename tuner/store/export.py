@@ -57,6 +57,7 @@ _ALIASES = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BL
 
 
 def json_document(problem: str, rows: Sequence[TableRow]) -> dict[str, Any]:
+    """The project JSON export of ``problem``'s rows: the schema version, the problem, the rows."""
     return {"schema_version": SCHEMA_VERSION, "problem": problem, "rows": [row.to_dict() for row in rows]}
 
 

@@ -246,4 +246,5 @@ def span_label(bounds: Sequence[Mapping[str, Any] | None]) -> str:
 
 
 def number(value: float) -> float | int:
+    """A bound as an int when it is integral, for labels (``M17..32``, not ``M17.0..32.0``)."""
     return int(value) if float(value).is_integer() else float(value)
