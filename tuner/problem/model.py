@@ -344,10 +344,10 @@ class Service:
     router: tuple[int, int] | None = None
     #: how the engine launches a batch's kernels (``service.launch``): ``graphs`` (one
     #: CUDA-graph replay per iteration: ``graph_replay_s`` before its first kernels, then
-    #: ``launch_overhead_s`` per node on the GPU, today's model when ``graph_replay_s`` is
-    #: 0) or ``eager`` (one host thread per executor issues every launch in order,
+    #: ``launch_overhead_s`` per node on the GPU; with ``graph_replay_s`` 0, only the
+    #: per-node cost) or ``eager`` (one host thread per executor issues every launch in order,
     #: ``host_launch_s`` each; a kernel starts once the host has issued it and its stream
-    #: is free, then ``launch_overhead_s`` on the GPU as before)
+    #: is free, then ``launch_overhead_s`` on the GPU, as under graphs)
     launch: str = "graphs"
     host_launch_s: float = 0.0
     graph_replay_s: float = 0.0

@@ -33,7 +33,7 @@ count): CTAs are not a fluid. A phase of ``w`` waves, each on ``n = s·N`` SMs, 
 only ``f < n`` whole SMs runs ``ceil(w·n / f)`` waves instead of ``w``, so its SM-side
 share is ``s · w / ceil(w·n / f)`` rather than ``f / N``: 2048 one-per-SM CTAs take 18
 waves on 119 SMs where they took 16 on 132, and a persistent 132-CTA grid on 119 SMs takes
-two rounds. Its need ``k`` is then applied as before (a memory-bound phase keeps its speed
+two rounds. Its need ``k`` then applies as it does for a fluid phase (a memory-bound phase keeps its speed
 on fewer SMs). ``w`` counts the waves left, rounded up, so a kernel given more SMs
 mid-wave speeds up only for the waves still to come. And resident CTAs are not
 preempted: a discrete kernel keeps the SMs it holds until its phase ends or, when a kernel
@@ -41,7 +41,7 @@ earlier in the order (a higher stream priority, an earlier launch) waits for SMs
 its next wave boundary, where it gives them back and the order hands them out again. A
 persistent phase is one wave: whoever waits behind it waits for its end. SMs that free
 up are taken by the kernels that still want some, in order, as pending CTAs are. A fluid
-phase (``w`` = 0) is preempted at once, as before; every limit case of the fluid holds
+phase (``w`` = 0) is preempted at once; every limit case of the fluid holds
 for discrete phases too (a lone kernel, kernels that fit, work-conserving saturation).
 What this idealises: a kernel's CTAs form one cohort (a persistent grid whose 13 late
 CTAs start when a neighbour frees their SMs at ``d`` ends at about ``T + d/2``, not
