@@ -30,7 +30,7 @@ def daily_problem(tmp_path):
 def table() -> Table:
     configs = {regime: {"stage": OpConfigs.fixed({"variant": config}, config)} for regime, config in TUNED.items()}
     return Table(problem="seed_example", device="generic", regimes=tuple(TUNED), configs=configs, rates=RATES,
-                 rows=(), source="test")
+                 source="test")
 
 
 def run(problem, policy, regime="daily", horizon_s=None):

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import tuner.runtime as rt
-from tests.test_runtime import row
+from tests.test_runtime import row, sqlite_table as _sqlite
+from tuner.errors import StorageError
 from tuner.requirements import RequirementsError, requirements
 from tuner.store import SCHEMA_VERSION
 from tuner.store.export import export_json, export_vllm
@@ -298,14 +301,41 @@ def test_a_declared_profile_has_no_requirements_but_its_reserved_workspace_count
     assert d.reservation(executors=2) == 2000
 
 
-def test_a_malformed_requirements_field_refuses_the_table_in_one_line(tmp_path, caplog):
-    path = _table(tmp_path, [row("light", "qkv", sms=0), row("heavy", "qkv")])
+@pytest.mark.parametrize("kind", ["json", "sqlite"])
+def test_a_malformed_requirements_field_is_one_warning_each_and_none_while_the_configs_serve(tmp_path, caplog,
+                                                                                            kind):
+    """The lookups never read ``sms``: the table serves; ``requirements`` and
+    ``reservation``, which do, answer None with one line each naming the row and field."""
+    written = [row("light", "qkv", sms=0), row("heavy", "qkv")]
+    path = _table(tmp_path, written) if kind == "json" else _sqlite(tmp_path / "t.db", written)
     with caplog.at_level(logging.WARNING, LOGGER):
         d = rt.load_table(path)
+        assert d.fallback_reason is None and not caplog.records
+        assert d.config("qkv") == written[0].params
+        assert d.requirements("qkv") is None and d.requirements("qkv", {"M": 8}) is None
+        assert d.reservation() is None
+    cause = "row 0 (light/qkv): field 'sms' must be an integer >= 1 or null, found the number 0"
+    assert [r.getMessage() for r in caplog.records] == [f"tuner.runtime: requirements() returns None: {path}: {cause}",
+                                                        f"tuner.runtime: reservation() returns None: {path}: {cause}"]
+    with pytest.raises(StorageError, match=re.escape(cause)):
+        d.table.rows
+
+
+def test_rows_written_since_the_load_are_not_judged_as_the_served_ones(tmp_path, caplog):
+    """The full rows of a SQLite table are read when first needed; if the file now holds
+    other configs, ``requirements`` says so (None, one warning) until ``reload()``."""
+    good = {"family": "matmul", "family_options": {"epilogue": "none", "dtype": "bf16"}, "sms": 132,
+            "workspace_bytes": 0.0}
+    path = _sqlite(tmp_path / "t.db", [row(r, "qkv", **good) for r in ("light", "heavy")])
+    d = rt.load_table(path)
+    retuned = [replace(row(r, "qkv", **good), config="other", params={**row(r, "qkv").params, "SPLIT_K": 4})
+               for r in ("light", "heavy")]
+    _sqlite(path, retuned)
+    with caplog.at_level(logging.WARNING, LOGGER):
+        assert d.requirements("qkv", {"M": 64}) is None
     [warning] = caplog.records
-    assert warning.getMessage().endswith("row 0 (light/qkv): field 'sms' must be an integer >= 1 or null, "
-                                         "found the number 0")
-    assert d.fallback_reason is not None
+    assert "the table changed since it was loaded" in warning.getMessage() and "reload() it" in warning.getMessage()
+    assert d.reload() and d.requirements("qkv", {"M": 64}).workspace_bytes == 4 * 4 * 64 * 48
 
 
 def test_a_version_3_table_is_refused_in_one_line(tmp_path, caplog):

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -532,11 +533,9 @@ DEEP = 5000  # past Python's recursion limit for the JSON parser
     (lambda d: [r.update(regime_rate_rps=None) for r in d["rows"][2:]], "row 2 (heavy/qkv)", "'regime_rate_rps'",
      "is null while regime 'light' has one: the rate classifier could not place regime 'heavy'"),
     (_set(1, "regime_index", 5), "row 1 (light/o)", "'regime_index'", "the rows of regime 'light' must agree"),
-    (_set(0, "created_at", "yesterday"), "row 0 (light/qkv)", "'created_at'", "must be an ISO 8601 time"),
     (lambda d: d["rows"][0].pop("device"), "row 0 (light/qkv)", "'device'", "is missing"),
     (lambda d: d["rows"].__setitem__(1, 42), "row 1", "", "a table row is a mapping"),
     (_set(0, "params", "DEEP"), "row 0", "'params'", f"nests {DEEP + 3} levels deep"),
-    (_set(1, "shape", "x" * 10_000), "row 1 (light/o)", "'shape'", "must be JSON text"),
     (lambda d: d["rows"].append(d["rows"][0].update(regime="r" * 10_000) or dict(d["rows"][0])), "'rrrrrrrrrr",
      "/qkv: rows 0 and 4", "are both bucket 0"),  # a name is capped too
     (lambda d: d["rows"][0].update(regime="r" * 10_000, bucket=0.5), "row 0 ('rrrrrrrrrr", "'bucket'",
@@ -556,6 +555,28 @@ def test_a_malformed_row_is_one_warning_naming_the_file_row_and_field(tmp_path, 
     assert f"{path}: {row}" in message and field in message and cause in message, message
     assert "\n" not in message and len(message) < 300, message
     assert message.endswith(d.fallback_reason)
+
+
+@pytest.mark.parametrize("damage, row, cause", [
+    (_set(0, "created_at", "yesterday"), "row 0 (light/qkv)", "field 'created_at' must be an ISO 8601 time"),
+    (_set(1, "shape", "x" * 10_000), "row 1 (light/o)", "field 'shape' must be JSON text"),
+    (lambda d: d["rows"][2].pop("goodput_rps"), "row 2 (heavy/qkv)", "field 'goodput_rps' is missing"),
+])
+def test_a_malformed_field_the_lookups_do_not_read_is_refused_where_it_is_read(tmp_path, caplog, damage, row,
+                                                                                cause):
+    """Provenance is decoded when first asked for (``Table.rows``), not at load: the
+    configs serve, and reading the rows fails in one line naming the file, row and field."""
+    document = _export_document()
+    damage(document)
+    path = _write(tmp_path / "damaged.json", document)
+    with caplog.at_level(logging.WARNING, LOGGER):
+        d = rt.load_table(path, fallback=FALLBACK)
+    assert not caplog.records and d.fallback_reason is None and d.config("qkv") == TILES["light"]
+    with pytest.raises(StorageError) as raised:
+        d.table.rows
+    assert str(raised.value).startswith(f"{path}: {row}: {cause}") and "\n" not in str(raised.value)
+    with pytest.raises(StorageError, match=re.escape(cause)):  # the failure is kept: the file is not read again
+        d.table.regime_rows("light")
 
 
 def test_duplicate_rows_are_refused_naming_both(tmp_path, caplog):
@@ -716,7 +737,12 @@ def test_random_mutations_of_a_valid_export_never_raise(tmp_path, caplog):
             assert len(warnings[0]) < 400, (case, warnings[0])
             assert dict(d.config("qkv")) == FALLBACK
         else:
-            for served in d.table.rows:
+            try:
+                full = d.table.rows
+            except StorageError as exc:  # a field the lookups do not read: refused where it is read
+                assert str(exc).startswith(f"{path}: row ") and "\n" not in str(exc), (case, exc)
+                full = ()
+            for served in full:
                 assert type(served.regime) is str and served.regime and type(served.bucket) is int, (case, served)
     assert 150 < refused < 300  # the mutations reach both outcomes
 

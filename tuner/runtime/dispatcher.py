@@ -230,10 +230,13 @@ class Dispatcher:
             self._warn_once("reservation:fallback", "tuner.runtime: reservation() has no table to judge (serving "
                             f"the fallback: {state.reason}); returning None")
             return None
+        grouped = self._rows(state.table, "reservation")
+        if grouped is None:
+            return None
         try:
             peak = 0.0
             wanted = None if regimes is None else set(regimes)
-            for (op, regime), rows in _by_op(state.table).items():
+            for (op, regime), rows in grouped.items():
                 if wanted is not None and regime not in wanted:
                     continue
                 largest = shapes.get(op) if shapes is not None else None
@@ -258,7 +261,10 @@ class Dispatcher:
             self._warn_once(f"requirements:{op}", f"tuner.runtime: operator {op!r} is not in the table "
                             f"{table.source}; its requirements are unknown (None)")
             return None
-        row = _by_op(table)[(op, regime)][entry.index(shape)]
+        grouped = self._rows(table, "requirements")
+        if grouped is None:
+            return None
+        row = grouped[(op, regime)][entry.index(shape)]
         if row.family is None or row.sms is None:
             self._warn_once(f"requirements:{op}:declared", f"tuner.runtime: operator {op!r} of {table.source} "
                             "has a declared profile, not a kernel family: its requirements are unknown (None); "
@@ -271,6 +277,16 @@ class Dispatcher:
         except RequirementsError as exc:
             self._warn_once(f"requirements:{op}:error", f"tuner.runtime: requirements of {op!r} in {table.source}: "
                             f"{exc}; returning None")
+            return None
+
+    def _rows(self, table: Table, asking: str) -> dict[tuple[str, str], tuple[TableRow, ...]] | None:
+        """The table's full rows by (op, regime), read on first use; None, with one
+        warning naming the row and field, when they cannot be (a malformed field the
+        lookups do not read, a file written since the load)."""
+        try:
+            return _by_op(table)
+        except Exception as exc:  # noqa: BLE001 - the serving path never raises for a table
+            self._warn_once(f"rows:{asking}", f"tuner.runtime: {asking}() returns None: {_why(exc, table.source)}")
             return None
 
     @property

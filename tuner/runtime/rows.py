@@ -4,8 +4,15 @@ A table file is data the service did not write, and SQLite's columns and JSON's 
 take any type: a row whose ``regime`` is ``7`` or ``null``, whose ``params`` hold an
 object, or that repeats another's (regime, op, bucket) must be refused here, with the
 file, the row and the field named, not found later as a Python error in a sort or a set
-(``'<' not supported``, ``unhashable type``) or served as if it were valid. Only the fields
-the runtime reads are checked; the provenance is carried as the codec decodes it.
+(``'<' not supported``, ``unhashable type``) or served as if it were valid.
+
+Two reads, for two uses. At load, :func:`served_rows` reads only what lookups need
+(:data:`SERVED_FIELDS`, as :class:`ServedRow`), checked: a 10,000-row table loads in
+tens of milliseconds, and a malformed served field refuses the table. The full rows
+(provenance, and what ``Dispatcher.requirements`` reads) are decoded by the store's
+codec when first asked for (:func:`decode_rows`): a malformed one is then an error of
+that read (``requirements`` warns and answers None), not of the lookups, which never
+read it.
 
 Rows are named by their position in the file, counted from 0 (the JSON export's ``rows``
 list, the SQLite table's rows in storage order), and by their regime and operator.
@@ -15,14 +22,38 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import StorageError
-from ..store.row import JSON_FIELDS, ROW_FIELDS, TableRow, short_repr
+from ..store.row import JSON_FIELDS, ROW_FIELDS, TableRow, bucket_number, check_params, json_cell, short_repr
 
-__all__ = ["brief", "check_regimes", "check_rows", "decode_rows", "describe", "disagree", "label"]
+__all__ = ["SERVED_FIELDS", "ServedRow", "brief", "check_regimes", "decode_rows", "describe", "disagree", "label",
+           "served_rows"]
+
+
+class ServedRow(NamedTuple):
+    """What a lookup needs of one table row, checked (:func:`served_rows`); ``at`` is the
+    row's position in the file, for messages."""
+
+    problem: str
+    regime: str
+    op: str
+    bucket: int
+    bucket_bounds: dict[str, Any] | None
+    regime_index: int
+    op_index: int
+    config: str
+    params: dict[str, Any]
+    device: str
+    regime_rate_rps: float | None
+    at: int
+
+
+#: The fields a lookup needs, in the order :class:`ServedRow` takes them (a SQLite
+#: ``SELECT`` of these columns gives a row's values in this order).
+SERVED_FIELDS = ServedRow._fields[:-1]
 
 #: Fields the runtime reads as text (keys, messages, the device check).
 _TEXT = ("problem", "regime", "op", "config", "device")
@@ -31,9 +62,11 @@ _INTEGER = ("bucket", "regime_index", "op_index")
 #: What a config parameter may be: a Triton meta-parameter or launch option is one of these.
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _REGIME, _OP = ROW_FIELDS.index("regime"), ROW_FIELDS.index("op")
+_SERVED_REGIME, _SERVED_OP = SERVED_FIELDS.index("regime"), SERVED_FIELDS.index("op")
 #: Where a SELECT's row holds the JSON cells (text in SQLite).
 _JSON_AT = tuple(ROW_FIELDS.index(name) for name in JSON_FIELDS)
 _CONTAINERS = (dict, list)
+_NEW = tuple.__new__
 
 
 def describe(value: Any) -> str:
@@ -58,12 +91,13 @@ def describe(value: Any) -> str:
 
 def label(index: int, record: Any) -> str:
     """``row 3 (light/qkv)``: a row by its position and, as far as it has them, its regime and op."""
-    if isinstance(record, TableRow):
+    if isinstance(record, (TableRow, ServedRow)):
         regime, op = record.regime, record.op
     elif isinstance(record, Mapping):
         regime, op = record.get("regime"), record.get("op")
-    elif isinstance(record, (tuple, list)) and len(record) == len(ROW_FIELDS):  # a SELECT's row
-        regime, op = record[_REGIME], record[_OP]
+    elif isinstance(record, (tuple, list)) and len(record) in (len(ROW_FIELDS), len(SERVED_FIELDS)):  # a SELECT's
+        regime, op = ((record[_REGIME], record[_OP]) if len(record) == len(ROW_FIELDS)
+                      else (record[_SERVED_REGIME], record[_SERVED_OP]))
     else:
         return f"row {index}"
     return f"row {index} ({brief(regime)}/{brief(op)})"
@@ -75,9 +109,142 @@ def brief(name: Any) -> str:
     return name if type(name) is str and 0 < len(name) <= 40 else short_repr(name)
 
 
+def served_rows(records: Sequence[Any], source: str) -> list[ServedRow]:
+    """Every record's :data:`SERVED_FIELDS` as a checked :class:`ServedRow`.
+
+    ``records``: a SQLite ``SELECT`` of :data:`SERVED_FIELDS` (tuples, JSON cells as
+    text: each distinct text parsed and checked once per load, its value shared by the
+    rows that repeat it, since nothing mutates a served value) or a JSON export's row
+    objects (each row's own values; a JSON cell given as text is parsed as the codec
+    parses it).
+
+    Raises:
+        StorageError: the first malformed record, naming the file, the row and the field.
+    """
+    width = len(SERVED_FIELDS)
+    cells: dict[str, tuple[Any, str | None]] = {}  # JSON text -> (its value, what is wrong with it)
+    out = []
+    for at, record in enumerate(records):
+        if type(record) is tuple and len(record) == width:
+            (problem, regime, op, bucket, bounds, regime_index, op_index, config, params, device,
+             rate) = record
+            wrong = None
+            if type(bounds) is str:
+                bounds, wrong = cells.get(bounds) or _cell(cells, "bucket_bounds", bounds)
+            elif bounds is not None:
+                wrong = _cell_problem("bucket_bounds", bounds)
+            if wrong is None:
+                if type(params) is str:
+                    params, wrong = cells.get(params) or _cell(cells, "params", params)
+                else:
+                    wrong = _cell_problem("params", params)
+            if wrong is not None:
+                raise StorageError(f"{source}: {label(at, record)}: {wrong}")
+            row = _NEW(ServedRow, (problem, regime, op, bucket, bounds, regime_index, op_index, config, params,
+                                   device, rate, at))
+        else:
+            row = _from_record(record, at, source)
+            (problem, regime, op, bucket, _, regime_index, op_index, config, _, device, rate, _) = row
+        # the common case in one expression; the checks that name a cause only on failure
+        if not (type(problem) is str and type(regime) is str and type(op) is str and type(config) is str
+                and type(device) is str and problem and regime and op and config and device
+                and type(bucket) is int and type(regime_index) is int and type(op_index) is int
+                and (rate is None or type(rate) in (int, float) and 0 < rate < math.inf)):
+            raise StorageError(f"{source}: {label(at, row)}: {_served_problem(row)}")
+        out.append(row)
+    return out
+
+
+def _from_record(record: Any, at: int, source: str) -> ServedRow:
+    """A JSON export's row object as a :class:`ServedRow`, its JSON cells checked (their
+    values are the record's: :func:`decode_rows` copies them for the full row, so that
+    it shares nothing with what is served).
+
+    Raises:
+        StorageError: a record that is not an object, a missing field, a malformed cell.
+    """
+    def refuse(why: object) -> StorageError:
+        return StorageError(f"{source}: {label(at, record)}: {why}")
+
+    if not isinstance(record, Mapping):
+        raise refuse(f"a table row is a mapping or {len(ROW_FIELDS)} values, not {type(record).__name__}")
+    try:
+        values = [record[name] for name in SERVED_FIELDS]
+    except KeyError as exc:
+        raise refuse(f"field {exc.args[0]!r} is missing") from None
+    for name, i in (("bucket_bounds", 4), ("params", 8)):
+        value = values[i]
+        try:
+            value = json_cell(name, value) if isinstance(value, str) else value
+        except ValueError as exc:
+            raise refuse(exc) from None
+        wrong = _cell_problem(name, value)
+        if wrong is not None:
+            raise refuse(wrong)
+        values[i] = value
+    return _NEW(ServedRow, (*values, at))
+
+
+def _cell(cells: dict[str, tuple[Any, str | None]], name: str, text: str) -> tuple[Any, str | None]:
+    """Parse and check the JSON cell ``text`` of field ``name``, remembered in ``cells``."""
+    try:
+        value = json_cell(name, text)
+    except ValueError as exc:
+        found: tuple[Any, str | None] = (text, str(exc))
+    else:
+        found = (value, _cell_problem(name, value))
+    cells[text] = found
+    return found
+
+
+def _cell_problem(name: str, value: Any) -> str | None:
+    """What is wrong with the served JSON cell ``name`` (``params`` or ``bucket_bounds``), or None."""
+    if name == "params":
+        try:
+            check_params(value)
+        except TypeError as exc:
+            return str(exc)
+        kinds = set(map(type, value.values()))  # JSON's keys are strings: the values are what can be wrong
+        if float in kinds or not kinds <= _SCALARS:  # (a float may be NaN or infinite)
+            for key, item in value.items():
+                if type(item) not in _SCALARS:
+                    return (f"field 'params' must map names to numbers, strings, booleans or null, "
+                            f"found {describe(item)} at {short_repr(key)}")
+                if type(item) is float and not math.isfinite(item):
+                    return f"field 'params' holds {item} at {short_repr(key)}, not a finite number"
+        return None
+    if value is None:
+        return None
+    if type(value) is not dict:
+        return f"field 'bucket_bounds' must be an object or null, found {describe(value)}"
+    for dim, pair in value.items():
+        if type(pair) not in (list, tuple) or len(pair) != 2:
+            return (f"field 'bucket_bounds' must map each dimension to [low, high], found {describe(pair)} "
+                    f"at {short_repr(dim)}")
+    return None
+
+
+def _served_problem(row: ServedRow) -> str:
+    """What is wrong with the text, integer and rate fields of ``row`` (called once one is)."""
+    for name in _TEXT:
+        value = getattr(row, name)
+        if type(value) is not str or not value:
+            return f"field {name!r} must be a non-empty string, found {describe(value)}"
+    try:
+        bucket_number(row.bucket)
+    except TypeError as exc:
+        return str(exc)
+    for name in _INTEGER:
+        value = getattr(row, name)
+        if type(value) is not int:
+            return f"field {name!r} must be an integer, found {describe(value)}"
+    return f"field 'regime_rate_rps' must be a finite number > 0 or null, found {describe(row.regime_rate_rps)}"
+
+
 def decode_rows(records: Sequence[Any], source: str) -> list[TableRow]:
-    """Every record as a :class:`TableRow` by the store's codec, the fields the runtime
-    reads checked (:func:`check_rows`).
+    """Every record as a :class:`TableRow` by the store's codec, the fields
+    ``Dispatcher.requirements`` and ``reservation`` read checked (the served ones were,
+    by :func:`served_rows`, when the table was loaded).
 
     Raises:
         StorageError: the first record that cannot be decoded or is malformed, named.
@@ -95,16 +262,23 @@ def decode_rows(records: Sequence[Any], source: str) -> list[TableRow]:
             except (TypeError, ValueError, RecursionError) as exc:
                 raise StorageError(f"{source}: {label(index, record)}: {exc}") from None
         raise
-    check_rows(rows, source)
+    for index, row in enumerate(rows):
+        problem = _needs_problem(row.__dict__)
+        if problem is not None:
+            raise StorageError(f"{source}: {label(index, row)}: {problem}")
     return rows
 
 
 def _json_cells(records: Sequence[Any]) -> Sequence[Any]:
     """SELECT rows (tuples) with their JSON cells decoded, each distinct text parsed once
-    per load (a table repeats them: the same params, bounds and shapes in every regime, a
+    per read (a table repeats them: the same params, bounds and shapes in every regime, a
     regime's rates in each of its rows); every row gets its own copy of the value, as if
     parsed alone. A cell that is not valid JSON is left as text, for the codec to refuse
-    it with its own message; records of another kind (a JSON export's) pass as they are."""
+    it with its own message. A JSON export's row objects get their cells copied (what
+    :func:`served_rows` read of them is served); other records pass as they are."""
+    if records and type(records[0]) is dict:
+        return [{**record, **{name: _copy(record[name]) for name in JSON_FIELDS if name in record}}
+                if type(record) is dict else record for record in records]
     if not records or type(records[0]) is not tuple or len(records[0]) != len(ROW_FIELDS):
         return records
     parsed: dict[str, tuple[Any, bool]] = {}
@@ -154,57 +328,9 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def check_rows(rows: Sequence[TableRow], source: str) -> None:
-    """Refuse the first row with a field of the wrong type (text that is not a non-empty
-    string, an integer that is not one, a parameter that is not a finite scalar, bucket
-    bounds that are not ``{dim: [low, high]}``, a regime rate that is not a finite number
-    > 0). The bounds' numbers and their grid are checked per operator, by the table.
-
-    Raises:
-        StorageError: naming the file, the row and the field.
-    """
-    for index, row in enumerate(rows):
-        problem = _problem(row)
-        if problem is not None:
-            raise StorageError(f"{source}: {label(index, row)}: {problem}")
-
-
-def _problem(row: TableRow) -> str | None:
-    """What is wrong with the fields of ``row`` the runtime reads, or None."""
-    values = row.__dict__
-    for name in _TEXT:
-        value = values[name]
-        if type(value) is not str or not value:
-            return f"field {name!r} must be a non-empty string, found {describe(value)}"
-    for name in _INTEGER:
-        value = values[name]
-        if type(value) is not int:
-            return f"field {name!r} must be an integer, found {describe(value)}"
-    kinds = set(map(type, row.params.values()))  # JSON's keys are strings: the values are what can be wrong
-    if float in kinds or not kinds <= _SCALARS:  # (a float may be NaN or infinite)
-        for key, value in row.params.items():
-            if type(value) not in _SCALARS:
-                return (f"field 'params' must map names to numbers, strings, booleans or null, "
-                        f"found {describe(value)} at {short_repr(key)}")
-            if type(value) is float and not math.isfinite(value):
-                return f"field 'params' holds {value} at {short_repr(key)}, not a finite number"
-    bounds = values["bucket_bounds"]
-    if bounds is not None:
-        if type(bounds) is not dict:
-            return f"field 'bucket_bounds' must be an object or null, found {describe(bounds)}"
-        for dim, pair in bounds.items():
-            if type(pair) not in (list, tuple) or len(pair) != 2:
-                return (f"field 'bucket_bounds' must map each dimension to [low, high], found {describe(pair)} "
-                        f"at {short_repr(dim)}")
-    rate = values["regime_rate_rps"]
-    if rate is not None and (type(rate) not in (int, float) or not 0 < rate < math.inf):
-        return f"field 'regime_rate_rps' must be a finite number > 0 or null, found {describe(rate)}"
-    return _needs_problem(values)
-
-
 def _needs_problem(values: Mapping[str, Any]) -> str | None:
     """What is wrong with the fields ``Dispatcher.requirements`` and ``reservation``
-    read (schema version 4), or None: refused at load like the others, so those two
+    read (schema version 4), or None: refused when the full rows are read, so those two
     never meet a malformed value."""
     family = values["family"]
     if family is not None and (type(family) is not str or not family):
@@ -222,12 +348,11 @@ def _needs_problem(values: Mapping[str, Any]) -> str | None:
     return None
 
 
-def check_regimes(regimes: Mapping[str, Mapping[str, Sequence[TableRow]]], position: Callable[[TableRow], int],
-                  source: str) -> dict[str, float]:
+def check_regimes(regimes: Mapping[str, Mapping[str, Sequence[ServedRow]]], source: str) -> dict[str, float]:
     """``regime -> regime_rate_rps`` of one problem's rows (``regimes``: ``regime -> op
-    -> rows``; ``position``: a row's index in the file, for messages), each regime's rows
-    agreeing on its place: one ``regime_index`` (the table's order) and one rate, and
-    every regime rated or none (the rate classifier can place only a regime with a rate).
+    -> rows``), each regime's rows agreeing on its place: one ``regime_index`` (the
+    table's order) and one rate, and every regime rated or none (the rate classifier can
+    place only a regime with a rate).
 
     Returns an empty mapping when no row has a rate (the dispatcher then serves one regime).
 
@@ -236,32 +361,31 @@ def check_regimes(regimes: Mapping[str, Mapping[str, Sequence[TableRow]]], posit
             others have one.
     """
     rates: dict[str, float] = {}
-    unrated: TableRow | None = None
+    unrated: ServedRow | None = None
     for regime, ops in regimes.items():
         rows = list(chain.from_iterable(ops.values()))
         for name in ("regime_index", "regime_rate_rps"):
-            disagree(rows, name, f"regime {short_repr(regime)}", position, source)
+            disagree(rows, name, f"regime {short_repr(regime)}", source)
         if rows[0].regime_rate_rps is None:
             unrated = unrated or rows[0]
         else:
             rates[regime] = float(rows[0].regime_rate_rps)
     if rates and unrated is not None:
-        raise StorageError(f"{source}: {label(position(unrated), unrated)}: field 'regime_rate_rps' is null while "
+        raise StorageError(f"{source}: {label(unrated.at, unrated)}: field 'regime_rate_rps' is null while "
                            f"regime {short_repr(next(iter(rates)))} has one: the rate classifier could not place "
                            f"regime {short_repr(unrated.regime)}")
     return rates
 
 
-def disagree(rows: Sequence[TableRow], name: str, what: str, position: Callable[[TableRow], int],
-             source: str) -> None:
+def disagree(rows: Sequence[ServedRow], name: str, what: str, source: str) -> None:
     """Refuse ``rows`` (all of ``what``) unless they have one value of the field ``name``.
 
     Raises:
         StorageError: naming two rows that differ and their values.
     """
-    if len({row.__dict__[name] for row in rows}) > 1:
+    if len({getattr(row, name) for row in rows}) > 1:
         first = rows[0]
-        other = next(row for row in rows if row.__dict__[name] != first.__dict__[name])
-        raise StorageError(f"{source}: {label(position(other), other)}: field {name!r} is "
-                           f"{describe(other.__dict__[name])}, but row {position(first)} of {what} has "
-                           f"{describe(first.__dict__[name])}; the rows of {what} must agree")
+        other = next(row for row in rows if getattr(row, name) != getattr(first, name))
+        raise StorageError(f"{source}: {label(other.at, other)}: field {name!r} is "
+                           f"{describe(getattr(other, name))}, but row {first.at} of {what} has "
+                           f"{describe(getattr(first, name))}; the rows of {what} must agree")

@@ -8,8 +8,11 @@ warning and a fallback; nothing here is on the lookup path but :class:`OpConfigs
 
 No SQLAlchemy: the SQLite file is read through :mod:`sqlite3`, opened read-only (a
 missing file is an error, never a new empty database), from the tables
-``tuner_schema`` and ``tuner_configs`` that :mod:`tuner.store.models` defines; rows are
-decoded by the store's own codec (:meth:`tuner.store.row.TableRow.decode`).
+``tuner_schema`` and ``tuner_configs`` that :mod:`tuner.store.models` defines. A load
+reads only the columns lookups need (:func:`~tuner.runtime.rows.served_rows`); the full
+rows, decoded by the store's own codec (:meth:`tuner.store.row.TableRow.decode`), are
+read when :attr:`Table.rows` is first asked for (by ``Dispatcher.requirements``, say),
+from the same file, and checked to be the rows that were loaded.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import math
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
@@ -32,7 +35,7 @@ from ..readonly_sqlite import SQLITE_HEADER
 from ..store.row import ROW_FIELDS, TableRow, bucket_label, short_repr
 from ..store.version import check_version
 from .jsonfile import json_records
-from .rows import brief, check_regimes, decode_rows, disagree
+from .rows import SERVED_FIELDS, ServedRow, brief, check_regimes, decode_rows, disagree, label, served_rows
 
 __all__ = ["OpConfigs", "Table", "read_table"]
 
@@ -46,6 +49,8 @@ _SCHEMA = "tuner_schema"
 DENSE_LIMIT = 16384
 
 Params = Mapping[str, Any]
+#: An operator's bucket grid: its key dimensions and, per dimension, the ascending upper edges.
+Grid = tuple[tuple[str, ...], tuple[tuple[float, ...], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +204,9 @@ class Table:
         configs: ``regime -> op -> OpConfigs`` (read-only, shared by every lookup).
         rates: ``regime -> mean arrival rate (req/s)`` as the table stores them (None
             when no regime has one).
-        rows: the rows it was built from, in table order (``regime_rows`` gives a
-            regime's, for :meth:`tuner.problem.assignment.Assignment.from_rows`).
         source: where the table was read from (for messages).
+        read_rows: reads the full rows (:attr:`rows`), called once, when first asked
+            for (default: none, for a table built in code).
     """
 
     problem: str
@@ -209,8 +214,30 @@ class Table:
     regimes: tuple[str, ...]
     configs: Mapping[str, Mapping[str, OpConfigs]]
     rates: Mapping[str, float] | None
-    rows: tuple[TableRow, ...]
     source: str
+    read_rows: Callable[[], tuple[TableRow, ...]] = field(default=tuple, repr=False, compare=False)
+
+    @property
+    def rows(self) -> tuple[TableRow, ...]:
+        """The full rows the table was built from, in table order (``regime_rows`` gives a
+        regime's, for :meth:`tuner.problem.assignment.Assignment.from_rows`), read and
+        decoded on first use (a failure too: the file is not read again).
+
+        Raises:
+            StorageError: a malformed field the lookups do not read (provenance,
+                requirements), or a SQLite file whose rows changed since the load.
+        """
+        rows, error = self._read_once
+        if error is not None:
+            raise StorageError(error)
+        return rows
+
+    @cached_property
+    def _read_once(self) -> tuple[tuple[TableRow, ...], str | None]:
+        try:
+            return self.read_rows(), None
+        except StorageError as exc:
+            return (), str(exc)
 
     @property
     def ops(self) -> frozenset[str]:
@@ -253,8 +280,13 @@ def _read(path: Path, problem: str | None, device: str | None) -> Table:
         raise StorageError(f"{path}: cannot read the table file ({exc.strerror or exc})") from None
     if not head:
         raise StorageError(f"{path}: the table file is empty")
-    records = _sqlite_records(path) if head == SQLITE_HEADER else json_records(path)
-    return _build(decode_rows(records, str(path)), str(path), problem, device)
+    source = str(path)
+    if head == SQLITE_HEADER:
+        served = _build(served_rows(_sqlite_records(path, SERVED_FIELDS), source), source, problem, device)
+        return served.table(lambda: _full_rows(_sqlite_records(path, ROW_FIELDS), served))
+    records = json_records(path)  # (parsed whole: the full rows are decoded from it later)
+    served = _build(served_rows(records, source), source, problem, device)
+    return served.table(lambda: _full_rows(records, served))
 
 
 def _path(source: str | Path) -> Path:
@@ -269,7 +301,9 @@ def _path(source: str | Path) -> Path:
     return Path(text)
 
 
-def _sqlite_records(path: Path) -> list[tuple[Any, ...]]:
+def _sqlite_records(path: Path, columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Every row of the config table, ``columns`` of it, in storage order, after the
+    schema version is checked."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     try:
         connection = sqlite3.connect(uri, uri=True)
@@ -281,8 +315,8 @@ def _sqlite_records(path: Path) -> list[tuple[Any, ...]]:
             raise StorageError(f"{path}: holds no tuner table ({_SCHEMA} and {_CONFIGS} expected)")
         versions = [v for (v,) in connection.execute(f"SELECT version FROM {_SCHEMA}")]
         check_version(versions[0] if len(versions) == 1 else None, path)
-        query = f"SELECT {', '.join(ROW_FIELDS)} FROM {_CONFIGS}"  # ordered by _build
-        return connection.execute(query).fetchall()  # tuples in ROW_FIELDS order
+        query = f"SELECT {', '.join(columns)} FROM {_CONFIGS}"  # ordered by _build
+        return connection.execute(query).fetchall()  # tuples in the order of columns
     except sqlite3.Error as exc:
         raise StorageError(f"{path}: cannot read the SQLite table ({exc})") from None
     finally:
@@ -292,8 +326,26 @@ def _sqlite_records(path: Path) -> list[tuple[Any, ...]]:
 _TABLE_ORDER = attrgetter("regime_index", "regime", "op_index", "op", "bucket")
 
 
-def _build(rows: Sequence[TableRow], source: str, problem: str | None, device: str | None) -> Table:
-    """The table of ``problem`` from checked rows (:func:`~tuner.runtime.rows.decode_rows`):
+@dataclass(frozen=True)
+class _Served:
+    """A table as its load builds it: the lookups, and the served rows the full rows
+    must match when read."""
+
+    problem: str
+    device: str
+    configs: Mapping[str, Mapping[str, OpConfigs]]
+    rates: Mapping[str, float] | None
+    rows: list[ServedRow]  # the problem's, in table order
+    source: str
+
+    def table(self, read_rows: Callable[[], tuple[TableRow, ...]]) -> Table:
+        return Table(problem=self.problem, device=self.device, regimes=tuple(self.configs),
+                     configs=MappingProxyType(self.configs), rates=self.rates, source=self.source,
+                     read_rows=read_rows)
+
+
+def _build(rows: Sequence[ServedRow], source: str, problem: str | None, device: str | None) -> _Served:
+    """The lookups of ``problem`` from checked rows (:func:`~tuner.runtime.rows.served_rows`):
     one problem, one device, one rate per regime, no (regime, op, bucket) twice (found
     by :func:`_op_configs`)."""
     if not rows:
@@ -311,58 +363,91 @@ def _build(rows: Sequence[TableRow], source: str, problem: str | None, device: s
         raise StorageError(f"{source}: problem {problem!r} mixes rows of devices {', '.join(devices)}")
     if device is not None and devices[0] != device:
         raise StorageError(f"{source}: tuned for device {devices[0]!r}, not {device!r}")
-
-    def position(row: TableRow) -> int:  # for messages only: a search, not an index kept for every row
-        return next(i for i, r in enumerate(rows) if r is row)
-
-    grouped: dict[str, dict[str, list[TableRow]]] = {}
+    grouped: dict[str, dict[str, list[ServedRow]]] = {}
     for row in mine:
         grouped.setdefault(row.regime, {}).setdefault(row.op, []).append(row)
-    rates = check_regimes(grouped, position, source)
-    configs = {regime: MappingProxyType({op: _op_configs(group, source, position) for op, group in ops.items()})
+    rates = check_regimes(grouped, source)
+    proxies: dict[int, MappingProxyType] = {}  # one read-only view per params object (rows share them)
+    grids: dict[tuple[int, ...], Grid] = {}
+    configs = {regime: MappingProxyType({op: _op_configs(group, source, proxies, grids) for op, group in ops.items()})
                for regime, ops in grouped.items()}
-    return Table(problem=problem, device=devices[0], regimes=tuple(configs), configs=MappingProxyType(configs),
-                 rates=MappingProxyType(rates) if rates else None, rows=tuple(mine), source=source)
+    return _Served(problem, devices[0], configs, MappingProxyType(rates) if rates else None, mine, source)
 
 
-def _op_configs(rows: list[TableRow], source: str, position: Callable[[TableRow], int]) -> OpConfigs:
+def _full_rows(records: Sequence[Any], served: _Served) -> tuple[TableRow, ...]:
+    """The full rows of the served problem from ``records`` (the whole table, read
+    again), in table order, each the one its lookup serves.
+
+    Raises:
+        StorageError: a malformed row (:func:`~tuner.runtime.rows.decode_rows`); rows
+            that are not those loaded (the file was written since: ``reload()`` it).
+    """
+    rows = decode_rows(records, served.source)
+    mine = sorted((r for r in rows if r.problem == served.problem), key=_TABLE_ORDER)
+    if len(mine) != len(served.rows):
+        raise StorageError(f"{served.source}: the table changed since it was loaded ({len(served.rows)} rows "
+                           f"of {served.problem!r} then, {len(mine)} now); reload() it")
+    for full, row in zip(mine, served.rows):
+        if (full.regime, full.op, full.bucket, full.config, full.params) != (
+                row.regime, row.op, row.bucket, row.config, row.params):
+            raise StorageError(f"{served.source}: the table changed since it was loaded ({label(row.at, row)}, "
+                               f"bucket {row.bucket}, now {short_repr(full.config)}); reload() it")
+    return tuple(mine)
+
+
+def _op_configs(rows: list[ServedRow], source: str, proxies: dict[int, MappingProxyType],
+                grids: dict[tuple[int, ...], Grid]) -> OpConfigs:
     """The lookup of one (regime, operator) from its rows, checked: buckets ``0..n-1``
     (no bucket twice: which of two rows to serve would be a guess) whose bounds are the
-    cells of a grid of ascending edges, first dimension slowest. ``position`` gives a
-    row's index in the file, for messages."""
+    cells of a grid of ascending edges, first dimension slowest. ``proxies``: the
+    read-only view of each params object already wrapped; ``grids``: the key and edges
+    of each sequence of bounds objects already checked (an operator's buckets are the
+    same in every regime, and a SQLite table's rows share their parsed bounds)."""
     def where() -> str:  # (messages are built when raised: a table loads thousands of these)
         return f"{source}: {brief(rows[0].regime)}/{brief(rows[0].op)}"
 
-    def bucket(r: TableRow) -> str:
-        return f"bucket {r.bucket} (row {position(r)}, {bucket_label(r.bucket_bounds)})"
+    def bucket(r: ServedRow) -> str:
+        return f"bucket {r.bucket} (row {r.at}, {bucket_label(r.bucket_bounds)})"
 
     if len({r.op_index for r in rows}) > 1:
         disagree(rows, "op_index", f"operator {short_repr(rows[0].op)} in regime {short_repr(rows[0].regime)}",
-                 position, source)
+                 source)
     if [r.bucket for r in rows] != list(range(len(rows))):
-        seen: dict[int, TableRow] = {}
+        seen: dict[int, ServedRow] = {}
         for r in rows:
             first = seen.setdefault(r.bucket, r)
             if first is not r:
-                raise StorageError(f"{where()}: rows {position(first)} and {position(r)} are both bucket {r.bucket}; "
+                raise StorageError(f"{where()}: rows {first.at} and {r.at} are both bucket {r.bucket}; "
                                    "a table has one row per (regime, op, bucket)")
-        shown = short_repr([position(r) for r in rows[:7]])  # (short_repr shows 6, then "...")
+        shown = short_repr([r.at for r in rows[:7]])  # (short_repr shows 6, then "...")
         raise StorageError(f"{where()}: buckets {short_repr([r.bucket for r in rows])} (rows {shown}) are not "
                            f"0..{len(rows) - 1}")
-    params = tuple([MappingProxyType(dict(r.params)) for r in rows])
+    params = tuple([proxies.get(id(r.params)) or proxies.setdefault(id(r.params), MappingProxyType(r.params))
+                    for r in rows])
     names = tuple([r.config for r in rows])
+    single = params[0] if len(rows) == 1 else None
+    if rows[0].bucket_bounds is None and single is not None:
+        return OpConfigs((), (), params, names, single)
+    same = tuple([id(r.bucket_bounds) for r in rows])
+    grid = grids.get(same)
+    if grid is None:
+        grid = grids[same] = _grid(rows, where, bucket)
+    return OpConfigs(*grid, params, names, single)
+
+
+def _grid(rows: list[ServedRow], where: Callable[[], str], bucket: Callable[[ServedRow], str]) -> Grid:
+    """The key dimensions and edges of an operator's buckets (rows ``0..n-1``), checked
+    to be the cells of a grid, first dimension slowest (:func:`_op_configs`)."""
     key = tuple(rows[0].bucket_bounds or ())
     if not key:
-        if len(rows) != 1:
-            raise StorageError(f"{where()}: {len(rows)} rows but no bucket bounds")
-        return OpConfigs((), (), params, names, params[0])
+        raise StorageError(f"{where()}: {len(rows)} rows but no bucket bounds")
     dims = rows[0].bucket_bounds.keys()  # type: ignore[union-attr]
     try:
         cells = []
         for r in rows:
             b = r.bucket_bounds
             if b is None or b.keys() != dims:
-                raise ValueError(f"bucket {r.bucket} (row {position(r)}) has bounds "
+                raise ValueError(f"bucket {r.bucket} (row {r.at}) has bounds "
                                  f"{short_repr(b)}, not over {', '.join(key)}")
             cell = []
             for dim in key:
@@ -372,13 +457,13 @@ def _op_configs(rows: list[TableRow], source: str, position: Callable[[TableRow]
                 if type(high) is not int:
                     high = _bound(high)
                     if high is None:
-                        raise ValueError(f"bucket {r.bucket} (row {position(r)}) has no upper edge")
+                        raise ValueError(f"bucket {r.bucket} (row {r.at}) has no upper edge")
                 cell.append((low, high))
             cells.append(cell)
     except ValueError as exc:
         raise StorageError(f"{where()}: malformed bucket bounds ({exc})") from None
     if len(key) == 1:
-        return _one_dimension(rows, key[0], [cell[0] for cell in cells], params, names, where, bucket)
+        return _one_dimension(rows, key[0], [cell[0] for cell in cells], where, bucket)
     edges = tuple(tuple(sorted({cell[d][1] for cell in cells})) for d in range(len(key)))
     if math.prod(len(e) for e in edges) != len(rows):
         raise StorageError(f"{where()}: {len(rows)} buckets do not form a grid over {', '.join(key)}")
@@ -392,12 +477,12 @@ def _op_configs(rows: list[TableRow], source: str, position: Callable[[TableRow]
             flat = flat * len(dim_edges) + i
         if flat != r.bucket:
             raise StorageError(f"{where()}: {bucket(r)} is out of order (its bounds are bucket {flat}'s)")
-    return OpConfigs(key, edges, params, names, params[0] if len(rows) == 1 else None)
+    return key, edges
 
 
-def _one_dimension(rows: list[TableRow], dim: str, cells: list[tuple[Any, Any]], params: tuple[Params, ...],
-                   names: tuple[str, ...], where: Callable[[], str], bucket: Callable[[TableRow], str]) -> OpConfigs:
-    """:func:`_op_configs` for the common key of one dimension (``cells``: each row's
+def _one_dimension(rows: list[ServedRow], dim: str, cells: list[tuple[Any, Any]], where: Callable[[], str],
+                   bucket: Callable[[ServedRow], str]) -> Grid:
+    """:func:`_grid` for the common key of one dimension (``cells``: each row's
     ``(low, high)``), with the same checks."""
     highs = [high for _, high in cells]
     edges = sorted(highs)
@@ -408,7 +493,7 @@ def _one_dimension(rows: list[TableRow], dim: str, cells: list[tuple[Any, Any]],
             raise StorageError(f"{where()}: {bucket(r)} is out of order (its bounds are bucket {edges.index(high)}'s)")
         if i and low != edges[i - 1]:
             raise StorageError(f"{where()}: {bucket(r)} does not start where the bucket before it ends")
-    return OpConfigs((dim,), (tuple(edges),), params, names, params[0] if len(rows) == 1 else None)
+    return (dim,), (tuple(edges),)
 
 
 def _bound(value: Any) -> float | int | None:

@@ -154,16 +154,11 @@ class TableRow:
             raise TypeError(f"a table row is a mapping or {len(ROW_FIELDS)} values, not {type(record).__name__}")
         for name in JSON_FIELDS:
             if isinstance(values[name], str):
-                values[name] = _json(name, values[name])
-        if not isinstance(values["params"], dict):
-            raise TypeError(f"field 'params' must be an object, found {short_repr(values['params'])}")
+                values[name] = json_cell(name, values[name])
+        check_params(values["params"])
         created = values["created_at"]
         values["created_at"] = _time(created) if isinstance(created, str) else _utc(created)
-        bucket = values["bucket"]
-        if type(bucket) is not int:
-            if isinstance(bucket, bool) or not isinstance(bucket, Integral):
-                raise TypeError(f"field 'bucket' must be an integer, found {short_repr(bucket)}")
-            values["bucket"] = int(bucket)
+        values["bucket"] = bucket_number(values["bucket"])
         return row
 
 
@@ -201,9 +196,36 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
-def _json(name: str, text: str) -> Any:
+def check_params(params: Any) -> None:
+    """Refuse ``params`` that are not an object (the codec's rule, also the runtime's).
+
+    Raises:
+        TypeError: naming the field and the value.
+    """
+    if not isinstance(params, dict):
+        raise TypeError(f"field 'params' must be an object, found {short_repr(params)}")
+
+
+def bucket_number(bucket: Any) -> int:
+    """The ``bucket`` field as an int (an integral number of another type converted).
+
+    Raises:
+        TypeError: not an integer (a bool is not one), naming the field.
+    """
+    if type(bucket) is int:
+        return bucket
+    if isinstance(bucket, bool) or not isinstance(bucket, Integral):
+        raise TypeError(f"field 'bucket' must be an integer, found {short_repr(bucket)}")
+    return int(bucket)
+
+
+def json_cell(name: str, text: str) -> Any:
     """``json.loads`` for the JSON cell ``name``, calling the C scanner directly when the
-    text is one value without surrounding whitespace (what the store writes)."""
+    text is one value without surrounding whitespace (what the store writes).
+
+    Raises:
+        ValueError: not JSON text, or nested past the parser's limit, naming the field.
+    """
     try:
         try:
             value, end = _scan(text, 0)
