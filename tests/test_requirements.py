@@ -381,3 +381,14 @@ def test_the_vllm_export_puts_requirements_beside_its_fixed_format(tmp_path):
     assert any("no place for requirements" in note for note in notes)
     plain = json.loads((tmp_path / "out" / "toy_light_qkv.json").read_text())
     assert "workspace_bytes" not in json.dumps(plain)  # vLLM's files stay its format
+
+
+def test_the_full_rows_are_read_from_the_loaded_file_whatever_the_working_directory(tmp_path, monkeypatch):
+    good = {"family": "matmul", "family_options": {"epilogue": "none", "dtype": "bf16"}, "sms": 132,
+            "workspace_bytes": 0.0}
+    (tmp_path / "a").mkdir()
+    _sqlite(tmp_path / "a" / "t.db", [row(r, "qkv", **good) for r in ("light", "heavy")])
+    monkeypatch.chdir(tmp_path / "a")
+    d = rt.load_table("t.db")
+    monkeypatch.chdir(tmp_path)
+    assert d.requirements("qkv", {"M": 64}).workspace_bytes == 0

@@ -188,8 +188,10 @@ class Dispatcher:
         representative, i.e. largest, shape at the tuned service's largest batch), so
         ``requirements(op)`` is the last bucket at its largest shape. Memoised per
         (regime, op, shape). Never raises: on the fallback (no table, or a broken one), for
-        an operator the table lacks, a declared profile (no kernel family) or a shape the
-        family cannot take it returns None, with one warning per cause. Thread-safe as
+        an operator the table lacks, a declared profile (no kernel family), a shape the
+        family cannot take, or full rows that cannot be read (a malformed field the lookups
+        do not read, a file written since the load: :attr:`Table.rows`) it returns None,
+        with one warning per cause. Thread-safe as
         :meth:`config` is: it reads one state snapshot, which holds its own memo.
         """
         state = self._state
@@ -223,7 +225,8 @@ class Dispatcher:
         ``reservation()`` is exactly the simulator's reserved workspace for the table's
         assignments. ``regimes`` limits it to those regimes (default: every regime of the
         table, since the classifier may switch to any). Never raises: None with one
-        warning when no table is served or a row cannot be judged.
+        warning when no table is served, its full rows cannot be read, or a row cannot be
+        judged.
         """
         state = self._state
         if state.table is None:

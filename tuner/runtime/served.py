@@ -283,7 +283,8 @@ def _read(path: Path, problem: str | None, device: str | None) -> Table:
     source = str(path)
     if head == SQLITE_HEADER:
         served = _build(served_rows(_sqlite_records(path, SERVED_FIELDS), source), source, problem, device)
-        return served.table(lambda: _full_rows(_sqlite_records(path, ROW_FIELDS), served))
+        again = path.resolve()  # (the same file later, whatever the working directory is then)
+        return served.table(lambda: _full_rows(_sqlite_records(again, ROW_FIELDS), served))
     records = json_records(path)  # (parsed whole: the full rows are decoded from it later)
     served = _build(served_rows(records, source), source, problem, device)
     return served.table(lambda: _full_rows(records, served))
