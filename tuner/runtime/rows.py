@@ -143,7 +143,7 @@ def served_rows(records: Sequence[Any], source: str) -> list[ServedRow]:
             row = _NEW(ServedRow, (problem, regime, op, bucket, bounds, regime_index, op_index, config, params,
                                    device, rate, at))
         else:
-            row = _from_record(record, at, source)
+            row = _from_record(record, at, source, cells)
             (problem, regime, op, bucket, _, regime_index, op_index, config, _, device, rate, _) = row
         # the common case in one expression; the checks that name a cause only on failure
         if not (type(problem) is str and type(regime) is str and type(op) is str and type(config) is str
@@ -155,10 +155,11 @@ def served_rows(records: Sequence[Any], source: str) -> list[ServedRow]:
     return out
 
 
-def _from_record(record: Any, at: int, source: str) -> ServedRow:
+def _from_record(record: Any, at: int, source: str, cells: dict[str, tuple[Any, str | None]]) -> ServedRow:
     """A JSON export's row object as a :class:`ServedRow`, its JSON cells checked (their
     values are the record's: :func:`decode_rows` copies them for the full row, so that
-    it shares nothing with what is served).
+    it shares nothing with what is served; a cell given as text is parsed by
+    :func:`_cell`, remembered in ``cells``).
 
     Raises:
         StorageError: a record that is not an object, a missing field, a malformed cell.
@@ -174,11 +175,10 @@ def _from_record(record: Any, at: int, source: str) -> ServedRow:
         raise refuse(f"field {exc.args[0]!r} is missing") from None
     for name, i in (("bucket_bounds", 4), ("params", 8)):
         value = values[i]
-        try:
-            value = json_cell(name, value) if isinstance(value, str) else value
-        except ValueError as exc:
-            raise refuse(exc) from None
-        wrong = _cell_problem(name, value)
+        if type(value) is str:
+            value, wrong = cells.get(value) or _cell(cells, name, value)
+        else:
+            wrong = _cell_problem(name, value)
         if wrong is not None:
             raise refuse(wrong)
         values[i] = value
