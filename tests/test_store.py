@@ -20,7 +20,7 @@ from tests.conftest import schema_3_fields
 from tuner.errors import SchemaMismatchError, StorageError
 from tuner.store import SCHEMA_VERSION, Store, TableRow
 from tuner.store.export import export_json, export_vllm, nearest_keys, read_json, vllm_config
-from tuner.store.row import bucket_label
+from tuner.store.row import SERVED_FIELDS, bucket_label
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "results.db.example"
@@ -296,12 +296,14 @@ def test_json_export_round_trips(tmp_path):
     path = export_json("toy", rows, tmp_path / "table.json")
     document = json.loads(path.read_text())
     assert document["schema_version"] == SCHEMA_VERSION == 4 and document["problem"] == "toy"
-    first = document["rows"][0]
+    first, details = document["rows"][0], document["details"][0]
     assert first["config"] == "qkv@M..16" and first["params"] == rows[0].params
     assert first["bucket"] == 0 and first["bucket_bounds"] == {"M": [None, 16]}
-    assert first["baseline_config"] == "fastest@0" and first["delta_ci_rps"] == 0.125
-    assert document["rows"] == [r.to_dict() for r in rows]
-    assert first["realized_rates_rps"] == [0.95, 1.05, 1.0] and first["capacity_rps"] is None
+    assert details["baseline_config"] == "fastest@0" and details["delta_ci_rps"] == 0.125
+    assert [{**r, **x} for r, x in zip(document["rows"], document["details"])] == [r.to_dict() for r in rows]
+    assert set(first) == set(SERVED_FIELDS) and not set(first) & set(details)  # each field once
+    assert details["realized_rates_rps"] == [0.95, 1.05, 1.0] and details["capacity_rps"] is None
+    assert path.read_text().count("\n") == 4 + 2 * (len(rows) + 2)  # one row, one row's details, per line
     assert read_json(path) == ("toy", rows)
     _, read = read_json(path)
     assert_schema_3_fields(read[0], schema_3_fields(**NO_CAPACITY))
@@ -318,11 +320,12 @@ def test_the_documented_export_is_what_the_code_writes(tmp_path):
     import re
 
     text = (ROOT / "docs" / "tuning.md").read_text()
-    shown = json.loads(re.search(r"```json\n(\{\"schema_version\".*?)\n```", text, re.S).group(1))
+    shown = json.loads(re.search(r"```json\n(\{\s*\"schema_version\".*?)\n```", text, re.S).group(1))
     written = json.loads(export_json("toy", [row()], tmp_path / "t.json").read_text())
     assert shown["schema_version"] == written["schema_version"] == SCHEMA_VERSION
     assert set(shown) == set(written)
-    assert set(shown["rows"][0]) - {"..."} <= set(written["rows"][0])
+    for block in ("rows", "details"):
+        assert set(shown[block][0]) - {"..."} <= set(written[block][0]), block
 
 
 def test_reading_an_export_needs_no_sqlalchemy(tmp_path):
@@ -337,6 +340,10 @@ def test_reading_an_export_needs_no_sqlalchemy(tmp_path):
     ("[]", "not a tuner table export"),
     ('{"problem": "toy", "rows": []}', "no schema_version"),
     (json.dumps({"schema_version": SCHEMA_VERSION, "problem": "toy", "rows": [{"problem": "toy"}]}), "malformed row"),
+    (json.dumps({"schema_version": SCHEMA_VERSION, "problem": "toy", "rows": [{"seeds": 3}], "details": [{"seeds": 3}]}),
+     "row 0: field 'seeds' is both in 'rows' and in 'details'"),
+    (json.dumps({"schema_version": SCHEMA_VERSION, "problem": "toy", "rows": [{}], "details": []}),
+     "'details' must be a list of one object per row"),
     ("{", "cannot read the exported table"),
 ])
 def test_a_bad_export_is_one_line(tmp_path, document, message):

@@ -1,4 +1,13 @@
-"""Read a project JSON export for serving: the document checked before its rows are.
+"""Read a project JSON export for serving: the served rows at load, their details when asked.
+
+A runtime loads its table at start-up, and most of an export is what lookups never read
+(each row's provenance and requirements, in ``details``: :mod:`tuner.store.export`). So
+the document is read one top-level value at a time with the JSON module's own scanner,
+and ``details`` (when it follows ``schema_version`` and ``rows``, as the exporter writes
+it) is left as text, parsed when the full rows are first asked for. The text is kept,
+not the file reread: the details joined later are those of the rows served. A document
+whose top-level object the scanner does not read as expected (other key order, a
+syntax error) is parsed whole by :func:`json.loads`, which names what is wrong.
 
 Apart from :mod:`tuner.runtime.served` because a JSON file fails in ways a SQLite one
 cannot: a ``schema_version`` that is not a number at all (``"1"``: a malformed export,
@@ -11,10 +20,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import StorageError
+from ..store.export import join_details
 from ..store.version import check_export
 from .rows import describe
 
@@ -23,40 +34,119 @@ __all__ = ["json_records"]
 #: The tokens that open, close or separate JSON values (strings whole, so that brackets
 #: and commas inside them are skipped).
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[][{},:]')
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODE = json.JSONDecoder().raw_decode
+#: The top-level keys read before ``details`` is left for later.
+_FIRST = frozenset({"schema_version", "rows"})
 
 
-def json_records(path: Path) -> list[Any]:
-    """The row records of the JSON export at ``path``.
+def json_records(path: Path) -> tuple[list[Any], Callable[[], list[Any]]]:
+    """The row records of the JSON export at ``path`` (what lookups read), and a function
+    returning every record whole (joined with its details, :func:`join_details`).
 
     Raises:
         StorageError: not JSON, nested too deep, not a tuner export, a ``schema_version``
-            that is not an integer, no list of rows.
+            that is not an integer, no list of rows. The function: details that are not
+            JSON or do not match the rows.
         SchemaMismatchError: an export of another schema version.
     """
     try:
         data = path.read_bytes()
-        document = json.loads(data)
+        text = data.decode(json.detect_encoding(data), "surrogatepass")
     except OSError as exc:
         raise StorageError(f"{path}: cannot read the table file ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise StorageError(f"{path}: neither a SQLite database nor JSON ({exc})") from None
+    try:
+        document, rest = _head(text)
+    except json.JSONDecodeError as exc:
         raise StorageError(f"{path}: neither a SQLite database nor JSON ({exc})") from None
     except RecursionError:
-        where, depth = _deepest(data)
-        raise StorageError(f"{path}: {where} nests {depth} levels deep, deeper than Python's JSON parser "
-                           "reads") from None
+        raise _too_deep(path, text) from None
     if isinstance(document, dict) and type(document.get("schema_version", 0)) is not int:
         raise StorageError(f"{path}: schema_version must be an integer, found {describe(document['schema_version'])}")
     check_export(document, path)
     records = document.get("rows")
     if not isinstance(records, list):
         raise StorageError(f"{path}: the exported table has no list of rows")
-    return records
+
+    def whole() -> list[Any]:
+        if rest is None:
+            return join_details(document, path)
+        try:
+            tail = _tail(text, rest, document.keys())
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise StorageError(f"{path}: cannot read what follows the rows ({exc})") from None
+        except RecursionError:
+            raise _too_deep(path, text) from None
+        return join_details({**document, **tail}, path)
+
+    return records, whole
 
 
-def _deepest(data: bytes) -> tuple[str, int]:
-    """Where the JSON text ``data`` nests deepest, in words (``row 3, field 'params',``;
+def _head(text: str) -> tuple[Any, int | None]:
+    """The document's top-level values up to ``details``, and where that value starts
+    (None: the document parsed whole, ``details`` and all)."""
+    at = _SPACE.match(text).end()  # type: ignore[union-attr]
+    if text[at:at + 1] != "{" or not text[-64:].rstrip().endswith("}"):
+        return json.loads(text), None  # (not an object, or cut short: json.loads names it)
+    document: dict[str, Any] = {}
+    at += 1
+    while True:
+        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+        try:
+            key, at = _DECODE(text, at)
+        except json.JSONDecodeError:
+            return json.loads(text), None
+        colon = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+        if type(key) is not str or text[colon:colon + 1] != ":":
+            return json.loads(text), None
+        at = _SPACE.match(text, colon + 1).end()  # type: ignore[union-attr]
+        if key == "details" and _FIRST <= document.keys():
+            return document, at
+        document[key], at = _DECODE(text, at)  # (a syntax error in a value: json.loads would name the same)
+        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+        if text[at:at + 1] == "}" and not text[at + 1:].strip():
+            return document, None
+        if text[at:at + 1] != ",":
+            return json.loads(text), None  # (json.loads names what is wrong)
+        at += 1
+
+
+def _tail(text: str, at: int, seen: Any) -> dict[str, Any]:
+    """The top-level values from ``details`` (its value at ``at``) to the document's end.
+
+    Raises:
+        json.JSONDecodeError: text that is not JSON.
+        ValueError: a key already read (the rows served would not be the document's).
+    """
+    tail: dict[str, Any] = {}
+    key = "details"
+    while True:
+        tail[key], at = _DECODE(text, at)
+        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+        if text[at:at + 1] == "}" and not text[at + 1:].strip():
+            return tail
+        if text[at:at + 1] != ",":
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, at)
+        at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+        key, at = _DECODE(text, at)
+        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+        if type(key) is not str or text[at:at + 1] != ":":
+            raise json.JSONDecodeError("Expecting ':' delimiter", text, at)
+        if key in seen or key in tail:
+            raise ValueError(f"key {key!r} appears twice")
+        at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+
+
+def _too_deep(path: Path, text: str) -> StorageError:
+    where, depth = _deepest(text)
+    return StorageError(f"{path}: {where} nests {depth} levels deep, deeper than Python's JSON parser reads")
+
+
+def _deepest(text: str) -> tuple[str, int]:
+    """Where the JSON ``text`` nests deepest, in words (``row 3, field 'params',``;
     ``the value of 'problem'`` outside the rows), and how many levels deep."""
-    text = data.decode(json.detect_encoding(data), "surrogatepass")
     stack: list[list[Any]] = []  # per open container: [its bracket, the current key or index]
     deepest: tuple[Any, ...] = ()
     depth = 0
@@ -79,7 +169,7 @@ def _deepest(data: bytes) -> tuple[str, int]:
         else:
             string = token
     keys = [key for _, key in deepest]
-    if len(deepest) >= 2 and deepest[0] == ("{", "rows"):
+    if len(deepest) >= 2 and deepest[0] in (("{", "rows"), ("{", "details")):
         where = f"row {keys[1]}" + (f", field {keys[2]!r}," if len(deepest) == 3 and deepest[2][0] == "{" else "")
     else:
         where = f"the value of {keys[0]!r}" if deepest and deepest[0][0] == "{" else "the document"

@@ -7,7 +7,7 @@ file, the row and the field named, not found later as a Python error in a sort o
 (``'<' not supported``, ``unhashable type``) or served as if it were valid.
 
 Two reads, for two uses. At load, :func:`served_rows` reads only what lookups need
-(:data:`SERVED_FIELDS`, as :class:`ServedRow`), checked: a 10,000-row table loads in
+(:data:`~tuner.store.row.SERVED_FIELDS`, as :class:`ServedRow`), checked: a 10,000-row table loads in
 tens of milliseconds, and a malformed served field refuses the table. The full rows
 (provenance, and what ``Dispatcher.requirements`` reads) are decoded by the store's
 codec when first asked for (:func:`decode_rows`): a malformed one is then an error of
@@ -27,15 +27,17 @@ from itertools import chain
 from typing import Any, NamedTuple
 
 from ..errors import StorageError
-from ..store.row import JSON_FIELDS, ROW_FIELDS, TableRow, bucket_number, check_params, json_cell, short_repr
+from ..store.row import (JSON_FIELDS, ROW_FIELDS, SERVED_FIELDS, TableRow, bucket_number, check_params, json_cell,
+                         short_repr)
 
-__all__ = ["SERVED_FIELDS", "ServedRow", "brief", "check_regimes", "decode_rows", "describe", "disagree", "label",
+__all__ = ["ServedRow", "brief", "check_regimes", "decode_rows", "describe", "disagree", "label",
            "served_rows"]
 
 
 class ServedRow(NamedTuple):
-    """What a lookup needs of one table row, checked (:func:`served_rows`); ``at`` is the
-    row's position in the file, for messages."""
+    """What a lookup needs of one table row (:data:`~tuner.store.row.SERVED_FIELDS`, in
+    that order: a SQLite ``SELECT`` of those columns gives a row's values in it), checked
+    (:func:`served_rows`); ``at`` is the row's position in the file, for messages."""
 
     problem: str
     regime: str
@@ -51,9 +53,6 @@ class ServedRow(NamedTuple):
     at: int
 
 
-#: The fields a lookup needs, in the order :class:`ServedRow` takes them (a SQLite
-#: ``SELECT`` of these columns gives a row's values in this order).
-SERVED_FIELDS = ServedRow._fields[:-1]
 
 #: Fields the runtime reads as text (keys, messages, the device check).
 _TEXT = ("problem", "regime", "op", "config", "device")
@@ -112,7 +111,7 @@ def brief(name: Any) -> str:
 def served_rows(records: Sequence[Any], source: str) -> list[ServedRow]:
     """Every record's :data:`SERVED_FIELDS` as a checked :class:`ServedRow`.
 
-    ``records``: a SQLite ``SELECT`` of :data:`SERVED_FIELDS` (tuples, JSON cells as
+    ``records``: a SQLite ``SELECT`` of :data:`~tuner.store.row.SERVED_FIELDS` (tuples, JSON cells as
     text: each distinct text parsed and checked once per load, its value shared by the
     rows that repeat it, since nothing mutates a served value) or a JSON export's row
     objects (each row's own values; a JSON cell given as text is parsed as the codec

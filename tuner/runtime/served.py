@@ -32,10 +32,10 @@ from urllib.parse import quote
 
 from ..errors import StorageError
 from ..readonly_sqlite import SQLITE_HEADER
-from ..store.row import ROW_FIELDS, TableRow, bucket_label, short_repr
+from ..store.row import ROW_FIELDS, SERVED_FIELDS, TableRow, bucket_label, short_repr
 from ..store.version import check_version
 from .jsonfile import json_records
-from .rows import SERVED_FIELDS, ServedRow, brief, check_regimes, decode_rows, disagree, label, served_rows
+from .rows import ServedRow, brief, check_regimes, decode_rows, disagree, label, served_rows
 
 __all__ = ["OpConfigs", "Table", "read_table"]
 
@@ -285,9 +285,9 @@ def _read(path: Path, problem: str | None, device: str | None) -> Table:
         served = _build(served_rows(_sqlite_records(path, SERVED_FIELDS), source), source, problem, device)
         again = path.resolve()  # (the same file later, whatever the working directory is then)
         return served.table(lambda: _full_rows(_sqlite_records(again, ROW_FIELDS), served))
-    records = json_records(path)  # (parsed whole: the full rows are decoded from it later)
+    records, whole = json_records(path)  # (the rows' details are parsed when first asked for)
     served = _build(served_rows(records, source), source, problem, device)
-    return served.table(lambda: _full_rows(records, served))
+    return served.table(lambda: _full_rows(whole(), served))
 
 
 def _path(source: str | Path) -> Path:

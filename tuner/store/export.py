@@ -4,13 +4,30 @@ Neither needs SQLAlchemy to read. Files are written whole: each to a temporary f
 the same directory, then renamed over the target, so an interrupted export never
 leaves a half-written file.
 
-Project JSON::
+Project JSON, one row per line::
 
-    {"schema_version": 4, "problem": "toy_llm", "rows": [TableRow.to_dict(), ...]}
+    {
+      "schema_version": 4,
+      "problem": "toy_llm",
+      "rows": [
+        {"problem": "toy_llm", "regime": "light", "op": "qkv", "bucket": 0, "config": ..., "params": ...},
+        ...
+      ],
+      "details": [
+        {"shape": ..., "goodput_rps": ..., "family": ..., "workspace_bytes": ..., ...},
+        ...
+      ]
+    }
 
-Each row carries what ``tuner.requirements`` needs to tell what its config needs to run
-(``family``, ``family_options``, ``sms``, ``resources``) and the workspace the simulator
-reserves for it (``workspace_bytes``).
+``rows[i]`` holds what a lookup reads (:data:`~tuner.store.row.SERVED_FIELDS`: which
+config serves which bucket), ``details[i]`` the rest of the same row (its provenance,
+goodput and CIs, and what ``tuner.requirements`` needs to tell what its config needs to
+run: ``family``, ``family_options``, ``sms``, ``resources``, and the workspace the
+simulator reserves, ``workspace_bytes``); a row is the two joined (:func:`join_details`).
+Apart because a runtime loads a table at start-up: it parses ``rows`` and stops at
+``details``, which it parses when first asked for (a 10,000-row table's details are
+three quarters of its text). An export without ``details`` (written before the split,
+every field in ``rows``) reads as it did.
 
 vLLM-style: one file per (regime, operator), ``{problem}_{regime}_{op}.json``, holding
 ``{"<M>": {"BLOCK_SIZE_M": …, "BLOCK_SIZE_N": …, "BLOCK_SIZE_K": …, "GROUP_SIZE_M": …,
@@ -48,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StorageError
-from .row import TableRow, bucket_label
+from .row import ROW_FIELDS, SERVED_FIELDS, TableRow, bucket_label, short_repr
 from .version import SCHEMA_VERSION, check_export
 
 VLLM_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
@@ -56,16 +73,65 @@ _ALIASES = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BL
             "GROUP_M": "GROUP_SIZE_M"}
 
 
+#: What a row's details hold: every field but those served.
+DETAIL_FIELDS = tuple(name for name in ROW_FIELDS if name not in SERVED_FIELDS)
+
+
 def json_document(problem: str, rows: Sequence[TableRow]) -> dict[str, Any]:
-    """The project JSON export of ``problem``'s rows: the schema version, the problem, the rows."""
-    return {"schema_version": SCHEMA_VERSION, "problem": problem, "rows": [row.to_dict() for row in rows]}
+    """The project JSON export of ``problem``'s rows: the schema version, the problem,
+    each row's served fields (``rows``) and the rest of it (``details``), in one order."""
+    records = [row.to_dict() for row in rows]
+    return {"schema_version": SCHEMA_VERSION, "problem": problem,
+            "rows": [{name: record[name] for name in SERVED_FIELDS} for record in records],
+            "details": [{name: record[name] for name in DETAIL_FIELDS} for record in records]}
 
 
 def export_json(problem: str, rows: Sequence[TableRow], path: str | Path) -> Path:
-    """Write the project JSON of ``problem``'s rows to ``path`` (atomically)."""
+    """Write the project JSON of ``problem``'s rows to ``path`` (atomically), one row
+    (and one row's details) per line: a diff of two exports shows the rows that changed."""
     path = Path(path)
-    _write_atomic(path, json.dumps(json_document(problem, rows), indent=2) + "\n")
+    lines = []
+    for key, value in json_document(problem, rows).items():
+        if type(value) is list and value:
+            items = ",\n".join(f"    {json.dumps(item)}" for item in value)
+            lines.append(f"  {json.dumps(key)}: [\n{items}\n  ]")
+        else:
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value)}")
+    _write_atomic(path, "{\n" + ",\n".join(lines) + "\n}\n")
     return path
+
+
+def join_details(document: Mapping[str, Any], path: object) -> list[Any]:
+    """Each row record of a project JSON export whole: ``rows[i]`` joined with
+    ``details[i]`` (:func:`json_document`); ``rows`` as they are when there are no details
+    (an export written before the split). A record that is not an object is left for the
+    row decoder to refuse, naming it.
+
+    Raises:
+        StorageError: no list of rows; details that are not a list of objects, one per
+            row; a field in both a row and its details.
+    """
+    rows = document.get("rows")
+    if type(rows) is not list:
+        raise StorageError(f"{path}: the exported table has no list of rows")
+    details = document.get("details")
+    if details is None:
+        return rows
+    if type(details) is not list or len(details) != len(rows):
+        found = f"{len(details)} entries" if type(details) is list else f"a {type(details).__name__}"
+        raise StorageError(f"{path}: 'details' must be a list of one object per row ({len(rows)}), found {found}")
+    out = []
+    for index, (row, extra) in enumerate(zip(rows, details)):
+        if type(extra) is not dict:
+            raise StorageError(f"{path}: row {index}: its details must be an object, found "
+                               f"{type(extra).__name__} {short_repr(extra)}")
+        if type(row) is dict:
+            both = row.keys() & extra.keys()
+            if both:
+                raise StorageError(f"{path}: row {index}: field {min(both)!r} is both in 'rows' and in 'details'")
+            row = {**row, **extra}
+        out.append(row)
+    return out
 
 
 def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
@@ -81,8 +147,9 @@ def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StorageError(f"{path}: cannot read the exported table ({exc})") from None
     check_export(document, path)
+    records = join_details(document, path)
     try:
-        return str(document["problem"]), [TableRow.decode(row) for row in document["rows"]]
+        return str(document["problem"]), [TableRow.decode(row) for row in records]
     except (KeyError, TypeError, ValueError) as exc:
         raise StorageError(f"{path}: malformed row in the exported table ({exc!r})") from None
 

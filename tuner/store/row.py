@@ -164,6 +164,13 @@ class TableRow:
 
 ROW_FIELDS = tuple(f.name for f in fields(TableRow))
 
+#: The fields a runtime lookup reads (which config serves which bucket of which operator
+#: in which regime, on which device), in the order ``tuner.runtime``'s ``ServedRow``
+#: takes them. A project JSON export puts them first, apart from the rest of each row,
+#: so that a runtime parses only them at load (:mod:`tuner.store.export`).
+SERVED_FIELDS = ("problem", "regime", "op", "bucket", "bucket_bounds", "regime_index", "op_index", "config",
+                 "params", "device", "regime_rate_rps")
+
 _FIELD_SET = frozenset(ROW_FIELDS)
 _scan = json.JSONDecoder().scan_once
 
