@@ -328,6 +328,16 @@ def test_the_documented_export_is_what_the_code_writes(tmp_path):
         assert set(shown[block][0]) - {"..."} <= set(written[block][0]), block
 
 
+def test_an_export_saved_with_a_bom_or_as_utf16_reads_as_the_runtime_reads_it(tmp_path):
+    """Editors save JSON with a UTF-8 BOM or as UTF-16; JSON allows both, and the runtime
+    reads both: so does the store."""
+    rows = bucket_rows([16, 64])
+    text = export_json("toy", rows, tmp_path / "table.json").read_text()
+    for name, data in (("bom.json", b"\xef\xbb\xbf" + text.encode()), ("utf16.json", text.encode("utf-16"))):
+        (tmp_path / name).write_bytes(data)
+        assert read_json(tmp_path / name) == ("toy", rows), name
+
+
 def test_reading_an_export_needs_no_sqlalchemy(tmp_path):
     path = export_json("toy", bucket_rows([16, 64]), tmp_path / "table.json")
     code = (f"import sys; from tuner.store.export import read_json; problem, rows = read_json({str(path)!r}); "

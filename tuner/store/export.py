@@ -143,7 +143,7 @@ def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
     """
     path = Path(path)
     try:
-        document = json.loads(path.read_text())
+        document = json.loads(path.read_bytes())  # (bytes: UTF-8 with a BOM, or UTF-16, as the runtime reads them)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StorageError(f"{path}: cannot read the exported table ({exc})") from None
     check_export(document, path)
