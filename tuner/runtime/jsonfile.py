@@ -6,8 +6,9 @@ the document is read one top-level value at a time with the JSON module's own sc
 and ``details`` (when it follows ``schema_version`` and ``rows``, as the exporter writes
 it) is left as text, parsed when the full rows are first asked for. The text is kept,
 not the file reread: the details joined later are those of the rows served. A document
-whose top-level object the scanner does not read as expected (other key order, a
-syntax error) is parsed whole by :func:`json.loads`, which names what is wrong.
+whose top-level object the scanner does not read as expected (a syntax error, a file
+that does not end as an export ends; another key order is read value by value too) is
+parsed whole by :func:`json.loads`, which names what is wrong.
 
 Apart from :mod:`tuner.runtime.served` because a JSON file fails in ways a SQLite one
 cannot: a ``schema_version`` that is not a number at all (``"1"``: a malformed export,
@@ -36,6 +37,10 @@ __all__ = ["json_records"]
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[][{},:]')
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODE = json.JSONDecoder().raw_decode
+#: How an export ends: its last list closed, then the document. A file cut short ends
+#: otherwise (unless cut just after a row's details whose last value is a list: found
+#: when the details are read), and is parsed whole, to be refused at load.
+_END = re.compile(r"\][ \t\n\r]*\}[ \t\n\r]*\Z")
 #: The top-level keys read before ``details`` is left for later.
 _FIRST = frozenset({"schema_version", "rows"})
 
@@ -59,7 +64,7 @@ def json_records(path: Path) -> tuple[list[Any], Callable[[], list[Any]]]:
         raise StorageError(f"{path}: neither a SQLite database nor JSON ({exc})") from None
     try:
         document, rest = _head(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # (JSONDecodeError, and an integer past Python's digit limit)
         raise StorageError(f"{path}: neither a SQLite database nor JSON ({exc})") from None
     except RecursionError:
         raise _too_deep(path, text) from None
@@ -88,7 +93,7 @@ def _head(text: str) -> tuple[Any, int | None]:
     """The document's top-level values up to ``details``, and where that value starts
     (None: the document parsed whole, ``details`` and all)."""
     at = _SPACE.match(text).end()  # type: ignore[union-attr]
-    if text[at:at + 1] != "{" or not text[-64:].rstrip().endswith("}"):
+    if text[at:at + 1] != "{" or not _END.search(text[-64:]):
         return json.loads(text), None  # (not an object, or cut short: json.loads names it)
     document: dict[str, Any] = {}
     at += 1
@@ -106,7 +111,7 @@ def _head(text: str) -> tuple[Any, int | None]:
             return document, at
         document[key], at = _DECODE(text, at)  # (a syntax error in a value: json.loads would name the same)
         at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
-        if text[at:at + 1] == "}" and not text[at + 1:].strip():
+        if text[at:at + 1] == "}" and _SPACE.match(text, at + 1).end() == len(text):  # type: ignore[union-attr]
             return document, None
         if text[at:at + 1] != ",":
             return json.loads(text), None  # (json.loads names what is wrong)
@@ -125,7 +130,7 @@ def _tail(text: str, at: int, seen: Any) -> dict[str, Any]:
     while True:
         tail[key], at = _DECODE(text, at)
         at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
-        if text[at:at + 1] == "}" and not text[at + 1:].strip():
+        if text[at:at + 1] == "}" and _SPACE.match(text, at + 1).end() == len(text):  # type: ignore[union-attr]
             return tail
         if text[at:at + 1] != ",":
             raise json.JSONDecodeError("Expecting ',' delimiter", text, at)

@@ -114,9 +114,9 @@ def join_details(document: Mapping[str, Any], path: object) -> list[Any]:
     rows = document.get("rows")
     if type(rows) is not list:
         raise StorageError(f"{path}: the exported table has no list of rows")
-    details = document.get("details")
-    if details is None:
+    if "details" not in document:
         return rows
+    details = document["details"]
     if type(details) is not list or len(details) != len(rows):
         found = f"{len(details)} entries" if type(details) is list else f"a {type(details).__name__}"
         raise StorageError(f"{path}: 'details' must be a list of one object per row ({len(rows)}), found {found}")
@@ -144,8 +144,8 @@ def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
     path = Path(path)
     try:
         document = json.loads(path.read_bytes())  # (bytes: UTF-8 with a BOM, or UTF-16, as the runtime reads them)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StorageError(f"{path}: cannot read the exported table ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:  # (ValueError: not JSON, or past the digit limit)
+        raise StorageError(f"{path}: cannot read the exported table ({exc or type(exc).__name__})") from None
     check_export(document, path)
     records = join_details(document, path)
     try:
