@@ -621,6 +621,14 @@ def test_an_exports_details_are_parsed_when_first_asked_for(tmp_path, caplog, da
     assert str(raised.value).startswith(f"{path}: {cause}") and "\n" not in str(raised.value)
 
 
+def test_what_the_store_calls_served_is_what_a_lookup_reads():
+    """The exporter puts SERVED_FIELDS in ``rows`` and the SQLite read selects them, in
+    the order ServedRow takes them: the two must not drift apart."""
+    from tuner.runtime.rows import ServedRow
+
+    assert ServedRow._fields[:-1] == SERVED_FIELDS and ServedRow._fields[-1] == "at"
+
+
 def test_an_export_cut_short_is_refused_at_load(tmp_path, caplog):
     """The details are parsed later, but a file cut anywhere (an interrupted copy) does
     not end its document: refused at load, not served from the rows before the cut."""

@@ -80,7 +80,7 @@ def json_records(path: Path) -> tuple[list[Any], Callable[[], list[Any]]]:
             return join_details(document, path)
         try:
             tail = _tail(text, rest, document.keys())
-        except (json.JSONDecodeError, ValueError) as exc:
+        except ValueError as exc:  # (JSONDecodeError too)
             raise StorageError(f"{path}: cannot read what follows the rows ({exc})") from None
         except RecursionError:
             raise _too_deep(path, text) from None
@@ -96,26 +96,10 @@ def _head(text: str) -> tuple[Any, int | None]:
     if text[at:at + 1] != "{" or not _END.search(text[-64:]):
         return json.loads(text), None  # (not an object, or cut short: json.loads names it)
     document: dict[str, Any] = {}
-    at += 1
-    while True:
-        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
-        try:
-            key, at = _DECODE(text, at)
-        except json.JSONDecodeError:
-            return json.loads(text), None
-        colon = _SPACE.match(text, at).end()  # type: ignore[union-attr]
-        if type(key) is not str or text[colon:colon + 1] != ":":
-            return json.loads(text), None
-        at = _SPACE.match(text, colon + 1).end()  # type: ignore[union-attr]
-        if key == "details" and _FIRST <= document.keys():
-            return document, at
-        document[key], at = _DECODE(text, at)  # (a syntax error in a value: json.loads would name the same)
-        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
-        if text[at:at + 1] == "}" and _SPACE.match(text, at + 1).end() == len(text):  # type: ignore[union-attr]
-            return document, None
-        if text[at:at + 1] != ",":
-            return json.loads(text), None  # (json.loads names what is wrong)
-        at += 1
+    try:
+        return document, _members(text, at + 1, document, defer=True)
+    except json.JSONDecodeError:
+        return json.loads(text), None  # (json.loads names what is wrong, as it would have)
 
 
 def _tail(text: str, at: int, seen: Any) -> dict[str, Any]:
@@ -126,22 +110,47 @@ def _tail(text: str, at: int, seen: Any) -> dict[str, Any]:
         ValueError: a key already read (the rows served would not be the document's).
     """
     tail: dict[str, Any] = {}
-    key = "details"
+    _members(text, at, tail, key="details", seen=seen)
+    return tail
+
+
+def _members(text: str, at: int, into: dict[str, Any], *, key: str | None = None, defer: bool = False,
+             seen: Any = None) -> int | None:
+    """Read the top-level object's members into ``into``, from its first key at ``at``
+    (or, given ``key``, from that key's value at ``at``) to the document's end.
+
+    Args:
+        defer: stop at ``details`` once ``schema_version`` and ``rows`` are read.
+        seen: keys read before (a key read again is refused: the rows served would not
+            be the document's).
+
+    Returns:
+        Where the deferred ``details`` value starts, or None at the document's end.
+
+    Raises:
+        json.JSONDecodeError: text that is not JSON.
+        ValueError: a key of ``seen``, or of ``into`` with ``seen`` given, read again.
+    """
+    space = _SPACE.match
     while True:
-        tail[key], at = _DECODE(text, at)
-        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
-        if text[at:at + 1] == "}" and _SPACE.match(text, at + 1).end() == len(text):  # type: ignore[union-attr]
-            return tail
+        if key is None:
+            key, at = _DECODE(text, space(text, at).end())  # type: ignore[union-attr]
+            at = space(text, at).end()  # type: ignore[union-attr]
+            if type(key) is not str or text[at:at + 1] != ":":
+                raise json.JSONDecodeError("Expecting ':' delimiter", text, at)
+            at = space(text, at + 1).end()  # type: ignore[union-attr]
+            if defer and key == "details" and _FIRST <= into.keys():
+                return at
+            if seen is not None and (key in seen or key in into):
+                raise ValueError(f"key {key!r} appears twice")
+        into[key], at = _DECODE(text, at)
+        key = None
+        at = space(text, at).end()  # type: ignore[union-attr]
+        if text[at:at + 1] == "}" and space(text, at + 1).end() == len(text):  # type: ignore[union-attr]
+            return None
         if text[at:at + 1] != ",":
             raise json.JSONDecodeError("Expecting ',' delimiter", text, at)
-        at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
-        key, at = _DECODE(text, at)
-        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
-        if type(key) is not str or text[at:at + 1] != ":":
-            raise json.JSONDecodeError("Expecting ':' delimiter", text, at)
-        if key in seen or key in tail:
-            raise ValueError(f"key {key!r} appears twice")
-        at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+        at += 1
 
 
 def _too_deep(path: Path, text: str) -> StorageError:

@@ -7,8 +7,8 @@ file, the row and the field named, not found later as a Python error in a sort o
 (``'<' not supported``, ``unhashable type``) or served as if it were valid.
 
 Two reads, for two uses. At load, :func:`served_rows` reads only what lookups need
-(:data:`~tuner.store.row.SERVED_FIELDS`, as :class:`ServedRow`), checked: a 10,000-row table loads in
-tens of milliseconds, and a malformed served field refuses the table. The full rows
+(:data:`~tuner.store.row.SERVED_FIELDS`, as :class:`ServedRow`), checked: a 10,000-row
+table loads in tens of milliseconds, and a malformed served field refuses the table. The full rows
 (provenance, and what ``Dispatcher.requirements`` reads) are decoded by the store's
 codec when first asked for (:func:`decode_rows`): a malformed one is then an error of
 that read (``requirements`` warns and answers None), not of the lookups, which never
@@ -51,7 +51,6 @@ class ServedRow(NamedTuple):
     device: str
     regime_rate_rps: float | None
     at: int
-
 
 
 #: Fields the runtime reads as text (keys, messages, the device check).

@@ -145,7 +145,7 @@ def read_json(path: str | Path) -> tuple[str, list[TableRow]]:
     try:
         document = json.loads(path.read_bytes())  # (bytes: UTF-8 with a BOM, or UTF-16, as the runtime reads them)
     except (OSError, ValueError, RecursionError) as exc:  # (ValueError: not JSON, or past the digit limit)
-        raise StorageError(f"{path}: cannot read the exported table ({exc or type(exc).__name__})") from None
+        raise StorageError(f"{path}: cannot read the exported table ({exc})") from None
     check_export(document, path)
     records = join_details(document, path)
     try:
