@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -70,6 +71,11 @@ def report(name: str) -> Any:
 def bench(module: str):
     """A benchmark module, for its renderer (the table its own run prints)."""
     return importlib.import_module(module)
+
+
+def measured(name: str) -> dict[str, Any]:
+    """A record measured on a machine this one is not (``benchmarks/data/<name>.json``)."""
+    return json.loads((HERE / "data" / f"{name}.json").read_text())
 
 
 def fenced(text: str) -> str:
@@ -184,6 +190,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "bench_horizon_seed_example": lambda: bench("bench_horizon").render(
         report("bench_horizon_seed_example_heavy")),
     "headline_summary": lambda: bench("headline").summary(report("headline")),
+    "gpu_sharing_measured": lambda: fenced(bench("gpu_sharing").render(measured("gpu_sharing_measured"))),
 }
 
 #: Generated files (path under the repository) -> their whole text.
