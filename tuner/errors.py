@@ -10,6 +10,7 @@ single line and exit code 2. Messages name the thing, the value and the reason::
     ├── IllegalConfigError a config cannot run a shape (limit, compile, device)
     ├── KernelError       a kernel family was asked for what it lacks or cannot do
     ├── SearchError       a study cannot run as asked (unknown regime, other settings)
+    ├── RunError          a model config or a measured serving run cannot be read
     └── StorageError      a database cannot be opened, read or written
         └── SchemaMismatchError  its tuner_schema version is not this code's
 """
@@ -49,6 +50,11 @@ class StorageError(TunerError):
 class SearchError(TunerError):
     """A study cannot run as asked: an unknown regime, a study made with other settings,
     a space with no legal baseline."""
+
+
+class RunError(TunerError):
+    """A model's config or a measured serving run (``tuner check-run``) is missing,
+    unreadable or inconsistent."""
 
 
 class SchemaMismatchError(StorageError):

@@ -1,0 +1,144 @@
+"""Replay a request trace through the engine: the scheduler of :mod:`.scheduler`, each
+step priced by :mod:`.step_cost`, one step after another as vLLM's engine core loop runs
+them (a request that arrives during a step joins at the next ``schedule``).
+
+A request whose prompt and output exceed ``max_model_len`` is refused on arrival, as
+vLLM's API server refuses it; one that cannot get KV blocks while nothing runs (it can
+never fit) is refused when that is found.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .scheduler import EngineArgs, EngineRequest, Scheduler
+from .step_cost import FEATURES, StepCoefficients, StepCost
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One request of a trace: when it arrives (s), its prompt and output lengths, and a
+    key per full block of its prompt for prefix caching (equal keys: equal tokens)."""
+
+    arrival_s: float
+    prompt: int
+    output: int
+    prefix: tuple[Hashable, ...] = ()
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Per-request times (s; NaN where refused) and, with ``record``, every step's start,
+    end and terms (``features``: steps x len(FEATURES)) and which step gave each
+    request's first and last token (for fitting the coefficients)."""
+
+    arrival_s: np.ndarray
+    first_s: np.ndarray
+    finish_s: np.ndarray
+    output: np.ndarray
+    request_overhead_s: float
+    steps: int
+    preemptions: int
+    cached_tokens: int
+    refused: int
+    step_start: np.ndarray | None = None
+    step_end: np.ndarray | None = None
+    features: np.ndarray | None = None
+    first_step: np.ndarray | None = None
+    last_step: np.ndarray | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ttft_s(self) -> np.ndarray:
+        return self.first_s - self.arrival_s + self.request_overhead_s
+
+    @property
+    def e2e_s(self) -> np.ndarray:
+        return self.finish_s - self.arrival_s + self.request_overhead_s
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        """(e2e − TTFT) / (output − 1) per request; 0 for a one-token output."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.output > 1, (self.finish_s - self.first_s) / np.maximum(self.output - 1, 1), 0.0)
+
+
+def replay(requests: Sequence[TraceRequest], args: EngineArgs, cost: StepCost, coefficients: StepCoefficients,
+           record: bool = False) -> Replay:
+    """Run ``requests`` (sorted by arrival) through the engine; see the module docstring."""
+    n = len(requests)
+    engine = [EngineRequest(i, r.arrival_s, r.prompt, r.output, r.prefix) for i, r in enumerate(requests)]
+    arrivals = [r.arrival_s for r in requests]
+    if any(b < a for a, b in zip(arrivals, arrivals[1:])):
+        raise ValueError("requests must be sorted by arrival time")
+    scheduler = Scheduler(args)
+    coef = coefficients.vector()
+    starts: list[float] = []
+    ends: list[float] = []
+    terms: list[tuple[float, ...]] = []
+    first_step = [-1] * n
+    last_step = [-1] * n
+    t = 0.0
+    i = settled = refused = steps = 0
+    limit = args.max_model_len
+    while settled < n:
+        while i < n and arrivals[i] <= t:
+            request = engine[i]
+            if request.prompt + request.output > limit:
+                refused += 1
+                settled += 1
+            else:
+                scheduler.add(request)
+            i += 1
+        if not scheduler.running and not scheduler.waiting:
+            if i >= n:
+                break
+            t = arrivals[i]
+            continue
+        step = scheduler.schedule()
+        if not step.entries:
+            if not scheduler.running:  # the head of the queue can never get its blocks
+                scheduler.waiting.popleft()
+                refused += 1
+                settled += 1
+                continue
+            t = arrivals[i] if i < n else t  # cannot happen in vLLM's rules; wait for news
+            continue
+        features = cost.features(step)
+        start = t
+        t += cost.seconds(features, coef)
+        index = steps
+        steps += 1
+        if record:
+            starts.append(start)
+            ends.append(t)
+            terms.append(features)
+            for request, new, before in step.entries:
+                if request.generated == 0 and before + new == request.prompt:
+                    first_step[request.rid] = index
+        for request in scheduler.finish_step(step, t):
+            last_step[request.rid] = index
+            settled += 1
+    return Replay(
+        arrival_s=np.asarray(arrivals, dtype=np.float64),
+        first_s=np.array([r.first_t for r in engine]), finish_s=np.array([r.finish_t for r in engine]),
+        output=np.array([r.output for r in engine], dtype=np.float64),
+        request_overhead_s=coefficients.request_overhead_s, steps=steps,
+        preemptions=scheduler.preemptions, cached_tokens=scheduler.cached_tokens, refused=refused,
+        step_start=np.asarray(starts) if record else None, step_end=np.asarray(ends) if record else None,
+        features=np.asarray(terms, dtype=np.float64).reshape(-1, len(FEATURES)) if record else None,
+        first_step=np.asarray(first_step) if record else None, last_step=np.asarray(last_step) if record else None,
+    )
+
+
+def percentiles(values: np.ndarray) -> dict[str, float]:
+    """Mean, p50, p90, p99 of the finite values (NaN when none)."""
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return {"mean": math.nan, "p50": math.nan, "p90": math.nan, "p99": math.nan}
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return {"mean": float(values.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
