@@ -104,10 +104,11 @@ class BlockPool:
             ref[b] = 1
             blocks.append(b)
         if self.prefix_caching:
-            self._cache_full(request, min(total, total if known_tokens is None else known_tokens) // size)
+            self.cache_full(request, min(total, total if known_tokens is None else known_tokens) // size)
         return True
 
-    def _cache_full(self, request: KVRequest, full: int) -> None:
+    def cache_full(self, request: KVRequest, full: int) -> None:
+        """Cache the request's first ``full`` blocks (those not cached yet)."""
         cached, key = self.cached, self.key
         for index in range(request.cached_blocks, full):
             b = request.blocks[index]

@@ -2,6 +2,11 @@
 step priced by :mod:`.step_cost`, one step after another as vLLM's engine core loop runs
 them (a request that arrives during a step joins at the next ``schedule``).
 
+With ``async_scheduling`` (vLLM's default), the engine schedules step n+1 as soon as step
+n is launched, while the GPU runs it (vllm/v1/engine/core.py, ``step_with_batch_queue``):
+a request that arrives during step n was not seen by that schedule and runs first in step
+n+2. Without it the schedule follows the step's end, and the request runs in step n+1.
+
 A request whose prompt and output exceed ``max_model_len`` is refused on arrival, as
 vLLM's API server refuses it; one that cannot get KV blocks while nothing runs (it can
 never fit) is refused when that is found.
@@ -84,9 +89,11 @@ def replay(requests: Sequence[TraceRequest], args: EngineArgs, cost: StepCost, c
     last_step = [-1] * n
     t = 0.0
     i = settled = refused = steps = 0
+    scheduled_at: float | None = None  # when the step now ending was launched (async: the next one was scheduled then)
     limit = args.max_model_len
     while settled < n:
-        while i < n and arrivals[i] <= t:
+        seen_until = scheduled_at if args.async_scheduling and scheduled_at is not None else t
+        while i < n and arrivals[i] <= seen_until:
             request = engine[i]
             if request.prompt + request.output > limit:
                 refused += 1
@@ -97,7 +104,8 @@ def replay(requests: Sequence[TraceRequest], args: EngineArgs, cost: StepCost, c
         if not scheduler.running and not scheduler.waiting:
             if i >= n:
                 break
-            t = arrivals[i]
+            t = max(t, arrivals[i])
+            scheduled_at = None  # idle: the next schedule sees what arrived until it runs
             continue
         step = scheduler.schedule()
         if not step.entries:
@@ -109,7 +117,7 @@ def replay(requests: Sequence[TraceRequest], args: EngineArgs, cost: StepCost, c
             t = arrivals[i] if i < n else t  # cannot happen in vLLM's rules; wait for news
             continue
         features = cost.features(step)
-        start = t
+        start = scheduled_at = t
         t += cost.seconds(features, coef)
         index = steps
         steps += 1

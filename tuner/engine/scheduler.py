@@ -51,6 +51,7 @@ class EngineArgs:
     enable_prefix_caching: bool = True
     cudagraph_capture_sizes: tuple[int, ...] | None = None  # None: vLLM's default for max_num_seqs
     enforce_eager: bool = False
+    async_scheduling: bool = True  # step n+1 is scheduled while step n runs (see tuner.engine.replay)
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size"):
@@ -132,6 +133,7 @@ class Scheduler:
 
     def _schedule_running(self, step: ScheduledStep, budget: int) -> int:
         running, pool, limit = self.running, self.pool, self.args.max_model_len - 1
+        size, caching = self.args.block_size, self.args.enable_prefix_caching
         entries = step.entries
         index = 0
         while index < len(running) and budget > 0:
@@ -145,14 +147,19 @@ class Scheduler:
             if new <= 0:
                 index += 1
                 continue
-            while not pool.allocate(request, before, new, (), request.prompt + request.generated):
-                victim = running.pop()
-                self._preempt(victim)
-                step.preempted += 1
-                if victim is request:
-                    return budget
+            total = before + new
+            if total <= len(request.blocks) * size:  # its blocks hold the step's tokens: nothing to allocate
+                if caching and total // size > request.cached_blocks:
+                    pool.cache_full(request, min(total, request.prompt + request.generated) // size)
+            else:
+                while not pool.allocate(request, before, new, (), request.prompt + request.generated):
+                    victim = running.pop()
+                    self._preempt(victim)
+                    step.preempted += 1
+                    if victim is request:
+                        return budget
             entries.append((request, new, before))
-            request.computed = before + new
+            request.computed = total
             step.tokens += new
             budget -= new
             index += 1
