@@ -103,17 +103,34 @@ def _linear_rows(run: MeasuredRun, result: Replay) -> list[tuple[np.ndarray, flo
     return rows
 
 
-def fit(runs: Sequence[MeasuredRun], start: StepCoefficients | None = None, rounds: int = 4,
-        progress: Callable[[str], None] | None = None, source: str = "fit") -> StepCoefficients:
+#: The priors every fit is pulled toward (:class:`StepCoefficients`' defaults) and how hard:
+#: each coefficient's relative distance from its prior weighs as much as this fraction of
+#: one stage metric's relative error. A term the runs cannot tell apart from another (prefill
+#: attention, when nearly every prompt is cached) keeps its prior instead of being fitted to
+#: zero, and a run left out is predicted by coefficients that did not trade one term for
+#: another to fit the rest.
+PRIORS = StepCoefficients()
+PRIOR_WEIGHT = 0.05
+
+
+def _prior_rows(prior: StepCoefficients, weight: float) -> tuple[np.ndarray, np.ndarray]:
+    values = np.append(prior.vector(), prior.request_overhead_s)
+    return np.diag(weight / values), np.full(len(values), weight)
+
+
+def fit(runs: Sequence[MeasuredRun], start: StepCoefficients | None = None, rounds: int = 5,
+        progress: Callable[[str], None] | None = None, source: str = "fit",
+        prior: StepCoefficients = PRIORS, prior_weight: float = PRIOR_WEIGHT) -> StepCoefficients:
     """Coefficients that minimise the weighted relative errors of every stage's mean
-    e2e, TTFT and TPOT over ``runs`` (see the module docstring)."""
-    coefficients = start or StepCoefficients()
+    e2e, TTFT and TPOT over ``runs``, pulled toward ``prior`` (see the module docstring)."""
+    coefficients = start or prior
+    prior_matrix, prior_targets = _prior_rows(prior, prior_weight)
     for round_ in range(rounds):
         rows = []
         for run in runs:
             rows += _linear_rows(run, replay_run(run, coefficients, record=True))
-        matrix = np.array([row / target * weight for row, target, weight in rows])
-        targets = np.array([weight for _, _, weight in rows])
+        matrix = np.vstack([np.array([row / target * weight for row, target, weight in rows]), prior_matrix])
+        targets = np.concatenate([np.array([weight for _, _, weight in rows]), prior_targets])
         solution, _ = nnls(matrix, targets)
         previous = coefficients
         coefficients = StepCoefficients.from_vector(solution[:-1], solution[-1], source)

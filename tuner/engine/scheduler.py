@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from .block_pool import BlockPool, KVRequest
 
 
-def default_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
-    """vLLM's default CUDA-graph capture sizes: 1, 2, 4, then every 8 to 256, then every
-    16, up to ``min(2 · max_num_seqs, 512)`` (vllm/config/vllm.py,
-    ``_set_cudagraph_sizes``)."""
-    largest = min(2 * max_num_seqs, 512)
+def default_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> tuple[int, ...]:
+    """vLLM's default CUDA-graph capture sizes: 1, 2, 4, then every 8 below 256, then every
+    16 from 256, up to ``min(2 · max_num_seqs, 512, max_num_batched_tokens)``
+    (vllm/config/vllm.py, ``VllmConfig._set_cudagraph_sizes``, v0.14.1)."""
+    largest = min(2 * max_num_seqs, 512, max_num_batched_tokens)
     sizes = [1, 2, 4, *range(8, 256, 8), *range(256, largest + 1, 16)]
     return tuple(s for s in sizes if s <= largest)
 
@@ -63,7 +63,7 @@ class EngineArgs:
         if self.enforce_eager:
             return ()
         sizes = self.cudagraph_capture_sizes
-        return tuple(sorted(sizes)) if sizes is not None else default_capture_sizes(self.max_num_seqs)
+        return tuple(sorted(sizes)) if sizes is not None else default_capture_sizes(self.max_num_seqs, self.max_num_batched_tokens)
 
 
 class EngineRequest(KVRequest):

@@ -22,7 +22,10 @@ The terms (``FEATURES``), for a step of ``T`` tokens padded to ``Tp`` by CUDA gr
   DRAM bandwidth;
 * ``prefill_attention``: causal attention FLOPs of the prompt chunks at tensor peak;
 * ``layers``: the layer count (a fixed cost per layer: norms, rotary, activation);
-* ``allreduce``: all-reduces per step (two per layer and the embedding's, when ``tp > 1``);
+* ``allreduce``: all-reduces per step (two per layer and the embedding's) times the
+  ``tp - 1`` peers each rank exchanges with: a small all-reduce's time grows with the
+  peers (vLLM's one-shot custom all-reduce reads every peer's buffer over NVLink;
+  NCCL's ring takes ``2(tp - 1)`` steps);
 * ``allreduce_bytes``: their wire bytes at the interconnect's bus bandwidth;
 * ``step``: 1 per step; ``requests``: the step's requests.
 
@@ -54,16 +57,16 @@ class StepCoefficients:
     The first three and ``allreduce_bytes`` multiply seconds at peak (1.0: the peak
     itself; 1.25: 80% of it); the others are seconds per count."""
 
-    gemm: float = 1.25
-    kv_read: float = 1.25
-    prefill_attention: float = 2.0
-    layers: float = 0.0
-    allreduce: float = 10e-6
-    allreduce_bytes: float = 1.0
-    step: float = 0.0
-    requests: float = 0.0
-    request_overhead_s: float = 0.0
-    source: str = "unfitted priors"
+    gemm: float = 1.25               # 80% of the peaks, what tuned GEMM libraries reach
+    kv_read: float = 1.25            # 80% of DRAM bandwidth for paged attention's reads
+    prefill_attention: float = 2.0   # 50% of the tensor peak (FlashAttention-2's causal forward)
+    layers: float = 5e-6             # a few small kernels per layer, replayed from a graph
+    allreduce: float = 5e-6          # one small all-reduce on NVLink, per peer (vLLM's custom all-reduce)
+    allreduce_bytes: float = 1.0     # NVLink 4's large-message bus bandwidth
+    step: float = 1e-3               # the engine's CPU per step (schedule, inputs, sampling, outputs)
+    requests: float = 20e-6          # and per request in the step
+    request_overhead_s: float = 5e-3  # server to client, once per request
+    source: str = "priors: round figures for an H100, before any fit"
 
     def vector(self) -> np.ndarray:
         return np.array([getattr(self, name) for name in FEATURES], dtype=np.float64)
@@ -112,8 +115,8 @@ class StepCost:
         self._head = _gemm_seconds(m, model.vocab // tp, d, b, device).tolist()
         self._kv_per_token = model.kv_bytes_per_token / tp / device.dram_bytes_per_s
         self._attention_flops = 4.0 * model.heads * hd * model.layers / tp / device.bf16_flops_per_s
-        self._allreduces = 2 * model.layers + 1 if tp > 1 else 0
-        self._allreduce_per_token = (self._allreduces * wire_factor("all_reduce", tp) * d * b / interconnect.bus_bw
+        self._allreduces = (2 * model.layers + 1) * (tp - 1)
+        self._allreduce_per_token = ((2 * model.layers + 1) * wire_factor("all_reduce", tp) * d * b / interconnect.bus_bw
                                      if tp > 1 else 0.0)
         self.max_tokens = max_tokens
 

@@ -1,0 +1,44 @@
+"""The shipped step coefficients per (GPU, engine), and where they come from.
+
+H100 with vLLM V1: fitted by ``benchmarks/bench_sim2real.py`` (:func:`tuner.engine.calibrate.fit`)
+on the four calibration runs of ``shared/data/serving_real`` (Llama-2-7B TP1,
+CodeLlama-34B TP2, Mixtral-8x7B TP2, Llama-2-70B TP4, each at 5 and 10 requests/s;
+measured by others with an instrumented vLLM V1, base v0.14-v0.15, inference-sim/training
+at ed5c1d26), rounded to four significant digits. The benchmark refits them and says
+whether these still match. Read as: GEMMs and the KV cache read run at 1/1.18 and 1/1.14
+of the H100's peaks; 38 µs per layer per step; all-reduce wire bytes 5.6x slower than
+NVLink 4's large-message bus bandwidth (small messages: latency, not bandwidth, and a
+per-all-reduce latency the fit could not tell apart from it); 8 ms between the server
+and the client per request. Prefill attention, the per-step and the per-request CPU costs
+fit to 0: on these runs (prompts almost all cached, steps of 9-40 requests) nothing
+distinguishes them from the terms that took their share.
+"""
+
+from __future__ import annotations
+
+from ..errors import RunError
+from .step_cost import StepCoefficients
+
+SOURCE = ("fit: benchmarks/bench_sim2real.py on shared/data/serving_real's four H100 vLLM V1 calibration runs "
+          "(inference-sim/training@ed5c1d26), 2026-12-04")
+
+H100_VLLM_V1 = StepCoefficients(
+    gemm=1.184, kv_read=1.138, prefill_attention=0.0, layers=3.815e-05, allreduce=0.0, allreduce_bytes=5.638,
+    step=0.0, requests=0.0, request_overhead_s=0.008114, source=SOURCE,
+)
+
+#: (GPU preset, engine) -> coefficients. Another GPU uses its engine's H100 figures
+#: (efficiencies against that GPU's own peaks) and :func:`coefficients_for` says so.
+DEFAULTS: dict[tuple[str, str], StepCoefficients] = {("h100", "vllm"): H100_VLLM_V1}
+
+
+def coefficients_for(gpu: str, engine: str = "vllm") -> tuple[StepCoefficients, str | None]:
+    """The shipped coefficients for ``gpu`` (a preset name) and ``engine``, and a warning
+    when they were calibrated on another GPU."""
+    if (gpu, engine) in DEFAULTS:
+        return DEFAULTS[(gpu, engine)], None
+    for (other, name), coefficients in DEFAULTS.items():
+        if name == engine:
+            return coefficients, f"no calibration for {gpu} with {engine}: using {other}'s ({coefficients.source})"
+    raise RunError(f"engine {engine!r} has no calibrated step costs (known: "
+                   f"{', '.join(sorted({name for _, name in DEFAULTS}))})")
