@@ -15,6 +15,7 @@ from . import tune  # noqa: F401  (tuner tune)
 from . import table  # noqa: F401  (tuner table show|export)
 from . import dashboard  # noqa: F401  (tuner dashboard, tuner report --html)
 from . import problems  # noqa: F401  (tuner problems)
+from . import check_run  # noqa: F401  (tuner check-run)
 
 say_the_default_problem(main)
 

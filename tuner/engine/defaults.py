@@ -5,13 +5,13 @@ on the four calibration runs of ``shared/data/serving_real`` (Llama-2-7B TP1,
 CodeLlama-34B TP2, Mixtral-8x7B TP2, Llama-2-70B TP4, each at 5 and 10 requests/s;
 measured by others with an instrumented vLLM V1, base v0.14-v0.15, inference-sim/training
 at ed5c1d26), rounded to four significant digits. The benchmark refits them and says
-whether these still match. Read as: GEMMs and the KV cache read run at 1/1.18 and 1/1.14
-of the H100's peaks; 38 µs per layer per step; all-reduce wire bytes 5.6x slower than
-NVLink 4's large-message bus bandwidth (small messages: latency, not bandwidth, and a
-per-all-reduce latency the fit could not tell apart from it); 8 ms between the server
-and the client per request. Prefill attention, the per-step and the per-request CPU costs
-fit to 0: on these runs (prompts almost all cached, steps of 9-40 requests) nothing
-distinguishes them from the terms that took their share.
+whether these still match. Read as: GEMMs run at 1/1.13 of the H100's peaks (88%) and
+attention reads the KV cache at its DRAM peak (0.995); 5.4 µs per layer per step for the
+small kernels; 6.4 µs per all-reduce per peer, and wire bytes at 1/1.16 of NVLink 4's bus
+bandwidth; the engine's CPU 1.24 ms per step and 19 µs per request in it; 8.0 ms between
+the server and the client per request. Prefill attention keeps its prior (50% of peak):
+nearly every prompt of these runs comes from the prefix cache, so they cannot tell it
+apart from the other terms.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ SOURCE = ("fit: benchmarks/bench_sim2real.py on shared/data/serving_real's four 
           "(inference-sim/training@ed5c1d26), 2026-12-04")
 
 H100_VLLM_V1 = StepCoefficients(
-    gemm=1.184, kv_read=1.138, prefill_attention=0.0, layers=3.815e-05, allreduce=0.0, allreduce_bytes=5.638,
-    step=0.0, requests=0.0, request_overhead_s=0.008114, source=SOURCE,
+    gemm=1.13, kv_read=0.9951, prefill_attention=2.001, layers=5.445e-06, allreduce=6.441e-06, allreduce_bytes=1.16,
+    step=0.00124, requests=1.922e-05, request_overhead_s=0.008028, source=SOURCE,
 )
 
 #: (GPU preset, engine) -> coefficients. Another GPU uses its engine's H100 figures

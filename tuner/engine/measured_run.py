@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,8 @@ def read_run(path: str | Path) -> MeasuredRun:
         raise RunError(f"{where}: key 'format': expected 'measured-run/1', got {data.get('format')!r}")
     config = path.parent / _get(data, where, "model.config", str)
     model = read_model_config(config, data.get("model", {}).get("dtype"))
+    if isinstance(data["model"].get("name"), str):
+        model = replace(model, name=data["model"]["name"])
     tp = _get(data, where, "parallel.tensor", int, 1)
     if tp < 1:
         raise RunError(f"{where}: key 'parallel.tensor': must be at least 1, got {tp}")

@@ -1,0 +1,85 @@
+"""``tuner check-run``: replay a measured serving run through the engine model and print
+predicted against measured latencies, per load stage."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any
+
+import click
+
+from .group import main, one_line_errors, warn
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: a figure with no requests behind it is null."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+@main.command("check-run")
+@click.argument("run_file", metavar="RUN.json", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"run", "stages": [{"index", "predicted", "measured", "error_pct"}]} (milliseconds).')
+@one_line_errors
+def check_run(run_file: str, as_json: bool) -> None:
+    """Replay RUN.json (format measured-run/1) with the shipped step costs and compare.
+
+    The run's deployment (model config, GPU, tensor parallelism, engine arguments) is
+    built as it was run and its trace replayed through vLLM V1's scheduler (token budget,
+    chunked prefill, KV blocks with prefix caching and preemption, CUDA graphs, async
+    scheduling) with the step costs shipped for that GPU and engine; nothing is fitted to
+    the run. Per stage: mean, p50, p90 and p99 of e2e latency, TTFT and TPOT
+    ((e2e - TTFT) / (output tokens - 1) per request), predicted, and beside them the
+    measured figures and the error where the run has them (a plan gets predictions only).
+    """
+    from ..engine.calibrate import replay_run, stage_figures
+    from ..engine.defaults import coefficients_for
+    from ..engine.measured_run import gpu_preset_name, read_run
+
+    run = read_run(run_file)
+    coefficients, warning = coefficients_for(gpu_preset_name(run.gpu), "vllm")
+    if warning:
+        warn([warning])
+    started = time.perf_counter()
+    result = replay_run(run, coefficients)
+    seconds = time.perf_counter() - started
+    figures = stage_figures(run, result)
+    if as_json:
+        click.echo(json.dumps({"run": run.name, "stages": [
+            {"index": s.index, "requests": s.requests, "predicted": _finite(s.predicted),
+             "measured": _finite(s.measured), "error_pct": _finite(s.error_pct)} for s in figures]}, indent=2))
+        return
+    engine = run.engine
+    click.echo(f"{run.name}: {run.model.name} ({run.model.parameters / 1e9:.2f} B parameters) on {run.gpu}, "
+               f"TP {run.tp}; vLLM V1 with max_num_seqs {engine.max_num_seqs}, max_num_batched_tokens "
+               f"{engine.max_num_batched_tokens}, {engine.num_gpu_blocks:,} KV blocks of {engine.block_size}")
+    click.echo(f"step costs: {coefficients.source}")
+    click.echo(f"replayed {len(run.requests):,} requests in {seconds:.1f} s: {result.steps:,} steps, "
+               f"{result.preemptions} preemptions, {result.cached_tokens:,} prompt tokens from the prefix cache"
+               + (f", {result.refused} refused" if result.refused else ""))
+    for stage in figures:
+        click.echo("")
+        click.echo(_stage_table(stage, run.stages[[s.index for s in run.stages].index(stage.index)].rate_qps))
+
+
+def _stage_table(stage: Any, rate: float | None) -> str:
+    rate_text = f"{rate:g} req/s, " if rate is not None else ""
+    header = f"stage {stage.index} ({rate_text}{stage.requests:,} requests)"
+    if stage.measured is None:
+        lines = [header, f"  {'ms':<6}" + "".join(f"{s:>10}" for s in ("mean", "p50", "p90", "p99"))]
+        for metric, label in (("e2e_ms", "e2e"), ("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
+            lines.append(f"  {label:<6}" + "".join(f"{stage.predicted[metric][s]:>10.1f}"
+                                                   for s in ("mean", "p50", "p90", "p99")))
+        return "\n".join(lines)
+    lines = [header + ": predicted / measured (error)",
+             f"  {'ms':<6}" + "".join(f"{s:>26}" for s in ("mean", "p50", "p90", "p99"))]
+    errors = stage.error_pct
+    for metric, label in (("e2e_ms", "e2e"), ("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
+        cells = [f"{stage.predicted[metric][s]:.1f} / {stage.measured[metric][s]:.1f} ({errors[metric][s]:+.1f}%)"
+                 for s in ("mean", "p50", "p90", "p99")]
+        lines.append(f"  {label:<6}" + "".join(f"{c:>26}" for c in cells))
+    return "\n".join(lines)
