@@ -58,18 +58,16 @@ PUBLISHED = {
                            "llm-optimizer": [42.5, 32.0]},
 }
 SPEED_REQUESTS, SPEED_SECONDS = 16_800, 1200.0
+#: The shipped defaults match the fit when no coefficient differs by more than this
+#: (relative): a refit started elsewhere settles within about 1% (it alternates replays
+#: and least squares, and stops when the coefficients move less than 0.1% per round).
+MATCH_TOLERANCE = 0.02
 
 
 def _figures(run: MeasuredRun, coefficients: StepCoefficients) -> list[dict[str, Any]]:
     result = replay_run(run, coefficients)
     return [{"index": s.index, "requests": s.requests, "predicted": s.predicted, "measured": s.measured,
              "error_pct": s.error_pct} for s in stage_figures(run, result)]
-
-
-def _rounded(c: StepCoefficients) -> StepCoefficients:
-    def r(x: float) -> float:
-        return float(f"{x:.4g}")
-    return replace(c, **{name: r(getattr(c, name)) for name in (*FEATURES, "request_overhead_s")})
 
 
 def _speed(run: MeasuredRun) -> dict[str, Any]:
@@ -94,13 +92,15 @@ def measure(directory: Path, progress=print) -> dict[str, Any]:
     progress(f"fitting on {len(runs)} runs")
     fitted = fit(runs, start=H100_VLLM_V1, progress=progress)
     fit_seconds = time.perf_counter() - started
-    shipped_match = _rounded(fitted).vector().tolist() == H100_VLLM_V1.vector().tolist() and \
-        _rounded(fitted).request_overhead_s == H100_VLLM_V1.request_overhead_s
+    names = (*FEATURES, "request_overhead_s")
+    difference = max(abs(getattr(fitted, n) / getattr(H100_VLLM_V1, n) - 1.0) if getattr(H100_VLLM_V1, n) else
+                     abs(getattr(fitted, n)) for n in names)
     report: dict[str, Any] = {
         "runs": [run.name for run in runs],
         "coefficients": {name: getattr(fitted, name) for name in (*FEATURES, "request_overhead_s")},
         "shipped_defaults": {name: getattr(H100_VLLM_V1, name) for name in (*FEATURES, "request_overhead_s")},
-        "shipped_defaults_match_fit": shipped_match,
+        "shipped_defaults_max_difference_pct": 100.0 * difference,
+        "shipped_defaults_match_fit": difference <= MATCH_TOLERANCE,
         "fit_seconds": round(fit_seconds, 1),
         "calibration": [], "leave_one_run_out": [], "published": PUBLISHED, "replay_seconds": {},
     }
@@ -182,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         print(render(report), render_published(report), render_coefficients(report), sep="\n\n")
         speed = report["speed"]
         print(f"\nreplay of {speed['requests']:,} requests over {speed['trace_s']:.0f} s: {speed['seconds']:.1f} s "
-              f"(target <= {speed['target_s']:.0f} s); shipped defaults match this fit: "
-              f"{report['shipped_defaults_match_fit']}")
+              f"(target <= {speed['target_s']:.0f} s); shipped defaults within "
+              f"{100 * MATCH_TOLERANCE:.0f}% of this fit: {report['shipped_defaults_match_fit']} "
+              f"(largest difference {report['shipped_defaults_max_difference_pct']:.2f}%)")
     return 0
 
 

@@ -129,8 +129,16 @@ def _fleet_wall(backend: str) -> float:
     return walls[1] / walls[2]
 
 
+def _sim2real_worst(part: str, metric: str = "e2e_ms") -> float:
+    """The largest absolute error (%) of a stage's mean ``metric`` over bench_sim2real's runs."""
+    return max(abs(stage["error_pct"][metric]["mean"]) for entry in lookup(f"bench_sim2real/{part}")
+               for stage in entry["stages"])
+
+
 #: Figures computed from several recorded values.
 DERIVED: dict[str, Callable[[], Any]] = {
+    "sim2real_calibration_e2e_worst": lambda: _sim2real_worst("calibration"),
+    "sim2real_loro_e2e_worst": lambda: _sim2real_worst("leave_one_run_out"),
     "runtime_bucketed_vs_call": lambda: (_runtime_ns("config(op, {M: m}), 14 buckets")
                                          / _runtime_ns("dict behind a call")),
     "runtime_two_dimensional_vs_call": lambda: (_runtime_ns("config(op, {B: b, L: l}), 8 x 10 buckets")
@@ -190,6 +198,9 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "bench_horizon_seed_example": lambda: bench("bench_horizon").render(
         report("bench_horizon_seed_example_heavy")),
     "headline_summary": lambda: bench("headline").summary(report("headline")),
+    "sim2real": lambda: bench("bench_sim2real").render(report("bench_sim2real")),
+    "sim2real_published": lambda: bench("bench_sim2real").render_published(report("bench_sim2real")),
+    "sim2real_coefficients": lambda: bench("bench_sim2real").render_coefficients(report("bench_sim2real")),
     "gpu_sharing_measured": lambda: fenced(bench("gpu_sharing").render(measured("gpu_sharing_measured"))),
 }
 

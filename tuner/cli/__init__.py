@@ -16,6 +16,7 @@ from . import table  # noqa: F401  (tuner table show|export)
 from . import dashboard  # noqa: F401  (tuner dashboard, tuner report --html)
 from . import problems  # noqa: F401  (tuner problems)
 from . import check_run  # noqa: F401  (tuner check-run)
+from . import init  # noqa: F401  (tuner init)
 
 say_the_default_problem(main)
 

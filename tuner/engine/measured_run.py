@@ -11,14 +11,13 @@ naming the file, the key and the reason.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import RunError, shortened
-from .model_config import ModelShape, read_model_config
+from .model_config import ModelShape, read_json_object, read_model_config
 from .replay import TraceRequest
 from .scheduler import EngineArgs
 
@@ -55,12 +54,7 @@ class MeasuredRun:
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise RunError(f"{shortened(path)}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunError(f"{shortened(path)}: not JSON ({exc})") from None
+    data = read_json_object(path)
     if not isinstance(data, dict):
         raise RunError(f"{shortened(path)}: expected a JSON object")
     return data

@@ -10,7 +10,7 @@ anything else is refused in one line naming the key.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,13 +107,21 @@ def model_shape(config: dict[str, Any], where: str = "config", dtype: str | None
     )
 
 
-def read_model_config(path: str | Path, dtype: str | None = None) -> ModelShape:
-    """:func:`model_shape` of a ``config.json`` file."""
-    path = Path(path)
+def read_json_object(path: Path) -> Any:
+    """A JSON file's value, or one :class:`RunError` line naming the file and the reason."""
     try:
-        config = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except OSError as exc:
         raise RunError(f"{shortened(path)}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RunError(f"{shortened(path)}: not JSON ({exc})") from None
-    return model_shape(config, shortened(path), dtype)
+
+
+def read_model_config(path: str | Path, dtype: str | None = None) -> ModelShape:
+    """:func:`model_shape` of a ``config.json`` file."""
+    path = Path(path)
+    config = read_json_object(path)
+    shape = model_shape(config, shortened(path), dtype)
+    if not config.get("_name_or_path"):  # name it after its file (or folder, for a config.json)
+        shape = replace(shape, name=path.parent.name if path.stem == "config" and path.parent.name else path.stem)
+    return shape

@@ -1,0 +1,86 @@
+"""``tuner init``: problem files written from a model's config.json, checked by hand
+against the model's figures, loaded by the problem loader and simulated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tuner.cli import main
+from tuner.engine.init_problem import Deployment, problem_text
+from tuner.engine.model_config import model_shape
+from tuner.problem import resolve_assignment
+from tuner.problem.load import load_problem
+from tuner.profile.devices import H100
+from tuner.sim.service import simulate
+
+from test_engine_replay import LLAMA2_7B, MIXTRAL
+
+GIB = 1 << 30
+
+
+def _write(tmp_path: Path, deployment: Deployment) -> Path:
+    path = tmp_path / f"{deployment.name}.yaml"
+    path.write_text(problem_text(deployment))
+    return path
+
+
+def test_llama2_7b_on_one_h100_by_hand(tmp_path: Path):
+    """KV 524,288 bytes per token; weights 6,738,415,616 x 2 bytes = 12.55 GiB; budget
+    0.9 x 80 GB = 67.06 GiB; vLLM's H100 defaults 1024 sequences and 8192 tokens."""
+    deployment = Deployment(model_shape(LLAMA2_7B), H100, tp=1, rates=(1.0,), name="llama7b")
+    assert deployment.kv_bytes_per_token == 524_288
+    assert deployment.weights_bytes == 2 * 6_738_415_616
+    assert (deployment.seqs, deployment.batched_tokens) == (1024, 8192)
+    path = _write(tmp_path, deployment)
+    problem = load_problem(path)
+    assert yaml.safe_load(path.read_text())["constants"]["kv_bytes_per_token"] == 524_288
+    service = problem.service
+    assert service.memory.budget == pytest.approx(0.9 * 80e9, rel=1e-3)
+    assert service.memory.fixed > 12.55 * GIB
+    names = [op.name for op in service.operators]
+    assert names == ["input_norm", "qkv", "decode_attn", "prefill_attn", "o_proj", "post_norm", "gate_up", "down",
+                     "lm_head"]  # one rank, no all-reduce at TP 1
+    result = simulate(problem, resolve_assignment(problem), "rate_1", seed=0, horizon_s=8.0)
+    assert result.metrics.completed > 0
+
+
+def test_mixtral_on_two_ranks_shards_and_all_reduces(tmp_path: Path):
+    """TP 2: 16 heads and 4 KV heads per rank, 7168 of each expert's 14336, the router and
+    experts in place of the dense MLP, two all-reduces per layer."""
+    deployment = Deployment(model_shape(MIXTRAL), H100, tp=2, max_num_seqs=128, max_num_batched_tokens=2048,
+                            name="mixtral")
+    path = _write(tmp_path, deployment)
+    problem = load_problem(path)
+    constants = yaml.safe_load(path.read_text())["constants"]
+    assert (constants["heads"], constants["kv_heads"], constants["ff"], constants["vocab"]) == (16, 4, 7168, 16000)
+    assert constants["kv_bytes_per_token"] == 2 * 32 * 4 * 128 * 2
+    names = [op.name for op in problem.service.operators]
+    assert {"router_gate", "experts", "o_allreduce", "mlp_allreduce"} <= set(names) and "gate_up" not in names
+    assert problem.service.max_batch == 128 and problem.service.max_tokens == 2048
+
+
+def test_kv_heads_are_replicated_below_one_per_rank():
+    llama = model_shape({**LLAMA2_7B, "num_key_value_heads": 8, "num_attention_heads": 32})
+    assert Deployment(llama, H100, tp=16 // 2).kv_heads_per_rank == 1
+    with pytest.raises(ValueError, match="--tp 3 must divide"):
+        Deployment(llama, H100, tp=3)
+
+
+def test_init_cli_writes_validates_and_never_overwrites(tmp_path: Path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA2_7B))
+    out = tmp_path / "mine.yaml"
+    runner = CliRunner()
+    done = runner.invoke(main, ["init", "--model", str(config), "--out", str(out), "--rate", "2,5"])
+    assert done.exit_code == 0, done.output
+    assert load_problem(out).name == "mine" and set(load_problem(out).regimes) == {"rate_2", "rate_5"}
+    before = out.read_text()
+    again = runner.invoke(main, ["init", "--model", str(config), "--out", str(out), "--max-num-seqs", "8"])
+    assert again.exit_code == 2 and "exists; pass --force" in again.output and out.read_text() == before
+    bad = runner.invoke(main, ["init", "--model", str(config), "--tp", "3"])
+    assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "--tp 3 must divide" in bad.output

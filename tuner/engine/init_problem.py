@@ -1,0 +1,297 @@
+"""A problem file written from a model's ``config.json`` (``tuner init``): every operator of
+a layer with its tensor-parallel shard and its all-reduces, decode and prefill attention,
+the KV bytes per token, the weights and memory budget, the engine's limits, and regimes
+from a trace at given rates; each number with a comment naming its source.
+
+Why generated: the file a user writes by hand from the docs validates while being wrong
+(decode attention keyed on the wrong context, no prefill attention, weights guessed). Here
+every shape follows from the config (:class:`~tuner.engine.model_config.ModelShape`) and
+every engine figure from vLLM's own defaults, so the user edits a correct file instead.
+One rank of the tensor-parallel group is written (every rank runs the same shapes), as
+the bundled TP problems do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..profile.devices import DevicePreset
+from .model_config import ModelShape
+from .step_cost import StepCoefficients
+
+GIB = 1 << 30
+#: The bundled trace a regime replays unless told otherwise.
+BUNDLED_TRACE = Path(__file__).resolve().parents[1] / "search_spaces" / "traces" / "azure_llm_conv_2023.csv"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What ``tuner init`` is told: the model, where and how it is served, and the traffic."""
+
+    model: ModelShape
+    device: DevicePreset
+    tp: int = 1
+    max_num_seqs: int | None = None            # None: vLLM's default for the GPU
+    max_num_batched_tokens: int | None = None  # likewise
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int = 8192
+    rates: tuple[float, ...] = (1.0, 4.0)
+    trace: Path = BUNDLED_TRACE
+    prompt_column: str = "ContextTokens"
+    output_column: str = "GeneratedTokens"
+    name: str = "deployment"
+
+    def __post_init__(self) -> None:
+        model, tp = self.model, self.tp
+        if tp < 1 or model.heads % tp or model.intermediate % tp or model.vocab % tp:
+            raise ValueError(f"--tp {tp} must divide the attention heads ({model.heads}), the MLP width "
+                             f"({model.intermediate}) and the vocabulary ({model.vocab})")
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if not self.rates or any(not (r > 0 and math.isfinite(r)) for r in self.rates):
+            raise ValueError(f"--rate must be positive request rates, got {self.rates}")
+
+    @property
+    def large_gpu(self) -> bool:
+        """vLLM's batch defaults differ on GPUs of 70 GiB or more other than the A100."""
+        return self.device.memory_bytes >= 70 * GIB and self.device.name != "a100"
+
+    @property
+    def seqs(self) -> int:
+        return self.max_num_seqs or (1024 if self.large_gpu else 256)
+
+    @property
+    def batched_tokens(self) -> int:
+        return self.max_num_batched_tokens or (8192 if self.large_gpu else 2048)
+
+    @property
+    def kv_heads_per_rank(self) -> int:
+        """KV heads on each rank: replicated when there are fewer than ranks (vLLM's
+        QKVParallelLinear)."""
+        return max(1, self.model.kv_heads // self.tp)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        m = self.model
+        return 2 * m.layers * self.kv_heads_per_rank * m.head_dim * m.dtype_bytes
+
+    @property
+    def weights_bytes(self) -> int:
+        m = self.model
+        return math.ceil(m.parameters * m.dtype_bytes / self.tp)
+
+    @property
+    def activation_bytes(self) -> int:
+        """vLLM's profile run at ``max_num_batched_tokens`` (what it subtracts before the KV
+        cache): estimated as the hidden states, QKV, the MLP's intermediate and the
+        logits of one layer at that many tokens."""
+        m, t = self.model, self.batched_tokens
+        per_token = (4 * m.hidden + (m.heads + 2 * self.kv_heads_per_rank) * m.head_dim
+                     + 2 * m.intermediate // self.tp) * m.dtype_bytes
+        return t * per_token + t * m.vocab // self.tp * 4
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / GIB:.2f} GiB"
+
+
+def problem_text(deployment: Deployment) -> str:
+    """The YAML of the problem file (see the module docstring)."""
+    return "\n".join([_header(deployment), _constants(deployment), _service(deployment), _families(deployment),
+                      _regimes(deployment)]) + "\n"
+
+
+def _header(dep: Deployment) -> str:
+    m = dep.model
+    kind = f"MoE, {m.experts} experts, top-{m.experts_per_token}" if m.moe else "dense"
+    return f"""# Written by `tuner init` from {m.name}'s config.json: {m.parameters / 1e9:.2f} B parameters ({kind}),
+# served by vLLM V1 on {dep.tp} x {dep.device.name.upper()} (tensor parallel; one rank simulated: every
+# rank runs the same shapes). Edit it: the numbers below name their sources.
+#  [CFG]  the model's config.json (hidden_size, num_attention_heads, num_key_value_heads,
+#         intermediate_size, num_hidden_layers, vocab_size{', num_local_experts, num_experts_per_tok' if m.moe else ''}).
+#  [TP]   vLLM's tensor parallelism (Megatron-LM's split): column-parallel QKV and gate/up,
+#         row-parallel O and down, each followed by an all-reduce; vocabulary-parallel LM head.
+#  [VLLM] vLLM V1 defaults (v0.14): engine/arg_utils.py get_batch_defaults (max_num_seqs,
+#         max_num_batched_tokens per GPU), config/cache.py (gpu_memory_utilization 0.9,
+#         block_size 16), worker/gpu_worker.py determine_available_memory (KV cache =
+#         utilization x memory - weights - activation peak).
+#  [FIT]  tuner's H100/vLLM step-cost calibration (docs/sim2real.md).
+name: {dep.name}
+description: >
+  {m.name} on {dep.tp} x {dep.device.name.upper()}, vLLM V1 defaults, continuous batching with chunked
+  prefill; written by tuner init.
+
+device: {{name: {dep.device.name}}}
+"""
+
+
+def _constants(dep: Deployment) -> str:
+    m, tp = dep.model, dep.tp
+    lines = ["constants:",
+             f"  d: {m.hidden}            # [CFG] hidden_size",
+             f"  heads: {m.heads // tp}           # [CFG] {m.heads} attention heads / {tp} ranks [TP]",
+             f"  kv_heads: {dep.kv_heads_per_rank}        # [CFG] {m.kv_heads} KV heads / {tp} ranks, at least 1 [TP]",
+             f"  head_dim: {m.head_dim}      # [CFG] hidden_size / num_attention_heads",
+             f"  ff: {m.intermediate // tp}           # [CFG] intermediate_size {m.intermediate} / {tp} ranks"
+             + (" (per expert)" if m.moe else ""),
+             f"  vocab: {m.vocab // tp}        # [CFG] vocab_size {m.vocab} / {tp} ranks",
+             f"  kv_bytes_per_token: {dep.kv_bytes_per_token}   # K and V x {m.layers} layers x "
+             f"{dep.kv_heads_per_rank} KV heads x {m.head_dim} x {m.dtype_bytes} bytes, per rank"]
+    if m.moe:
+        lines.append(f"  experts: {m.experts}        # [CFG] num_local_experts")
+    return "\n".join(lines) + "\n"
+
+
+def _operators(dep: Deployment) -> list[str]:
+    m = dep.model
+    layers = m.layers
+    size = dep.block_size
+    ops = [
+        f"    - {{name: input_norm,   family: norm,      shape: {{M: tokens, N: d}}, repeat: {layers}}}",
+        f"    - {{name: qkv,          family: gemm,      shape: {{M: tokens, N: (heads + 2 * kv_heads) * head_dim, K: d}},"
+        f" repeat: {layers}, buckets: {{M: [64, 1024]}}}}",
+        "    # decode attention reads each decoding sequence's whole context, in KV blocks of "
+        f"{size} tokens [VLLM]",
+        f"    - {{name: decode_attn,  family: attention, shape: {{B: \"max(decode_seqs, 1)\", H: heads, KV: kv_heads, "
+        f"D: head_dim, L: \"{size} * ceil(max(context / batch, 1) / {size})\"}}, repeat: {layers},",
+        "       buckets: {B: [16, 128], L: [2048, 8192]}}",
+        "    # prefill attention: the step's prompt tokens against the longest context in the step",
+        f"    - {{name: prefill_attn, family: prefill,   shape: {{T: prefill_tokens, C: max_context}}, repeat: {layers}}}",
+        f"    - {{name: o_proj,       family: gemm,      shape: {{M: tokens, N: d, K: heads * head_dim}}, repeat: {layers},"
+        " buckets: {M: [64, 1024]}}",
+    ]
+    if dep.tp > 1:
+        ops.append(f"    - {{name: o_allreduce,  family: allreduce, shape: {{M: tokens, N: d}}, repeat: {layers},"
+                   " buckets: {M: [64, 1024]}}")
+    ops.append(f"    - {{name: post_norm,    family: norm,      shape: {{M: tokens, N: d}}, repeat: {layers}}}")
+    if m.moe:
+        ops += [f"    - {{name: router_gate,  family: gemm,      shape: {{M: tokens, N: experts, K: d}}, repeat: {layers},"
+                " buckets: {M: [64, 1024]}}",
+                f"    - {{name: experts,      family: moe,       shape: {{M: tokens, N: ff, K: d}}, repeat: {layers},"
+                " buckets: {M: [16, 64, 256, 1024, 8192]}}"]
+    else:
+        ops += [f"    - {{name: gate_up,      family: gated_gemm, shape: {{M: tokens, N: ff, K: d}}, repeat: {layers},"
+                " buckets: {M: [64, 1024]}}",
+                f"    - {{name: down,         family: gemm,      shape: {{M: tokens, N: d, K: ff}}, repeat: {layers},"
+                " buckets: {M: [64, 1024]}}"]
+    if dep.tp > 1:
+        ops.append(f"    - {{name: mlp_allreduce, family: allreduce, shape: {{M: tokens, N: d}}, repeat: {layers},"
+                   " buckets: {M: [64, 1024]}}")
+    ops.append("    - {name: lm_head,      family: gemm,      shape: {M: batch, N: vocab, K: d}, buckets: {M: [64, 1024]}}")
+    return ops
+
+
+def _service(dep: Deployment) -> str:
+    m, device = dep.model, dep.device
+    budget = dep.gpu_memory_utilization * device.memory_bytes
+    fixed = dep.weights_bytes + dep.activation_bytes
+    kv = budget - fixed
+    blocks = int(kv // (dep.kv_bytes_per_token * dep.block_size)) if kv > 0 else 0
+    router = f"\n  router: {{experts: {m.experts}, top_k: {m.experts_per_token}}}   # [CFG]" if m.moe else ""
+    source = "default for the GPU" if dep.max_num_seqs is None else "as given"
+    tokens_source = "default for the GPU" if dep.max_num_batched_tokens is None else "as given"
+    return f"""service:
+  batching: continuous
+  max_batch: {dep.seqs}           # [VLLM] max_num_seqs ({source})
+  max_tokens: {dep.batched_tokens}          # [VLLM] max_num_batched_tokens ({tokens_source}; the chunked-prefill budget)
+  max_context: {dep.max_model_len}         # max_model_len
+  launch_overhead: 4 us    # assumption: a launch under CUDA graphs, as the bundled problems
+  # a step's CPU in vLLM's engine (schedule, inputs, sampling, outputs) is {StepCoefficients().step * 1e3:g} ms
+  # before calibration; [FIT] gives the H100 figure: `tuner check-run` replays measured runs{router}
+  memory:
+    # [VLLM] gpu_memory_utilization {dep.gpu_memory_utilization:g} x {device.memory_bytes / 1e9:g} GB
+    budget: {budget / GIB:.2f} GiB
+    # weights: {m.parameters:,} parameters x {m.dtype_bytes} bytes / {dep.tp} ranks = {_gib(dep.weights_bytes)}; the
+    # activation peak of vLLM's profile run at {dep.batched_tokens} tokens, estimated: {_gib(dep.activation_bytes)}
+    fixed: {fixed / GIB:.2f} GiB
+    # what is left holds the KV cache: {_gib(max(kv, 0))}, about {blocks:,} blocks of {dep.block_size} tokens
+    per_request: kv_bytes_per_token * (prompt + output)
+  operators:
+""" + "\n".join(_operators(dep)) + """
+  slo:
+    # assumption: chatbot targets (DistServe, Sarathi-Serve): edit to your service's
+    ttft: 2 s
+    tpot: 100 ms
+"""
+
+
+def _gemm_family(name: str, epilogue: str) -> str:
+    """A GEMM family on the project's matmul kernel: the tile, warp, stage and split-K
+    choices of the bundled llm_decode problem."""
+    return f"""  {name}:
+    kernel: matmul
+    options: {{epilogue: {epilogue}}}
+    space:
+      BLOCK_M: [16, 64, 128]
+      BLOCK_N: [64, 128]
+      BLOCK_K: [64]
+      num_warps: [4, 8]
+      num_stages: [3, 4]
+      SPLIT_K: [1, 4]
+"""
+
+
+def _families(dep: Deployment) -> str:
+    m = dep.model
+    text = "families:\n" + _gemm_family("gemm", "none")
+    if not m.moe:
+        text += _gemm_family("gated_gemm", "gated_silu") + "      FUSE_EPILOGUE: [true, false]\n"
+    else:
+        text += f"""  moe:
+    kernel: fused_moe
+    options: {{experts: {m.experts}, top_k: {m.experts_per_token}}}   # [CFG]
+    space:
+      BLOCK_SIZE_M: [16, 32, 64, 128]
+      BLOCK_SIZE_N: [64, 128]
+      BLOCK_SIZE_K: [64, 128]
+      GROUP_SIZE_M: [1, 16]
+      num_warps: [4, 8]
+      num_stages: [4]
+"""
+    text += """  attention:
+    kernel: decode_attention
+    space:
+      VARIANT: [split, materialize]
+      BLOCK_N: [32, 64]
+      NUM_SPLITS: [1, 4, 16]
+  norm:
+    kernel: rmsnorm
+    space:
+      FUSE_RESIDUAL: [true, false]
+"""
+    if dep.tp > 1:
+        text += f"""  allreduce:
+    kernel: comm
+    options: {{collective: all_reduce, ranks: {dep.tp}, interconnect: nvlink4, dtype: bf16}}
+    space:
+      CHANNELS: [16]     # NCCL's NVLS default on sm_90
+"""
+    efficiency = 1.0 / StepCoefficients().prefill_attention
+    rate = efficiency * dep.device.bf16_flops_per_s
+    text += f"""  prefill:
+    space: {{kernel: [flash]}}
+    configs:
+      - name: flash
+        params: {{kernel: flash}}
+        # causal attention over the chunk: 4 * T * C/2 * heads * head_dim FLOPs at
+        # {efficiency:.0%} of the {dep.device.name.upper()}'s {dep.device.bf16_flops_per_s / 1e12:g} TFLOP/s (the prior of [FIT]; the
+        # calibration runs could not fit it: their prompts were cached); declared
+        profile: {{latency: 5 us + 2 * T * C * heads * head_dim / {rate:.3g}, sm: 1.0, dram: 0.3}}
+"""
+    return text
+
+
+def _regimes(dep: Deployment) -> str:
+    lines = ["regimes:"]
+    for rate in dep.rates:
+        name = f"rate_{rate:g}".replace(".", "_")
+        lines += [f"  {name}:",
+                  f"    description: {dep.trace.name} replayed at {rate:g} req/s",
+                  f"    arrivals: {{process: trace, file: {dep.trace}, rate: {rate:g},",
+                  f"               columns: {{prompt: {dep.prompt_column}, output: {dep.output_column}}}}}",
+                  "    horizon: 30 s",
+                  "    warmup: 5 s"]
+    return "\n".join(lines)
