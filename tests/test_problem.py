@@ -196,7 +196,7 @@ SEED_CASES = [
      "did you mean 'budget'?"),  # the typo, not the missing key it leaves behind
     ([("service.executors", True)], "service.executors", "must be an integer but got True"),
     ([("service.executors", "8")], "service.executors", "must be an integer but got '8'"),
-    ([("service.batching", "eager")], "service.batching", "must be 'dynamic' or 'continuous' but got 'eager'"),
+    ([("service.batching", "eager")], "service.batching", "must be 'dynamic', 'continuous' or 'vllm' but got 'eager'"),
     ([("service.operators", [])], "service.operators", "must not be empty"),
     ([("service.operators[0].name", "a=b")], "service.operators[0].name", "must not contain '='"),
     ([("service.operators[0].shape", {"batch": "batch"})], "service.operators[0].shape.batch",

@@ -47,7 +47,7 @@ def metrics_table(problem: Problem, assignment: Assignment,
     title = (f"{problem.name}: " + assignment.summary(problem)
              + f"  (seed {seed}, profiles {'/'.join(sources)}; all figures simulated)")
     table = Table(title=title, title_justify="left")
-    token = problem.service.batching == "continuous"
+    token = problem.service.kind.token_level
     columns = ["regime", "arrivals/s", "goodput/s", "throughput/s", "SLO met", "p50 ms", "p99 ms", "admitted max",
                "mem peak GiB", "SM busy", "stall ms"]
     if token:
@@ -88,7 +88,7 @@ def typical_batches(problem: Problem) -> list[tuple[str, dict[str, float]]]:
     if service.baseline_batch:
         batches.append(("baseline_batch", service.baseline_batch_variables(problem.size_fields)))
     smallest = {name: 1.0 for name in batches[0][1]}
-    if service.batching == "continuous":
+    if service.kind.token_level:
         smallest.update(prefill_tokens=0.0, decode_seqs=1.0)
         batches.append(("one-sequence decode step", smallest))
     else:

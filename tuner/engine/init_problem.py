@@ -194,21 +194,27 @@ def _service(dep: Deployment) -> str:
     source = "default for the GPU" if dep.max_num_seqs is None else "as given"
     tokens_source = "default for the GPU" if dep.max_num_batched_tokens is None else "as given"
     return f"""service:
-  batching: continuous
+  batching: vllm           # vLLM V1's scheduler (docs/sim2real.md)
   max_batch: {dep.seqs}           # [VLLM] max_num_seqs ({source})
   max_tokens: {dep.batched_tokens}          # [VLLM] max_num_batched_tokens ({tokens_source}; the chunked-prefill budget)
   max_context: {dep.max_model_len}         # max_model_len
-  launch_overhead: 4 us    # assumption: a launch under CUDA graphs, as the bundled problems
-  # a step's CPU in vLLM's engine (schedule, inputs, sampling, outputs) is {StepCoefficients().step * 1e3:g} ms
-  # before calibration; [FIT] gives the H100 figure: `tuner check-run` replays measured runs{router}
+  launch_overhead: 4 us    # assumption: a launch under CUDA graphs, as the bundled problems{router}
+  engine:
+    kv_bytes_per_token: kv_bytes_per_token
+    block_size: {dep.block_size}          # [VLLM]
+    prefix_caching: true   # [VLLM] on by default in V1
+    cuda_graphs: true      # [VLLM] capture sizes: vLLM's defaults for max_num_seqs
+    async_scheduling: true # [VLLM] on by default
+    # step_cpu, request_cpu, request_overhead: the engine's CPU per step and per request, and
+    # server-to-client time per request; unset, [FIT]'s H100 figures (tuner.engine.defaults)
   memory:
     # [VLLM] gpu_memory_utilization {dep.gpu_memory_utilization:g} x {device.memory_bytes / 1e9:g} GB
     budget: {budget / GIB:.2f} GiB
     # weights: {m.parameters:,} parameters x {m.dtype_bytes} bytes / {dep.tp} ranks = {_gib(dep.weights_bytes)}; the
     # activation peak of vLLM's profile run at {dep.batched_tokens} tokens, estimated: {_gib(dep.activation_bytes)}
     fixed: {fixed / GIB:.2f} GiB
-    # what is left holds the KV cache: {_gib(max(kv, 0))}, about {blocks:,} blocks of {dep.block_size} tokens
-    per_request: kv_bytes_per_token * (prompt + output)
+    # what is left, less the workspace the configs reserve, holds the KV cache: {_gib(max(kv, 0))}
+    # without workspace, about {blocks:,} blocks of {dep.block_size} tokens
   operators:
 """ + "\n".join(_operators(dep)) + """
   slo:

@@ -22,12 +22,14 @@ from ..errors import ProblemError
 from ..expr import FUNCTIONS, UNIT_CONSTANTS, Expr, compile_expr, is_identifier, names_read
 from ..traffic import Jitter
 from ..units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds
+from ..engine.defaults import H100_VLLM_V1
 from . import bounds, bucket_rules, kernels, probe, regimes
+from .batching import BATCHING, batching_kind
 from . import schema as s
 from .document import read_document
 from .explain import Invalid, checked, explain
 from .model import (
-    CONTINUOUS_VARIABLES, EAGER_HOST_LAUNCH_S, WHOLE_DEVICE, Config, Device, Family, KernelProfile, Memory,
+    EAGER_HOST_LAUNCH_S, EngineSettings, WHOLE_DEVICE, Config, Device, Family, KernelProfile, Memory,
     Neighbor, Operator, Partition, PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables, same_value,
     service_variables,
 )
@@ -83,7 +85,7 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     base = path.parent
     batching = spec.service.batching
     size_fields = regimes.size_fields(spec.regimes, base, batching)
-    batch_vars = CONTINUOUS_VARIABLES if batching == "continuous" else dynamic_variables(size_fields)
+    batch_vars = service_variables(batching, size_fields)
     constants = _constants(spec.constants, batch_vars)
     device = Device(spec.device.name, spec.device.sms, spec.device.saturating_share or Device.saturating_share)
     partitions = _partitions(spec)
@@ -310,8 +312,9 @@ def _router(sv: s.ServiceSpec) -> tuple[int, int] | None:
     """``(experts, top_k)`` of the service's MoE router, if it declares one."""
     if sv.router is None:
         return None
-    if sv.batching != "continuous":
-        raise Invalid("service.router", "routing is drawn per iteration of tokens; it needs batching: continuous")
+    if not batching_kind(sv.batching).token_level:
+        raise Invalid("service.router", "routing is drawn per iteration of tokens; it needs token-level batching "
+                                        f"({', '.join(n for n, k in BATCHING.items() if k.token_level)})")
     if sv.router.top_k > sv.router.experts:
         raise Invalid("service.router.top_k", f"a token goes to {sv.router.top_k} distinct experts, "
                                               f"but there are only {sv.router.experts}")
@@ -344,7 +347,7 @@ def _service(
     slo = Slo(sv.slo.deadline, sv.slo.ttft, sv.slo.tpot, sv.slo.attainment)
     if slo.deadline_s is None and slo.ttft_s is None and slo.tpot_s is None:
         raise Invalid("service.slo", "set a deadline, or ttft and tpot for a token service")
-    if sv.batching == "dynamic":
+    if not batching_kind(sv.batching).token_level:
         if slo.deadline_s is None:
             raise Invalid("service.slo.deadline", "a dynamic-batching service needs an end-to-end deadline")
         for unused in ("ttft", "tpot", "max_tokens"):
@@ -362,7 +365,7 @@ def _service(
             )
     host_launch, graph_replay = _launch_costs(sv)
     if sv.overlap == "two_batch":
-        if sv.batching != "continuous":
+        if not batching_kind(sv.batching).two_batch:
             raise Invalid("service.overlap", "two_batch splits a continuous-batching iteration's sequences; "
                                              "it needs batching: continuous")
         if all(op.partition is None or op.partition == sv.partition for op in sv.operators):
@@ -401,7 +404,39 @@ def _service(
         partition=_placed(sv.partition, "service.partition", partitions) or WHOLE_DEVICE,
         overlap=sv.overlap, router=_router(sv),
         launch=sv.launch, host_launch_s=host_launch, graph_replay_s=graph_replay,
+        engine=_engine(sv, constants),
     )
+
+
+def _engine(sv: s.ServiceSpec, constants: dict[str, float]) -> EngineSettings | None:
+    """``service.engine`` of a ``batching: vllm`` service; its CPU costs default to the
+    H100/vLLM calibration (tuner.engine.defaults)."""
+    kind = batching_kind(sv.batching)
+    spec = sv.engine
+    if not kind.engine:
+        if spec is not None:
+            raise Invalid("service.engine", f"only applies to an engine's batching (batching: "
+                                            f"{', '.join(n for n, k in BATCHING.items() if k.engine)}); remove it")
+        return None
+    if spec is None:
+        raise Invalid("service.engine", f"batching: {sv.batching} needs an engine block with kv_bytes_per_token")
+    if sv.executors != 1:
+        raise Invalid("service.executors", f"batching: {sv.batching} runs one engine; use executors: 1")
+    kv = _expr(spec.kv_bytes_per_token, "service.engine.kv_bytes_per_token", frozenset(), constants,
+               unit="bytes").evaluate({})
+    if not kv > 0:
+        raise Invalid("service.engine.kv_bytes_per_token", f"must be positive, got {kv:g}")
+    if spec.capture_sizes is not None and any(isinstance(c, bool) or c < 1 for c in spec.capture_sizes):
+        raise Invalid("service.engine.capture_sizes", "every capture size must be a positive integer")
+    fitted = H100_VLLM_V1
+    return EngineSettings(
+        kv_bytes_per_token=kv, block_size=spec.block_size, num_gpu_blocks=spec.num_gpu_blocks,
+        prefix_caching=spec.prefix_caching, cuda_graphs=spec.cuda_graphs,
+        capture_sizes=None if spec.capture_sizes is None else tuple(sorted(set(spec.capture_sizes))),
+        async_scheduling=spec.async_scheduling,
+        step_cpu_s=fitted.step if spec.step_cpu is None else spec.step_cpu,
+        request_cpu_s=fitted.requests if spec.request_cpu is None else spec.request_cpu,
+        request_overhead_s=fitted.request_overhead_s if spec.request_overhead is None else spec.request_overhead)
 
 
 def _launch_costs(sv: s.ServiceSpec) -> tuple[float, float]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import ProblemError, SearchError
 from ..expr import Expr
+from .batching import DYNAMIC, TOKEN_VARIABLES, BatchingKind, batching_kind
 from .bounds import check_sample
 from .buckets import Bucketing
 from .explain import Invalid
@@ -22,13 +23,11 @@ from ..phases import WHOLE_DEVICE, Partition, Phase, sm_need, wave_phases
 from ..traffic import ArrivalProcess, Jitter, SizeDistribution, Workload, make_workload
 from ..traffic.routing import Routing
 
-Batching = Literal["dynamic", "continuous"]
+Batching = str  # a name registered in tuner.problem.batching
 ProfileSource = Literal["measured", "modeled", "declared"]
 
-#: Variables a continuous-batching iteration exposes to shape and cost expressions.
-CONTINUOUS_VARIABLES = frozenset(
-    {"batch", "tokens", "prefill_tokens", "decode_seqs", "context", "max_context"}
-)
+#: Variables a token-level iteration exposes to shape and cost expressions.
+CONTINUOUS_VARIABLES = TOKEN_VARIABLES
 
 
 def same_value(a: object, b: object) -> bool:
@@ -38,12 +37,28 @@ def same_value(a: object, b: object) -> bool:
 
 def service_variables(batching: str, size_fields: frozenset[str]) -> frozenset[str]:
     """The batch variables a batching policy exposes to expressions."""
-    return CONTINUOUS_VARIABLES if batching == "continuous" else dynamic_variables(size_fields)
+    return batching_kind(batching).variables(size_fields)
 
 
 def dynamic_variables(size_fields: frozenset[str]) -> frozenset[str]:
     """``batch``, plus per size field ``f`` its batch maximum ``f`` and sum ``f_total``."""
-    return frozenset({"batch"} | set(size_fields) | {f"{name}_total" for name in size_fields})
+    return DYNAMIC.variables(size_fields)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """``service.engine`` of a ``batching: vllm`` service (see tuner.sim.vllm_batching)."""
+
+    kv_bytes_per_token: float
+    block_size: int = 16
+    num_gpu_blocks: int | None = None   # None: what the budget leaves after weights and workspace
+    prefix_caching: bool = True
+    cuda_graphs: bool = True
+    capture_sizes: tuple[int, ...] | None = None  # None: vLLM's defaults for max_batch
+    async_scheduling: bool = True
+    step_cpu_s: float = 0.0
+    request_cpu_s: float = 0.0
+    request_overhead_s: float = 0.0
 
 
 class Quantity(Protocol):
@@ -351,6 +366,13 @@ class Service:
     launch: str = "graphs"
     host_launch_s: float = 0.0
     graph_replay_s: float = 0.0
+    #: the engine of a ``batching: vllm`` service
+    engine: EngineSettings | None = None
+
+    @property
+    def kind(self) -> BatchingKind:
+        """What its batching policy means to expressions and judging."""
+        return batching_kind(self.batching)
 
     def lanes(self) -> tuple[Partition, ...]:
         """The partitions one batch runs on, the service's first: an operator placed on
@@ -393,7 +415,7 @@ class Service:
 
     def largest_batch_variables(self, size_fields: frozenset[str]) -> dict[str, float]:
         """Batch variables at the largest batch the engine runs (for workspace reservation)."""
-        if self.batching == "continuous":
+        if self.kind.token_level:
             return {
                 "batch": self.max_batch, "tokens": self.max_tokens,
                 "prefill_tokens": self.max_tokens, "decode_seqs": self.max_batch,

@@ -26,7 +26,7 @@ ProbePoint = tuple[str, dict[str, float]]
 def probe_points(service: Service, size_fields: frozenset[str]) -> list[ProbePoint]:
     """Named batch-variable assignments that every expression must survive."""
     largest = ("at the largest batch", service.largest_batch_variables(size_fields))
-    if service.batching == "continuous":
+    if service.kind.token_level:
         one = {"batch": 1, "tokens": 1, "context": 1, "max_context": 1}
         return [
             largest,
@@ -48,16 +48,19 @@ def reachable_points(service: Service, size_fields: frozenset[str], budget: floa
     batching keeps :func:`probe_points`.
 
     A sequence of ``l`` tokens is taken to hold the least state ``per_request`` gives with
-    all ``l`` tokens in one size field, and no workspace is counted: the region is the
+    all ``l`` tokens in one size field (an engine's: its KV blocks), and no workspace is counted: the region is the
     largest the budget could allow, so no shape the service can meet is left out.
     """
-    if service.batching != "continuous":
+    if not service.kind.token_level:
         return probe_points(service, size_fields)
     free = budget - service.memory.fixed
     per_request = service.memory.per_request
     fields = sorted(size_fields) or ["prompt"]
 
     def state(tokens: int) -> float:
+        if service.engine is not None:  # an engine's KV cache: its bytes per token, in whole blocks
+            size = service.engine.block_size
+            return service.engine.kv_bytes_per_token * size * -(-tokens // size)
         return min(per_request.evaluate({**{f: 0.0 for f in fields}, f: float(tokens)}) for f in fields)
 
     sizes = range(1, service.max_batch + 1) if service.max_batch <= 4096 else _ladder(service.max_batch)

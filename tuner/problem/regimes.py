@@ -22,6 +22,7 @@ from ..traffic import (
 )
 from . import bounds
 from . import schema as s
+from .batching import batching_kind
 from .explain import Invalid, checked
 from .model import ArrivalSpec, Regime, Service
 
@@ -58,12 +59,13 @@ def _common_size_fields(per_regime: dict[str, frozenset[str]], batching: str) ->
                 f"size fields {sorted(per_regime[name])} differ from those of regime {s.show(names[0])} "
                 f"({sorted(first)}); every regime describes the same requests",
             )
-    if batching == "continuous":
+    if batching_kind(batching).token_level:
         for name, fields in per_regime.items():
             if not {"prompt", "output"} <= fields:
                 raise Invalid(
                     f"regimes.{name}.sizes",
-                    f"a continuous-batching service needs 'prompt' and 'output' sizes but has {sorted(fields)}",
+                    f"a token-level service (batching: {batching}) needs 'prompt' and 'output' sizes but has "
+                    f"{sorted(fields)}",
                 )
     return first
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidat
 
 from ..errors import SHOWN_CHARS, shown_value
 from ..units import parse_bytes, parse_seconds
+from .batching import BATCHING
 
 
 class Strict(BaseModel):
@@ -69,6 +70,13 @@ def _expr_text(value: object) -> int | float | str:
         raise ValueError(f"expected a number, a quantity such as '4 GiB' or an expression but got {show(value)}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"expected a finite number but got {show(value)}")
+    return value
+
+
+def _batching_name(value: object) -> str:
+    if not isinstance(value, str) or value not in BATCHING:
+        names = [repr(name) for name in BATCHING]
+        raise ValueError(f"must be {', '.join(names[:-1])} or {names[-1]} but got {show(value)}")
     return value
 
 
@@ -126,6 +134,7 @@ PositiveSeconds = Annotated[float, BeforeValidator(_quantity(parse_seconds, posi
 Bytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, positive=False))]
 PositiveBytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, positive=True))]
 ExprText = Annotated[Union[int, float, str], PlainValidator(_expr_text)]
+BatchingName = Annotated[str, PlainValidator(_batching_name)]
 Scalar = Annotated[Union[int, float, str, bool], PlainValidator(_scalar)]
 Rate = Annotated[Union[float, tuple[float, float]], PlainValidator(_rate)]
 Latency = Annotated[object, PlainValidator(_latency)]
@@ -310,6 +319,22 @@ class RouterSpec(Strict):
     top_k: int = Field(ge=1)
 
 
+class EngineSpec(Strict):
+    """``service.engine``: the vLLM engine of ``batching: vllm`` (tuner.engine): its KV
+    cache, prefix caching, CUDA graphs, async scheduling and CPU costs."""
+
+    kv_bytes_per_token: ExprText
+    block_size: int = Field(16, ge=1, le=4096)
+    num_gpu_blocks: int | None = Field(None, ge=2, le=1 << 26)
+    prefix_caching: bool = True
+    cuda_graphs: bool = True
+    capture_sizes: list[int] | None = Field(None, min_length=1, max_length=4096)
+    async_scheduling: bool = True
+    step_cpu: Seconds | None = None
+    request_cpu: Seconds | None = None
+    request_overhead: Seconds | None = None
+
+
 class RoutingSpec(Strict):
     """A regime's ``routing:`` block: measured per-expert loads (or shares) and where they come from."""
 
@@ -321,7 +346,7 @@ class RoutingSpec(Strict):
 class ServiceSpec(Strict):
     """The ``service:`` block: operators, batching, memory, SLO, executors, launch behaviour, partitions."""
 
-    batching: Literal["dynamic", "continuous"]
+    batching: BatchingName
     operators: list[OperatorSpec] = Field(min_length=1)
     memory: MemorySpec
     slo: SloSpec
@@ -342,6 +367,7 @@ class ServiceSpec(Strict):
     partition: str | None = None
     overlap: Literal["independent", "two_batch"] = "independent"
     router: RouterSpec | None = None
+    engine: EngineSpec | None = None
 
 
 class PoissonSpec(Strict):

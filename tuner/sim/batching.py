@@ -38,6 +38,7 @@ class Host:
     it directly, as it would call its own methods."""
 
     bound: BoundService  # the assignment in force (a switch replaces it between batches)
+    capacity: float  # bytes the budget leaves after the fixed part and the reserved workspace
 
     def wake_at(self, t: float) -> None:
         """Call the policy's ``dispatch`` again at ``t``."""

@@ -27,7 +27,8 @@ from ..phases import Phase
 from ..problem.assignment import Assignment
 from ..problem.model import Problem, Slo
 from ..traffic import Workload
-from .batching import BatchingPolicy, ContinuousBatching, DynamicBatching, Host
+from .batching import BatchingPolicy, Host
+from .policies import batching_policy
 from .gpu import FluidGPU, Kernel, phase_rate
 from .policy import SwitchPolicy
 from .metrics import Metrics, percentile
@@ -136,7 +137,8 @@ class ServiceRun(Host):
         self.n = n
         self.arrival = workload.arrivals_s.tolist()
         self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
-        state = service.memory.per_request.evaluate_array(
+        # an engine policy (vllm) keeps its KV cache itself: requests are admitted on arrival
+        state = 0.0 if service.kind.engine else service.memory.per_request.evaluate_array(
             {name: np.asarray(v, dtype=np.float64) for name, v in workload.sizes.items()}
         )
         self.state = np.broadcast_to(np.asarray(state, dtype=np.float64), (n,)).tolist()
@@ -157,9 +159,8 @@ class ServiceRun(Host):
         self.gpu = FluidGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions),
                             service.device.sms)
         self.recording = record if isinstance(record, Recording) else Recording() if record else None
-        self.batching: BatchingPolicy = (
-            ContinuousBatching(self, self.executors, workload, self.sizes) if service.batching == "continuous"
-            else DynamicBatching(self, self.executors, workload, self.sizes, size_fields))
+        self.batching: BatchingPolicy = batching_policy(service.batching, self, self.executors, workload, self.sizes,
+                                                        size_fields)
         self._overhead = service.launch_overhead_s
         # launch behaviour (service.launch): the host issues launch i of a batch at
         # base + (i + 1)·host, base being the batch's start plus a graph replay's cost;
@@ -288,7 +289,7 @@ class ServiceRun(Host):
 
     def _good(self, request: int, now: float) -> bool:
         slo, arrival = self.bound.service.slo, self.arrival[request]
-        if self.bound.service.batching != "continuous":
+        if not self.bound.service.kind.token_level:
             return bool(slo.met(now - arrival))
         first = self.batching.first_t[request]
         return bool(slo.met(now - arrival, first - arrival, _tpot(now, first, self.sizes["output"][request])))
@@ -489,7 +490,7 @@ class ServiceRun(Host):
         latency = finish - arrival
         horizon, warmup = self.horizon, self.workload.warmup_s
         judged = arrival >= warmup
-        good, ttft, tpot = _judge(service.slo, service.batching, arrival, finish,
+        good, ttft, tpot = _judge(service.slo, service.kind.token_level, arrival, finish,
                                   np.asarray(self.batching.first_t), self.workload.sizes, judged)
         window = horizon - warmup
         n_judged = int(judged.sum())
@@ -560,12 +561,12 @@ def overloaded(backlog_growth: int, judged: int) -> bool:
     return backlog_growth > 2.0 * math.sqrt(judged) + 2.0
 
 
-def _judge(slo: Slo, batching: str, arrival: np.ndarray, finish: np.ndarray, first: np.ndarray,
+def _judge(slo: Slo, token_level: bool, arrival: np.ndarray, finish: np.ndarray, first: np.ndarray,
            sizes: Mapping[str, np.ndarray], judged: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Which judged requests met the SLO; TTFT and TPOT of completed judged token requests."""
     done = ~np.isnan(finish) & judged
     with np.errstate(invalid="ignore"):
-        if batching != "continuous":
+        if not token_level:
             return done & slo.met(finish - arrival), None, None
         ttft, tpot = first - arrival, _tpot(finish, first, np.asarray(sizes["output"], dtype=np.float64))
         good = done & slo.met(finish - arrival, ttft, tpot)

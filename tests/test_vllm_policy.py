@@ -1,0 +1,115 @@
+"""The ``vllm`` batching policy in the service simulator (tuner.sim.vllm_batching): its
+limit case is continuous batching, its KV cache is what the budget leaves, its CUDA
+graphs pad what the kernels run, and its registry matches the problem layer's."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tuner.bundled import problem_file
+from tuner.errors import ProblemError
+from tuner.problem import resolve_assignment
+from tuner.problem.batching import BATCHING
+from tuner.problem.load import load_problem
+from tuner.sim.policies import POLICIES
+from tuner.sim.program import BoundService, bind
+from tuner.sim.service import ServiceRun, simulate
+
+#: vLLM with everything continuous batching lacks switched off.
+PLAIN_ENGINE = {"kv_bytes_per_token": "kv_bytes_per_token", "num_gpu_blocks": 1_000_000, "prefix_caching": False,
+                "cuda_graphs": False, "async_scheduling": False, "step_cpu": 0, "request_cpu": 0,
+                "request_overhead": 0}
+
+
+def _toy_llm(tmp_path: Path, name: str, context_free: bool = False, **service) -> Path:
+    """toy_llm with a budget that never binds (80 GiB), no neighbour, and ``service`` keys;
+    ``context_free``: attention priced on the batch size instead of the context read."""
+    document = yaml.safe_load(problem_file("toy_llm").read_text())
+    if context_free:
+        attention = next(op for op in document["service"]["operators"] if op["name"] == "attn")
+        attention["shape"]["L"] = "1024 * batch"
+    document["service"]["memory"]["budget"] = "80 GiB"
+    document["service"].pop("neighbors")
+    document["service"].update(service)
+    for regime in document["regimes"].values():
+        regime["arrivals"]["file"] = str(problem_file("toy_llm").parent / regime["arrivals"]["file"])
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_the_registries_name_the_same_policies():
+    assert set(POLICIES) == set(BATCHING)
+
+
+@pytest.mark.parametrize("regime", ["light", "heavy"])
+def test_vllm_without_its_engine_features_is_continuous_batching(tmp_path: Path, regime: str, monkeypatch):
+    """No prefix sharing, no graphs, no CPU cost, synchronous scheduling and KV blocks to
+    spare: the same iterations with the same requests and tokens as continuous batching,
+    and the same latencies.
+
+    One difference, and it is continuous batching's: its decode of a sequence with P
+    prompt and g generated tokens counts P + g + 1 tokens of context, where the query
+    token is the g-th generated one and attention reads P + g (vLLM's
+    ``num_computed_tokens`` + 1): one token per decoding sequence. Attention is priced
+    here on the batch size, so that difference does not move the steps (priced on the
+    context it would, by about a thousandth)."""
+    steps: dict[str, list[dict]] = {}
+    program = BoundService.program
+
+    def logged(self, variables):
+        steps.setdefault(self.service.batching, []).append(dict(variables))
+        return program(self, variables)
+
+    monkeypatch.setattr(BoundService, "program", logged)
+    continuous = load_problem(_toy_llm(tmp_path, "plain", context_free=True))
+    vllm = load_problem(_toy_llm(tmp_path, "engine", context_free=True, batching="vllm", engine=PLAIN_ENGINE))
+    a = simulate(continuous, resolve_assignment(continuous), regime, seed=3, horizon_s=20.0).metrics
+    b = simulate(vllm, resolve_assignment(vllm), regime, seed=3, horizon_s=20.0).metrics
+    assert a.completed > 10 and len(steps["continuous"]) == len(steps["vllm"]) == a.iterations == b.iterations
+    for old, new in zip(steps["continuous"], steps["vllm"]):
+        same = ("batch", "tokens", "prefill_tokens", "decode_seqs")
+        assert [old[k] for k in same] == [new[k] for k in same]
+        assert old["context"] - new["context"] == old["decode_seqs"]
+        assert old["max_context"] - new["max_context"] in (0, 1)
+    assert a.completed == b.completed
+    for field in ("goodput_rps", "latency_p50_s", "latency_p99_s", "ttft_p99_s", "tpot_p99_s"):
+        assert getattr(a, field) == pytest.approx(getattr(b, field), rel=1e-12), field
+
+
+def test_the_kv_cache_is_what_the_budget_leaves(tmp_path: Path):
+    """Blocks = 1 (vLLM's null block) + (budget - fixed - reserved workspace) // (KV bytes
+    per token x block size)."""
+    engine = {**PLAIN_ENGINE}
+    engine.pop("num_gpu_blocks")
+    problem = load_problem(_toy_llm(tmp_path, "blocks", batching="vllm", engine=engine))
+    assignment = resolve_assignment(problem)
+    bound = bind(problem.service_for("light"), assignment, problem.size_fields)
+    workload = problem.regimes["light"].workload(0, problem.service.jitter, 5.0)
+    run = ServiceRun(bound, workload, problem.memory_budget("light"), problem.size_fields)
+    left = 80 * 2**30 - 16 * 2**30 - bound.reserved_workspace
+    assert len(run.batching.scheduler.pool.ref) == 1 + math.floor(left / (131072 * 16))
+
+
+def test_cuda_graphs_pad_what_the_kernels_run(tmp_path: Path):
+    """One request decoding alone: captured only at 64 tokens, each decode step's GEMMs
+    run M = 64, slower than the one token eager mode runs."""
+    eager = load_problem(_toy_llm(tmp_path, "eager", batching="vllm", engine=PLAIN_ENGINE))
+    graphs = load_problem(_toy_llm(tmp_path, "graphs", batching="vllm",
+                                   engine={**PLAIN_ENGINE, "cuda_graphs": True, "capture_sizes": [64]}))
+    a = simulate(eager, resolve_assignment(eager), "light", seed=0, horizon_s=5.0).metrics
+    b = simulate(graphs, resolve_assignment(graphs), "light", seed=0, horizon_s=5.0).metrics
+    assert b.tpot_p99_s > a.tpot_p99_s
+
+
+def test_engine_settings_belong_to_an_engine_policy(tmp_path: Path):
+    with pytest.raises(ProblemError, match="service.engine: only applies to an engine's batching"):
+        load_problem(_toy_llm(tmp_path, "stray", engine=PLAIN_ENGINE))
+    with pytest.raises(ProblemError, match="service.engine: batching: vllm needs an engine block"):
+        load_problem(_toy_llm(tmp_path, "bare", batching="vllm"))
+    with pytest.raises(ProblemError, match="service.executors: batching: vllm runs one engine"):
+        load_problem(_toy_llm(tmp_path, "two", batching="vllm", engine=PLAIN_ENGINE, executors=2))

@@ -1,0 +1,158 @@
+"""The ``vllm`` batching policy: vLLM V1's engine (:mod:`tuner.engine.scheduler`) driving
+the service simulator, each step's kernels run on the fluid GPU as the assignment makes
+them.
+
+What it adds to continuous batching, each rule as :mod:`tuner.engine` documents it:
+
+* the KV cache in blocks, allocated as requests grow, with preemption by recompute; the
+  blocks are what the memory budget leaves after the weights and the reserved workspace
+  (``service.engine.num_gpu_blocks`` overrides), so a workspace-hungry config costs KV
+  blocks, as in vLLM, not admitted requests: requests are admitted on arrival;
+* prefix caching (requests of a regime share no prompt text, so it finds nothing unless
+  they do);
+* the step's tokens padded to the next CUDA-graph capture size: the ``tokens`` the
+  operators see (the GEMMs' M) is the padded count;
+* async scheduling: a request arriving while step n runs joins step n+2;
+* the engine's CPU per step (``step_cpu``, plus ``request_cpu`` per request), before the
+  step's kernels, and a per-request overhead between server and client
+  (``request_overhead``) added to its first token and its end.
+
+Memory timelines show the fixed part and the workspace; the KV cache is the engine's.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..engine.scheduler import EngineArgs, EngineRequest, ScheduledStep, Scheduler
+from .batching import BatchingPolicy, Host
+from .gpu import left_to_right_sum
+
+if TYPE_CHECKING:
+    from ..traffic import Workload
+
+
+class VllmBatching(BatchingPolicy):
+    """vLLM V1's scheduling on one executor (see the module docstring)."""
+
+    def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
+                 size_fields: frozenset[str]) -> None:
+        super().__init__(host, executors, workload)
+        service = host.bound.service
+        engine = service.engine
+        assert engine is not None, "the problem loader gives a vllm service its engine settings"
+        self.settings = engine
+        blocks = engine.num_gpu_blocks or 1 + int(max(host.capacity, 0.0) // (engine.kv_bytes_per_token
+                                                                              * engine.block_size))
+        self.scheduler = Scheduler(EngineArgs(
+            max_num_seqs=service.max_batch, max_num_batched_tokens=service.max_tokens,
+            max_model_len=service.max_context, block_size=engine.block_size, num_gpu_blocks=max(blocks, 2),
+            enable_prefix_caching=engine.prefix_caching, cudagraph_capture_sizes=engine.capture_sizes,
+            enforce_eager=not engine.cuda_graphs, async_scheduling=engine.async_scheduling))
+        self.queue = self.scheduler.waiting  # type: ignore[assignment]  # its length is the queue depth
+        prompt, output = sizes["prompt"], sizes["output"]
+        self.requests = [EngineRequest(r, 0.0, int(prompt[r]), int(output[r])) for r in range(len(prompt))]
+        self.pending: deque[tuple[float, int]] = deque()  # admitted, not yet seen by a schedule
+        self.scheduled_at: float | None = None  # when the running step was scheduled (async: what the next sees)
+        self.step: ScheduledStep | None = None
+        self.ready_at: float | None = None  # the step's CPU ends then; its kernels start
+        self.routing = workload.routing
+        self.routing_rng = np.random.default_rng(workload.routing_seed) if workload.routing is not None else None
+        self.refused = 0
+
+    def admitted(self, request: int, now: float) -> None:
+        self.pending.append((now, request))
+
+    def dispatch(self, now: float) -> None:
+        if self.step is not None:  # scheduled: its CPU runs, or its kernels do
+            if self.ready_at is not None and now >= self.ready_at:
+                self.ready_at = None
+                self._launch(now)
+            return
+        if not self.idle:
+            return
+        step = self._schedule(now)
+        if step is None:
+            return
+        self.step = step
+        self.idle.pop()
+        settings = self.settings
+        cpu = settings.step_cpu_s + settings.request_cpu_s * len(step.entries)
+        if cpu > 0.0:
+            self.ready_at = now + cpu
+            self.host.wake_at(self.ready_at)
+        else:
+            self._launch(now)
+
+    def _see(self, until: float) -> None:
+        pending, scheduler, requests = self.pending, self.scheduler, self.requests
+        while pending and pending[0][0] <= until:
+            scheduler.add(requests[pending.popleft()[1]])
+
+    def _schedule(self, now: float) -> ScheduledStep | None:
+        """The next step: what the scheduler saw when it ran (async: at the last step's
+        launch; an idle engine schedules at once), or None when there is nothing to run."""
+        scheduler = self.scheduler
+        visible = self.scheduled_at if self.settings.async_scheduling and self.scheduled_at is not None else now
+        self._see(visible)
+        step = scheduler.schedule()
+        while not step.entries:
+            if visible < now and self.pending:
+                visible = now
+                self._see(now)
+            elif scheduler.waiting and not scheduler.running:
+                scheduler.waiting.popleft()  # can never get its blocks: refused, never finishes
+                self.refused += 1
+            else:
+                self.scheduled_at = None
+                return None
+            step = scheduler.schedule()
+        self.scheduled_at = now
+        start_t = self.start_t
+        for request, _, _ in step.entries:
+            if start_t[request.rid] != start_t[request.rid]:
+                start_t[request.rid] = now
+        return step
+
+    def _launch(self, now: float) -> None:
+        step = self.step
+        assert step is not None
+        jitter = self.jitter
+        entries = step.entries
+        scale = left_to_right_sum([jitter[request.rid] for request, _, _ in entries]) / len(entries)
+        self.host.start_program(0, self.host.bound.program(self._variables(step)), scale, now)
+
+    def _variables(self, step: ScheduledStep) -> dict[str, Any]:
+        decode = prefill = context = max_context = 0
+        for request, new, before in step.entries:
+            if new == 1 and before >= request.prompt:
+                decode += 1
+            else:
+                prefill += new
+            seq_context = before + new
+            context += seq_context
+            if seq_context > max_context:
+                max_context = seq_context
+        variables: dict[str, Any] = {"batch": len(step.entries), "tokens": step.padded_tokens,
+                                     "prefill_tokens": prefill, "decode_seqs": decode, "context": context,
+                                     "max_context": max_context}
+        if self.routing is not None and self.routing_rng is not None:
+            variables["expert_counts"] = self.routing.counts(self.routing_rng, step.tokens)
+        return variables
+
+    def program_done(self, executor: int, now: float) -> None:
+        step = self.step
+        assert step is not None
+        self.step = None
+        overhead = self.settings.request_overhead_s
+        first_t = self.first_t
+        for request, new, before in step.entries:
+            if request.generated == 0 and before + new == request.prompt:
+                first_t[request.rid] = now + overhead
+        for request in self.scheduler.finish_step(step, now):
+            self.host.finish(request.rid, now + overhead)
+        self.idle.append(executor)
