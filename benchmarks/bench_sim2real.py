@@ -15,7 +15,14 @@ What it does:
 * **leave one run out**: for each run, the fit on the other runs, and the error on it;
 * **published errors** of other simulators on the Llama-2-7B run (e2e mean), beside ours;
 * **speed**: the replay of each run, and of a 16,800-request, 20-minute trace (the
-  Llama-2-7B deployment, its prompts, Poisson arrivals at 14 requests/s, seed 0).
+  Llama-2-7B deployment, its prompts, Poisson arrivals at 14 requests/s, seed 0);
+* **the service simulator**, which prices each kernel of a step with the analytic kernel
+  model instead of the fitted step terms: each run's deployment written by ``tuner init``
+  (``batching: vllm``, the run's engine arguments and KV blocks), Poisson arrivals at each
+  stage's rate with the run's mean prompt and output lengths (no prefix sharing: the
+  service simulator's workloads carry no prompt identity), the per-bucket
+  isolated-fastest configs, three seeds of 120 s; its e2e p50 and p90 and its TTFT and
+  TPOT p99 beside the measured ones.
 
 Usage::
 
@@ -43,7 +50,10 @@ from tuner.engine.calibrate import fit, replay_run, stage_figures  # noqa: E402
 from tuner.engine.defaults import H100_VLLM_V1  # noqa: E402
 from tuner.engine.measured_run import METRICS, MeasuredRun, read_run  # noqa: E402
 from tuner.engine.replay import TraceRequest  # noqa: E402
+from tuner.engine.init_problem import Deployment, poisson_regimes, problem_text  # noqa: E402
 from tuner.engine.step_cost import FEATURES, StepCoefficients  # noqa: E402
+from tuner.profile.devices import PRESETS  # noqa: E402
+from tuner.engine.measured_run import gpu_preset_name  # noqa: E402
 
 from recorded import add_options, record  # noqa: E402
 
@@ -84,6 +94,58 @@ def _speed(run: MeasuredRun) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - start, 2), "target_s": 20.0}
 
 
+SERVICE_SEEDS, SERVICE_HORIZON_S, SERVICE_WARMUP_S = (0, 1, 2), 120.0, 20.0
+
+
+def _deployment(run: MeasuredRun, **extra: Any) -> Deployment:
+    engine = run.engine
+    return Deployment(model=run.model, device=PRESETS[gpu_preset_name(run.gpu)], tp=run.tp,
+                      max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
+                      block_size=engine.block_size, max_model_len=engine.max_model_len, **extra)
+
+
+def _kv_blocks(run: MeasuredRun) -> dict[str, Any]:
+    """The KV blocks ``tuner init`` computes for the run's deployment (as vLLM does, at
+    ``gpu_memory_utilization`` 0.9) beside those vLLM allocated."""
+    estimated = _deployment(run).kv_blocks
+    return {"run": run.name, "estimated": estimated, "recorded": run.engine.num_gpu_blocks,
+            "error_pct": 100.0 * (estimated / run.engine.num_gpu_blocks - 1.0)}
+
+
+def _service_simulator(run: MeasuredRun, workdir: Path) -> dict[str, Any]:
+    """The service simulator on the run's deployment (see the module docstring)."""
+    import tempfile
+
+    from tuner.problem.load import load_problem
+    from tuner.search import PER_BUCKET, JointSpace
+    from tuner.sim.service import simulate
+
+    prompt = round(float(np.mean([r.prompt for r in run.requests])))
+    output = round(float(np.mean([r.output for r in run.requests])))
+    deployment = _deployment(run, num_gpu_blocks=run.engine.num_gpu_blocks, name="sim2real")
+    rates = {f"stage_{s.index}": s.rate_qps for s in run.stages if s.rate_qps}
+    with tempfile.TemporaryDirectory(dir=workdir) as folder:
+        path = Path(folder) / "sim2real.yaml"
+        path.write_text(problem_text(deployment, poisson_regimes(rates, prompt, output, SERVICE_HORIZON_S,
+                                                                 SERVICE_WARMUP_S)))
+        problem = load_problem(path)
+        assignment = PER_BUCKET.assignment(JointSpace.of(problem))
+        stages = []
+        for stage in run.stages:
+            regime = f"stage_{stage.index}"
+            runs = [simulate(problem, assignment, regime, seed=seed).metrics for seed in SERVICE_SEEDS]
+            predicted = {"e2e_p50_ms": 1e3 * float(np.mean([m.latency_p50_s for m in runs])),
+                         "e2e_p90_ms": 1e3 * float(np.mean([m.latency_p90_s for m in runs])),
+                         "ttft_p99_ms": 1e3 * float(np.mean([m.ttft_p99_s for m in runs])),
+                         "tpot_p99_ms": 1e3 * float(np.mean([m.tpot_p99_s for m in runs])),
+                         "overloaded": any(m.overloaded for m in runs)}
+            measured = None if stage.measured is None else {
+                "e2e_p50_ms": stage.measured["e2e_ms"]["p50"], "e2e_p90_ms": stage.measured["e2e_ms"]["p90"],
+                "ttft_p99_ms": stage.measured["ttft_ms"]["p99"], "tpot_p99_ms": stage.measured["tpot_ms"]["p99"]}
+            stages.append({"index": stage.index, "predicted": predicted, "measured": measured})
+    return {"run": run.name, "prompt": prompt, "output": output, "stages": stages}
+
+
 def measure(directory: Path, progress=print) -> dict[str, Any]:
     runs = [read_run(path) for path in sorted((directory / "runs").glob("*.json"))]
     if not runs:
@@ -117,6 +179,11 @@ def measure(directory: Path, progress=print) -> dict[str, Any]:
                                                for name in (*FEATURES, "request_overhead_s")},
             "stages": _figures(held, coefficients)})
     report["speed"] = _speed(runs[0])
+    report["kv_blocks"] = [_kv_blocks(run) for run in runs]
+    report["service_simulator"] = []
+    for run in runs:
+        progress(f"service simulator on {run.name}")
+        report["service_simulator"].append(_service_simulator(run, ROOT))
     return report
 
 
@@ -157,6 +224,20 @@ def render_published(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_service_simulator(report: dict[str, Any]) -> str:
+    """Markdown: the service simulator's figures beside the measured ones."""
+    lines = ["| run | stage | e2e p50 ms: measured / service simulator | e2e p90 ms | TTFT p99 ms | TPOT p99 ms |",
+             "|---|---|---|---|---|---|"]
+    for entry in report.get("service_simulator", []):
+        for stage in entry["stages"]:
+            m, p = stage["measured"], stage["predicted"]
+            cells = [f"{m[k]:.1f} / {p[k]:.1f} ({100 * (p[k] / m[k] - 1):+.0f}%)"
+                     for k in ("e2e_p50_ms", "e2e_p90_ms", "ttft_p99_ms", "tpot_p99_ms")]
+            flag = " (overloaded)" if p["overloaded"] else ""
+            lines.append(f"| {_short(entry['run'])} | {stage['index']}{flag} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def render_coefficients(report: dict[str, Any]) -> str:
     lines = ["| term | fitted on all runs | " + " | ".join(f"{_short(e['run'])} left out"
                                                            for e in report["leave_one_run_out"]) + " |",
@@ -179,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(render(report), render_published(report), render_coefficients(report), sep="\n\n")
+        print(render(report), render_published(report), render_coefficients(report), render_service_simulator(report),
+              sep="\n\n")
         speed = report["speed"]
         print(f"\nreplay of {speed['requests']:,} requests over {speed['trace_s']:.0f} s: {speed['seconds']:.1f} s "
               f"(target <= {speed['target_s']:.0f} s); shipped defaults within "

@@ -139,6 +139,11 @@ def _sim2real_worst(part: str, metric: str = "e2e_ms") -> float:
 DERIVED: dict[str, Callable[[], Any]] = {
     "sim2real_calibration_e2e_worst": lambda: _sim2real_worst("calibration"),
     "sim2real_loro_e2e_worst": lambda: _sim2real_worst("leave_one_run_out"),
+    "sim2real_kv_block_errors": lambda: [entry["error_pct"] for entry in lookup("bench_sim2real/kv_blocks")],
+    "sim2real_service_e2e_p50_errors": lambda: [
+        100.0 * (stage["predicted"]["e2e_p50_ms"] / stage["measured"]["e2e_p50_ms"] - 1.0)
+        for entry in lookup("bench_sim2real/service_simulator") for stage in entry["stages"]
+        if not stage["predicted"]["overloaded"]],
     "runtime_bucketed_vs_call": lambda: (_runtime_ns("config(op, {M: m}), 14 buckets")
                                          / _runtime_ns("dict behind a call")),
     "runtime_two_dimensional_vs_call": lambda: (_runtime_ns("config(op, {B: b, L: l}), 8 x 10 buckets")
@@ -200,6 +205,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "headline_summary": lambda: bench("headline").summary(report("headline")),
     "sim2real": lambda: bench("bench_sim2real").render(report("bench_sim2real")),
     "sim2real_published": lambda: bench("bench_sim2real").render_published(report("bench_sim2real")),
+    "sim2real_service_simulator": lambda: bench("bench_sim2real").render_service_simulator(report("bench_sim2real")),
     "sim2real_coefficients": lambda: bench("bench_sim2real").render_coefficients(report("bench_sim2real")),
     "gpu_sharing_measured": lambda: fenced(bench("gpu_sharing").render(measured("gpu_sharing_measured"))),
 }

@@ -179,3 +179,35 @@ def test_check_run_prints_predicted_beside_measured(tmp_path: Path):
     (tmp_path / "config.json").write_text("[]")
     done = CliRunner().invoke(main, ["check-run", str(run)])
     assert done.exit_code == 2 and done.output.count("\n") == 1 and "expected a JSON object" in done.output
+
+
+def test_check_run_reads_a_vllm_bench_serve_result(tmp_path: Path):
+    """A `vllm bench serve --save-detailed` result: the deployment from the options, the
+    arrivals drawn from its rate; figures it did not save (e2el, p90) are null."""
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA2_7B))
+    result = {"backend": "vllm", "model_id": "meta-llama/Llama-2-7b-hf", "request_rate": 2.0, "burstiness": 1.0,
+              "max_concurrency": None, "completed": 40, "input_lens": [300 + i for i in range(40)],
+              "output_lens": [30] * 40, "mean_ttft_ms": 30.0, "median_ttft_ms": 28.0, "p99_ttft_ms": 60.0,
+              "mean_tpot_ms": 7.5, "median_tpot_ms": 7.4, "p99_tpot_ms": 9.0}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(result))
+    runner = CliRunner()
+    done = runner.invoke(main, ["check-run", str(path), "--json", "--model", str(config),
+                                "--max-num-seqs", "128", "--max-num-batched-tokens", "2048"])
+    assert done.exit_code == 0, done.output
+    stage = json.loads(done.output)["stages"][0]
+    assert stage["requests"] == 40 and stage["measured"]["e2e_ms"]["mean"] is None
+    assert stage["measured"]["ttft_ms"]["mean"] == 30.0 and stage["error_pct"]["ttft_ms"]["p90"] is None
+    assert stage["predicted"]["tpot_ms"]["mean"] > 0
+    text = runner.invoke(main, ["check-run", str(path), "--model", str(config)]).output
+    assert "/ –" in text  # a figure the run did not report
+    missing = runner.invoke(main, ["check-run", str(path)])
+    assert missing.exit_code == 2 and "pass --model CONFIG.json" in missing.output
+    path.write_text(json.dumps({**result, "max_concurrency": 8}))
+    closed = runner.invoke(main, ["check-run", str(path), "--model", str(config)])
+    assert closed.exit_code == 2 and "closed-loop" in closed.output

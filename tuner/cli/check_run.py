@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from .group import main, one_line_errors, warn
+from .deployment import deployment_from_options, deployment_options
+from .group import fail, main, one_line_errors, warn
 
 
 def _finite(value: Any) -> Any:
@@ -24,9 +25,15 @@ def _finite(value: Any) -> Any:
 @click.argument("run_file", metavar="RUN.json", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"run", "stages": [{"index", "predicted", "measured", "error_pct"}]} (milliseconds).')
+@deployment_options(model_required=False)
 @one_line_errors
-def check_run(run_file: str, as_json: bool) -> None:
-    """Replay RUN.json (format measured-run/1) with the shipped step costs and compare.
+def check_run(run_file: str, as_json: bool, **options: Any) -> None:
+    """Replay RUN.json with the shipped step costs and compare with what it measured.
+
+    RUN.json is a measured run (format measured-run/1), which names its deployment, or a
+    `vllm bench serve --save-result --save-detailed` result, whose deployment the options
+    give (--model at least); its arrival times are not saved, so a draw of the process it
+    sent (Poisson, or gamma with its burstiness; seed 0) is replayed.
 
     The run's deployment (model config, GPU, tensor parallelism, engine arguments) is
     built as it was run and its trace replayed through vLLM V1's scheduler (token budget,
@@ -38,9 +45,9 @@ def check_run(run_file: str, as_json: bool) -> None:
     """
     from ..engine.calibrate import replay_run, stage_figures
     from ..engine.defaults import coefficients_for
-    from ..engine.measured_run import gpu_preset_name, read_run
+    from ..engine.measured_run import gpu_preset_name
 
-    run = read_run(run_file)
+    run = _read(run_file, options)
     coefficients, warning = coefficients_for(gpu_preset_name(run.gpu), "vllm")
     if warning:
         warn([warning])
@@ -66,6 +73,32 @@ def check_run(run_file: str, as_json: bool) -> None:
         click.echo(_stage_table(stage, run.stages[[s.index for s in run.stages].index(stage.index)].rate_qps))
 
 
+def _read(run_file: str, options: dict[str, Any]):
+    """The run in ``run_file``, whichever of the formats it is in."""
+    from pathlib import Path
+
+    from ..engine.measured_run import read_run
+    from ..engine.model_config import read_json_object
+    from ..engine.vllm_bench import is_vllm_bench, read_vllm_bench
+
+    data = read_json_object(Path(run_file))
+    if isinstance(data, dict) and data.get("format") == "measured-run/1":
+        return read_run(run_file)
+    if is_vllm_bench(data):
+        if options["model_config"] is None:
+            fail(f"{run_file}: a vllm bench serve result names no deployment: pass --model CONFIG.json "
+                 "(and --tp and the engine arguments it ran with)")
+        return read_vllm_bench(run_file, deployment_from_options(options))
+    fail(f"{run_file}: neither a measured run (format measured-run/1) nor a vllm bench serve result "
+         "(request_rate, input_lens, output_lens)")
+
+
+def _cell(predicted: float, measured: float, error: float) -> str:
+    if measured != measured:  # the run did not report it
+        return f"{predicted:.1f} / –"
+    return f"{predicted:.1f} / {measured:.1f} ({error:+.1f}%)"
+
+
 def _stage_table(stage: Any, rate: float | None) -> str:
     rate_text = f"{rate:g} req/s, " if rate is not None else ""
     header = f"stage {stage.index} ({rate_text}{stage.requests:,} requests)"
@@ -79,7 +112,7 @@ def _stage_table(stage: Any, rate: float | None) -> str:
              f"  {'ms':<6}" + "".join(f"{s:>26}" for s in ("mean", "p50", "p90", "p99"))]
     errors = stage.error_pct
     for metric, label in (("e2e_ms", "e2e"), ("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
-        cells = [f"{stage.predicted[metric][s]:.1f} / {stage.measured[metric][s]:.1f} ({errors[metric][s]:+.1f}%)"
+        cells = [_cell(stage.predicted[metric][s], stage.measured[metric][s], errors[metric][s])
                  for s in ("mean", "p50", "p90", "p99")]
         lines.append(f"  {label:<6}" + "".join(f"{c:>26}" for c in cells))
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from .deployment import deployment_from_options, deployment_options
 from .group import fail, main, one_line_errors
 
 
@@ -19,21 +20,7 @@ def _rates(ctx: click.Context, param: click.Parameter, value: str) -> tuple[floa
 
 
 @main.command("init")
-@click.option("--model", "model_config", required=True, type=click.Path(dir_okay=False),
-              help="The model's Hugging Face config.json (Llama-like dense or Mixtral-like MoE).")
-@click.option("--gpu", type=click.Choice(["h100", "h200", "a100"]), default="h100", show_default=True)
-@click.option("--tp", type=click.IntRange(1, 64), default=1, show_default=True, help="Tensor-parallel ranks.")
-@click.option("--engine", type=click.Choice(["vllm"]), default="vllm", show_default=True)
-@click.option("--max-num-seqs", type=click.IntRange(1, 65536), default=None,
-              help="vLLM's max_num_seqs [default: vLLM's for the GPU]")
-@click.option("--max-num-batched-tokens", type=click.IntRange(1, 1 << 20), default=None,
-              help="vLLM's max_num_batched_tokens [default: vLLM's for the GPU]")
-@click.option("--block-size", type=click.IntRange(1, 1024), default=16, show_default=True)
-@click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.9,
-              show_default=True)
-@click.option("--max-model-len", type=click.IntRange(16, 1 << 22), default=8192, show_default=True)
-@click.option("--dtype", type=click.Choice(["float16", "bfloat16", "fp8"]), default=None,
-              help="Weights and KV cache dtype [default: the config's torch_dtype]")
+@deployment_options(model_required=True)
 @click.option("--rate", "rates", default="1,4", callback=_rates, show_default=True,
               help="One regime per request rate (req/s), replaying the trace at that rate.")
 @click.option("--trace", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -44,10 +31,8 @@ def _rates(ctx: click.Context, param: click.Parameter, value: str) -> tuple[floa
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @one_line_errors
-def init(model_config: str, gpu: str, tp: int, engine: str, max_num_seqs: int | None,
-         max_num_batched_tokens: int | None, block_size: int, gpu_memory_utilization: float, max_model_len: int,
-         dtype: str | None, rates: tuple[float, ...], trace: str | None, prompt_column: str, output_column: str,
-         name: str | None, out: str | None, force: bool) -> None:
+def init(rates: tuple[float, ...], trace: str | None, prompt_column: str, output_column: str, name: str | None,
+         out: str | None, force: bool, **options: object) -> None:
     """Write a problem file for MODEL served by vLLM V1 on --tp GPUs.
 
     Every operator of a layer with its tensor-parallel shard (QKV, O, gate/up and down, or
@@ -56,21 +41,13 @@ def init(model_config: str, gpu: str, tp: int, engine: str, max_num_seqs: int | 
     engine's limits from vLLM's defaults; each number carries a comment naming its source.
     Edit it, then `tuner validate` and `tuner tune` it.
     """
-    from ..engine.init_problem import BUNDLED_TRACE, Deployment, problem_text
-    from ..engine.model_config import read_model_config
-    from ..profile.devices import PRESETS
+    from ..engine.init_problem import BUNDLED_TRACE, problem_text
 
-    model = read_model_config(model_config, dtype)
     stem = Path(out).stem if out else "deployment"
-    try:
-        deployment = Deployment(
-            model=model, device=PRESETS[gpu], tp=tp, max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, rates=rates,
-            trace=Path(trace).resolve() if trace else BUNDLED_TRACE, prompt_column=prompt_column,
-            output_column=output_column, name=name or stem)
-    except ValueError as exc:
-        fail(str(exc))
+    deployment = deployment_from_options(
+        options, rates=rates, trace=Path(trace).resolve() if trace else BUNDLED_TRACE, prompt_column=prompt_column,
+        output_column=output_column, name=name or stem)
+    model, tp, gpu = deployment.model, deployment.tp, deployment.device.name
     text = problem_text(deployment)
     if out is None:
         click.echo(text, nl=False)

@@ -22,6 +22,13 @@ from .model_config import ModelShape
 from .step_cost import StepCoefficients
 
 GIB = 1 << 30
+MIB = 1 << 20
+#: The memory each GPU reports (what vLLM multiplies by ``gpu_memory_utilization``), not
+#: the marketing figure: nvidia-smi's total on an H100 80GB HBM3 SXM (81,559 MiB; the
+#: calibration runs' KV block counts agree with it within the activation estimate), on
+#: this project's lent H200 (143,771 MiB, .library/device/KINDS.md, 2026-10-27) and on an
+#: A100-SXM4-80GB (81,920 MiB).
+GPU_MEMORY_BYTES = {"h100": 81_559 * MIB, "h200": 143_771 * MIB, "a100": 81_920 * MIB}
 #: The bundled trace a regime replays unless told otherwise.
 BUNDLED_TRACE = Path(__file__).resolve().parents[1] / "search_spaces" / "traces" / "azure_llm_conv_2023.csv"
 
@@ -43,6 +50,7 @@ class Deployment:
     prompt_column: str = "ContextTokens"
     output_column: str = "GeneratedTokens"
     name: str = "deployment"
+    num_gpu_blocks: int | None = None  # None: what the budget leaves (as vLLM computes it)
 
     def __post_init__(self) -> None:
         model, tp = self.model, self.tp
@@ -94,14 +102,41 @@ class Deployment:
         return t * per_token + t * m.vocab // self.tp * 4
 
 
+    @property
+    def memory_bytes(self) -> float:
+        """``gpu_memory_utilization`` of what the GPU reports (``GPU_MEMORY_BYTES``)."""
+        total = GPU_MEMORY_BYTES.get(self.device.name, self.device.memory_bytes)
+        return self.gpu_memory_utilization * total
+
+    @property
+    def kv_blocks(self) -> int:
+        """The KV blocks vLLM would allocate: what ``gpu_memory_utilization`` of the GPU
+        leaves after the weights and the activation peak, in blocks, plus the null block."""
+        left = self.memory_bytes - self.weights_bytes - self.activation_bytes
+        return max(2, 1 + int(left // (self.kv_bytes_per_token * self.block_size)))
+
+
 def _gib(nbytes: float) -> str:
     return f"{nbytes / GIB:.2f} GiB"
 
 
-def problem_text(deployment: Deployment) -> str:
-    """The YAML of the problem file (see the module docstring)."""
+def problem_text(deployment: Deployment, regimes: str | None = None) -> str:
+    """The YAML of the problem file (see the module docstring); ``regimes`` replaces its
+    regimes block (:func:`poisson_regimes`)."""
     return "\n".join([_header(deployment), _constants(deployment), _service(deployment), _families(deployment),
-                      _regimes(deployment)]) + "\n"
+                      regimes or _regimes(deployment)]) + "\n"
+
+
+def poisson_regimes(rates: dict[str, float], prompt: int, output: int, horizon_s: float, warmup_s: float) -> str:
+    """A regimes block of Poisson arrivals at each named rate, every request ``prompt``
+    tokens in and ``output`` out (a measured run's shape, for comparing with it)."""
+    lines = ["regimes:"]
+    for name, rate in rates.items():
+        lines += [f"  {name}:", f"    description: Poisson at {rate:g} req/s, {prompt} tokens in, {output} out",
+                  f"    arrivals: {{process: poisson, rate: {rate:g}}}",
+                  f"    sizes: {{prompt: {prompt}, output: {output}}}",
+                  f"    horizon: {horizon_s:g} s", f"    warmup: {warmup_s:g} s"]
+    return "\n".join(lines)
 
 
 def _header(dep: Deployment) -> str:
@@ -186,13 +221,14 @@ def _operators(dep: Deployment) -> list[str]:
 
 def _service(dep: Deployment) -> str:
     m, device = dep.model, dep.device
-    budget = dep.gpu_memory_utilization * device.memory_bytes
+    budget = dep.memory_bytes
     fixed = dep.weights_bytes + dep.activation_bytes
     kv = budget - fixed
     blocks = int(kv // (dep.kv_bytes_per_token * dep.block_size)) if kv > 0 else 0
     router = f"\n  router: {{experts: {m.experts}, top_k: {m.experts_per_token}}}   # [CFG]" if m.moe else ""
     source = "default for the GPU" if dep.max_num_seqs is None else "as given"
     tokens_source = "default for the GPU" if dep.max_num_batched_tokens is None else "as given"
+    blocks_line = "" if dep.num_gpu_blocks is None else f"\n    num_gpu_blocks: {dep.num_gpu_blocks}   # as given"
     return f"""service:
   batching: vllm           # vLLM V1's scheduler (docs/sim2real.md)
   max_batch: {dep.seqs}           # [VLLM] max_num_seqs ({source})
@@ -204,11 +240,11 @@ def _service(dep: Deployment) -> str:
     block_size: {dep.block_size}          # [VLLM]
     prefix_caching: true   # [VLLM] on by default in V1
     cuda_graphs: true      # [VLLM] capture sizes: vLLM's defaults for max_num_seqs
-    async_scheduling: true # [VLLM] on by default
+    async_scheduling: true # [VLLM] on by default{blocks_line}
     # step_cpu, request_cpu, request_overhead: the engine's CPU per step and per request, and
     # server-to-client time per request; unset, [FIT]'s H100 figures (tuner.engine.defaults)
   memory:
-    # [VLLM] gpu_memory_utilization {dep.gpu_memory_utilization:g} x {device.memory_bytes / 1e9:g} GB
+    # [VLLM] gpu_memory_utilization {dep.gpu_memory_utilization:g} x the {budget / dep.gpu_memory_utilization / MIB:,.0f} MiB the GPU reports
     budget: {budget / GIB:.2f} GiB
     # weights: {m.parameters:,} parameters x {m.dtype_bytes} bytes / {dep.tp} ranks = {_gib(dep.weights_bytes)}; the
     # activation peak of vLLM's profile run at {dep.batched_tokens} tokens, estimated: {_gib(dep.activation_bytes)}

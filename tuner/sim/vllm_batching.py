@@ -141,7 +141,8 @@ class VllmBatching(BatchingPolicy):
                                      "prefill_tokens": prefill, "decode_seqs": decode, "context": context,
                                      "max_context": max_context}
         if self.routing is not None and self.routing_rng is not None:
-            variables["expert_counts"] = self.routing.counts(self.routing_rng, step.tokens)
+            # padded tokens run the whole graph, the router included
+            variables["expert_counts"] = self.routing.counts(self.routing_rng, step.padded_tokens)
         return variables
 
     def program_done(self, executor: int, now: float) -> None:
