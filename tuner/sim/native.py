@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: The compiled modules, as setup.py's CORE lists their files.
-CORE = ("gpu", "batching", "service", "program")
+CORE = ("gpu", "batching", "vllm_batching", "service", "program")
 PURE_ENV = "TUNER_PURE_PYTHON"
 STAMP = "_compiled.json"
 HERE = Path(__file__).resolve().parent
