@@ -176,6 +176,8 @@ def test_check_run_prints_predicted_beside_measured(tmp_path: Path):
     assert done.exit_code == 0 and "predicted / measured (error)" in done.output
     stage = json.loads(CliRunner().invoke(main, ["check-run", str(run), "--json"]).output)["stages"][1]
     assert stage["error_pct"]["e2e_ms"]["mean"] == pytest.approx(stage["predicted"]["e2e_ms"]["mean"] - 100.0)
+    ignored = CliRunner().invoke(main, ["check-run", str(run), "--tp", "2"])
+    assert ignored.exit_code == 2 and "names its own deployment; --tp applies" in ignored.output
     (tmp_path / "config.json").write_text("[]")
     done = CliRunner().invoke(main, ["check-run", str(run)])
     assert done.exit_code == 2 and done.output.count("\n") == 1 and "expected a JSON object" in done.output

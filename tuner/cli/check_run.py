@@ -83,6 +83,10 @@ def _read(run_file: str, options: dict[str, Any]):
 
     data = read_json_object(Path(run_file))
     if isinstance(data, dict) and data.get("format") == "measured-run/1":
+        given = _given(options)
+        if given:
+            fail(f"{run_file}: a measured run names its own deployment; --{given[0].replace('_', '-')} applies "
+                 "to vllm bench serve results only")
         return read_run(run_file)
     if is_vllm_bench(data):
         if options["model_config"] is None:
@@ -91,6 +95,14 @@ def _read(run_file: str, options: dict[str, Any]):
         return read_vllm_bench(run_file, deployment_from_options(options))
     fail(f"{run_file}: neither a measured run (format measured-run/1) nor a vllm bench serve result "
          "(request_rate, input_lens, output_lens)")
+
+
+def _given(options: dict[str, Any]) -> list[str]:
+    """The deployment options given on the command line (not left at their defaults)."""
+    from click.core import ParameterSource
+
+    context = click.get_current_context()
+    return [name for name in options if context.get_parameter_source(name) is ParameterSource.COMMANDLINE]
 
 
 def _cell(predicted: float, measured: float, error: float) -> str:
