@@ -110,3 +110,15 @@ def test_engine_settings_belong_to_an_engine_policy(tmp_path: Path):
         load_problem(_toy_llm(tmp_path, "bare", batching="vllm"))
     with pytest.raises(ProblemError, match="service.executors: batching: vllm runs one engine"):
         load_problem(_toy_llm(tmp_path, "two", batching="vllm", engine=PLAIN_ENGINE, executors=2))
+
+
+def test_the_memory_timeline_shows_the_kv_blocks_in_use(tmp_path: Path):
+    """Peak memory = fixed + workspace + the most KV blocks requests held at once, each
+    131,072 x 16 bytes; no more than the budget, more than the fixed part."""
+    problem = load_problem(_toy_llm(tmp_path, "memory", batching="vllm", engine={**PLAIN_ENGINE,
+                                                                                 "num_gpu_blocks": None}))
+    run = _run(problem, "heavy")
+    extra = run.batching.block_bytes
+    assert extra == 131072 * 16
+    peak = run._memory_peak - run.base_memory
+    assert peak > 0 and peak % extra == 0 and run._memory_peak <= 80 * 2**30

@@ -52,6 +52,10 @@ class Host:
         """``request`` completed at ``now``: release its memory and judge it."""
         raise NotImplementedError
 
+    def hold(self, nbytes: float) -> None:
+        """The policy now holds ``nbytes`` of memory itself (an engine's KV blocks in use)."""
+        raise NotImplementedError
+
 
 class BatchingPolicy:
     """The scheduling state every policy keeps (see the module's contract)."""

@@ -187,6 +187,7 @@ class ServiceRun(Host):
         self._timer_seq = 0
         self._queue: deque[int] = deque()
         self._memory_used = 0.0
+        self._engine_memory = 0.0  # what an engine policy holds itself (its KV blocks in use): shown, not admitted on
         self._admitted = 0
         self._judged = 0
         self.kernels = 0
@@ -286,6 +287,14 @@ class ServiceRun(Host):
         self._judged += 1
         if self._misses_allowed < _INF and self.arrival[request] >= self._warmup and not self._good(request, now):
             self._missed()
+
+    def hold(self, nbytes: float) -> None:
+        """An engine policy now holds ``nbytes`` of memory itself (its KV blocks in use):
+        counted in the memory timeline, integral and peak, never in admission."""
+        self._engine_memory = nbytes
+        memory = self.base_memory + self._memory_used + nbytes
+        if memory > self._memory_peak:
+            self._memory_peak = memory
 
     def _good(self, request: int, now: float) -> bool:
         service = self.bound.service
@@ -435,7 +444,7 @@ class ServiceRun(Host):
                 if t > last_t and last_t < horizon:  # integrate the service's step functions up to t
                     end = t if t < horizon else horizon
                     sm_seconds = gpu.sm_seconds(end)
-                    memory_integral += (self.base_memory + self._memory_used) * (end - last_t)
+                    memory_integral += (self.base_memory + self._memory_used + self._engine_memory) * (end - last_t)
                     if queue or waiting:
                         idle_waiting += (end - last_t) - (sm_seconds - sm_seconds_at_last)
                     last_t, sm_seconds_at_last = end, sm_seconds
@@ -470,11 +479,11 @@ class ServiceRun(Host):
                         continue
                     self._on_timer(t)
                 if recording is not None:
-                    recording.sample(t, self.base_memory + self._memory_used, len(queue) + len(waiting), self._admitted)
+                    recording.sample(t, self.base_memory + self._memory_used + self._engine_memory, len(queue) + len(waiting), self._admitted)
         except _Decided:
             stopped = True
         if last_t < horizon:
-            memory_integral += (self.base_memory + self._memory_used) * (horizon - last_t)
+            memory_integral += (self.base_memory + self._memory_used + self._engine_memory) * (horizon - last_t)
         self._memory_integral, self._idle_waiting = memory_integral, idle_waiting
         self._sm_integral = gpu.sm_seconds(horizon)
         self._sm_peak = max(gpu.sm_peak, self._program_peak)

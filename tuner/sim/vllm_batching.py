@@ -17,7 +17,8 @@ What it adds to continuous batching, each rule as :mod:`tuner.engine` documents 
   step's kernels, and a per-request overhead between server and client
   (``request_overhead``) added to its first token and its end.
 
-Memory timelines show the fixed part and the workspace; the KV cache is the engine's.
+Memory timelines show the fixed part, the workspace and the KV blocks requests hold (vLLM
+allocates the whole cache at start-up; the timeline shows the part in use).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class VllmBatching(BatchingPolicy):
         self.routing = workload.routing
         self.routing_rng = np.random.default_rng(workload.routing_seed) if workload.routing is not None else None
         self.refused = 0
+        self.block_bytes = engine.kv_bytes_per_token * engine.block_size
 
     def admitted(self, request: int, now: float) -> None:
         self.pending.append((now, request))
@@ -112,6 +114,7 @@ class VllmBatching(BatchingPolicy):
                 return None
             step = scheduler.schedule()
         self.scheduled_at = now
+        self._show_memory()
         start_t = self.start_t
         for request, _, _ in step.entries:
             if start_t[request.rid] != start_t[request.rid]:
@@ -156,4 +159,11 @@ class VllmBatching(BatchingPolicy):
                 first_t[request.rid] = now + overhead
         for request in self.scheduler.finish_step(step, now):
             self.host.finish(request.rid, now + overhead)
+        self._show_memory()
         self.idle.append(executor)
+
+    def _show_memory(self) -> None:
+        """The KV blocks requests hold, as memory in use (vLLM allocates the whole cache at
+        start-up; this is the part requests fill)."""
+        pool = self.scheduler.pool
+        self.host.hold((len(pool.ref) - 1 - pool.free_blocks) * self.block_bytes)
