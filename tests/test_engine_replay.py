@@ -213,3 +213,57 @@ def test_check_run_reads_a_vllm_bench_serve_result(tmp_path: Path):
     path.write_text(json.dumps({**result, "max_concurrency": 8}))
     closed = runner.invoke(main, ["check-run", str(path), "--model", str(config)])
     assert closed.exit_code == 2 and "closed-loop" in closed.output
+
+
+def _inference_perf_folder(tmp_path: Path) -> tuple[Path, list[float]]:
+    """A report folder as inference-perf writes it: two stage files and the per-request
+    file, in the v0.4 layout (info.input_tokens ...) and the v0.6 one (request_metrics,
+    response_metrics), with one failed request. Returns the e2e times of stage 0."""
+    folder = tmp_path / "reports-20260101-000000"
+    folder.mkdir()
+    entries, stage0 = [], []
+    for i in range(40):
+        start = 1000.0 + 0.5 * i
+        e2e = 0.3 + 0.01 * i
+        times = [start + 0.02 + 0.01 * k for k in range(20)]
+        payload = json.dumps({"prompt": f"question {i % 5}", "max_tokens": 20})
+        if i % 2:
+            info = {"input_tokens": 200, "output_tokens": 20, "output_token_times": times}
+        else:
+            info = {"request_metrics": {"text": {"input_tokens": 200}},
+                    "response_metrics": {"output_tokens": 20, "output_token_times": times}}
+        entries.append({"start_time": start, "end_time": start + e2e, "request": payload, "response": "",
+                        "info": info, "error": None})
+        if i < 20:
+            stage0.append(e2e)
+    entries.append({"start_time": 999.0, "end_time": 999.5, "request": "{}", "response": "", "info": {},
+                    "error": {"error_type": "timeout", "error_msg": "x"}})
+    (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(entries))
+    for index in (0, 1):
+        (folder / f"stage_{index}_lifecycle_metrics.json").write_text(
+            json.dumps({"load_summary": {"count": 20, "requested_rate": 2.0}, "successes": {"count": 20}}))
+    return folder, stage0
+
+
+def test_check_run_reads_an_inference_perf_report(tmp_path: Path):
+    """Stages split by the stage files' counts in start order; measured e2e from each
+    request's end - start (seconds -> ms); a failed request left out."""
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+
+    folder, stage0 = _inference_perf_folder(tmp_path)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA2_7B))
+    done = CliRunner().invoke(main, ["check-run", str(folder), "--json", "--model", str(config)])
+    assert done.exit_code == 0, done.output
+    stages = json.loads(done.output)["stages"]
+    assert [s["requests"] for s in stages] == [20, 20]
+    assert stages[0]["measured"]["e2e_ms"]["mean"] == pytest.approx(1e3 * sum(stage0) / 20)
+    assert stages[0]["measured"]["ttft_ms"]["mean"] == pytest.approx(20.0)
+    assert stages[0]["predicted"]["e2e_ms"]["mean"] > 0
+    bare = CliRunner().invoke(main, ["check-run", str(folder)])
+    assert bare.exit_code == 2 and "names no deployment" in bare.output
+    (folder / "per_request_lifecycle_metrics.json").unlink()
+    missing = CliRunner().invoke(main, ["check-run", str(folder), "--model", str(config)])
+    assert missing.exit_code == 2 and "per_request: true" in missing.output

@@ -22,7 +22,7 @@ def _finite(value: Any) -> Any:
 
 
 @main.command("check-run")
-@click.argument("run_file", metavar="RUN.json", type=click.Path(dir_okay=False))
+@click.argument("run_file", metavar="RUN.json", type=click.Path(exists=False))
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"run", "stages": [{"index", "predicted", "measured", "error_pct"}]} (milliseconds).')
 @deployment_options(model_required=False)
@@ -30,10 +30,11 @@ def _finite(value: Any) -> Any:
 def check_run(run_file: str, as_json: bool, **options: Any) -> None:
     """Replay RUN.json with the shipped step costs and compare with what it measured.
 
-    RUN.json is a measured run (format measured-run/1), which names its deployment, or a
-    `vllm bench serve --save-result --save-detailed` result, whose deployment the options
-    give (--model at least); its arrival times are not saved, so a draw of the process it
-    sent (Poisson, or gamma with its burstiness; seed 0) is replayed.
+    RUN.json is a measured run (format measured-run/1), which names its deployment; a
+    `vllm bench serve --save-result --save-detailed` result, or an inference-perf report
+    folder (with per-request metrics), whose deployment the options give (--model at
+    least). A vllm bench result saves no arrival times: a draw of the process it sent
+    (Poisson, or gamma with its burstiness; seed 0) is replayed.
 
     The run's deployment (model config, GPU, tensor parallelism, engine arguments) is
     built as it was run and its trace replayed through vLLM V1's scheduler (token budget,
@@ -77,10 +78,18 @@ def _read(run_file: str, options: dict[str, Any]):
     """The run in ``run_file``, whichever of the formats it is in."""
     from pathlib import Path
 
+    from ..engine.inference_perf import is_inference_perf, read_inference_perf
     from ..engine.measured_run import read_run
     from ..engine.model_config import read_json_object
     from ..engine.vllm_bench import is_vllm_bench, read_vllm_bench
 
+    if Path(run_file).is_dir():
+        if not is_inference_perf(Path(run_file)):
+            fail(f"{run_file}: a folder, but not an inference-perf report (no stage_N_lifecycle_metrics.json)")
+        if options["model_config"] is None:
+            fail(f"{run_file}: an inference-perf report names no deployment: pass --model CONFIG.json "
+                 "(and --tp and the engine arguments it ran with)")
+        return read_inference_perf(run_file, deployment_from_options(options))
     data = read_json_object(Path(run_file))
     if isinstance(data, dict) and data.get("format") == "measured-run/1":
         given = _given(options)
