@@ -122,3 +122,24 @@ def test_the_memory_timeline_shows_the_kv_blocks_in_use(tmp_path: Path):
     assert extra == 131072 * 16
     peak = run._memory_peak - run.base_memory
     assert peak > 0 and peak % extra == 0 and run._memory_peak <= 80 * 2**30
+
+
+def test_workspace_costs_kv_blocks_and_so_preemptions(tmp_path: Path):
+    """The memory mechanism under vLLM's engine: with 2 GiB beside 16 GiB of weights, split-K
+    GEMMs reserving their fp32 partials leave fewer KV blocks (1 + (2 GiB - workspace) //
+    2 MiB), and the heavy regime then preempts and recomputes more and serves less."""
+    engine = {**PLAIN_ENGINE}
+    engine.pop("num_gpu_blocks")
+    problem = load_problem(_toy_llm(tmp_path, "pressure", batching="vllm", engine=engine))
+    results = []
+    for spec in ([], [f"{op}=tile64_splitk4" for op in ("qkv", "o", "up", "down")]):
+        bound = bind(problem.service_for("heavy"), resolve_assignment(problem, spec), problem.size_fields)
+        workload = problem.regimes["heavy"].workload(0, problem.service.jitter, 30.0)
+        run = ServiceRun(bound, workload, 18 * 2**30, problem.size_fields)
+        metrics = run.run().metrics
+        blocks = len(run.batching.scheduler.pool.ref)
+        assert blocks == 1 + math.floor((2 * 2**30 - bound.reserved_workspace) / (131072 * 16))
+        results.append((bound.reserved_workspace, blocks, run.batching.scheduler.preemptions, metrics.goodput_rps))
+    (plain_ws, plain_blocks, plain_pre, plain_good), (split_ws, split_blocks, split_pre, split_good) = results
+    assert split_ws > plain_ws and split_blocks < plain_blocks
+    assert split_pre > plain_pre and split_good < plain_good
