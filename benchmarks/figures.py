@@ -140,6 +140,9 @@ DERIVED: dict[str, Callable[[], Any]] = {
     "sim2real_calibration_e2e_worst": lambda: _sim2real_worst("calibration"),
     "sim2real_loro_e2e_worst": lambda: _sim2real_worst("leave_one_run_out"),
     "sim2real_kv_block_errors": lambda: [entry["error_pct"] for entry in lookup("bench_sim2real/kv_blocks")],
+    "sim2real_engine_same_workload_errors": lambda: [
+        100.0 * (stage["engine_model"]["e2e_p50_ms"] / stage["measured"]["e2e_p50_ms"] - 1.0)
+        for entry in lookup("bench_sim2real/service_simulator") for stage in entry["stages"]],
     "sim2real_service_e2e_p50_errors": lambda: [
         100.0 * (stage["predicted"]["e2e_p50_ms"] / stage["measured"]["e2e_p50_ms"] - 1.0)
         for entry in lookup("bench_sim2real/service_simulator") for stage in entry["stages"]
