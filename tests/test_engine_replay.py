@@ -130,7 +130,7 @@ def _write_run(tmp_path: Path, requests: int = 160, measured: dict | None = None
 
 def test_run_errors_are_one_line_naming_the_key(tmp_path: Path):
     path = _write_run(tmp_path, block_size=0)
-    with pytest.raises(RunError, match=r"run.json: key 'engine.block_size': must be at least 1, got 0"):
+    with pytest.raises(RunError, match=r"run.json: key 'engine.block_size': must be between 1 and 4,096, got 0"):
         read_run(path)
     data = json.loads(path.read_text())
     data["format"] = "other"
@@ -239,15 +239,15 @@ def _inference_perf_folder(tmp_path: Path) -> tuple[Path, list[float]]:
     entries.append({"start_time": 999.0, "end_time": 999.5, "request": "{}", "response": "", "info": {},
                     "error": {"error_type": "timeout", "error_msg": "x"}})
     (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(entries))
-    for index in (0, 1):
+    for index, count in ((0, 21), (1, 20)):  # inference-perf's count includes failures: stage 0's one
         (folder / f"stage_{index}_lifecycle_metrics.json").write_text(
-            json.dumps({"load_summary": {"count": 20, "requested_rate": 2.0}, "successes": {"count": 20}}))
+            json.dumps({"load_summary": {"count": count, "requested_rate": 2.0}, "successes": {"count": 20}}))
     return folder, stage0
 
 
 def test_check_run_reads_an_inference_perf_report(tmp_path: Path):
-    """Stages split by the stage files' counts in start order; measured e2e from each
-    request's end - start (seconds -> ms); a failed request left out."""
+    """Stages split by the stage files' counts (failures included) in start order; measured
+    e2e from each request's end - start (seconds -> ms); the failed request left out."""
     from click.testing import CliRunner
 
     from tuner.cli import main

@@ -143,3 +143,14 @@ def test_workspace_costs_kv_blocks_and_so_preemptions(tmp_path: Path):
     (plain_ws, plain_blocks, plain_pre, plain_good), (split_ws, split_blocks, split_pre, split_good) = results
     assert split_ws > plain_ws and split_blocks < plain_blocks
     assert split_pre > plain_pre and split_good < plain_good
+
+
+def test_a_request_beyond_max_context_is_refused_and_the_rest_served(tmp_path: Path):
+    """vLLM's API server refuses a request longer than max_model_len; one admitted anyway
+    would sit in the running list forever holding a sequence slot and its blocks."""
+    problem = load_problem(_toy_llm(tmp_path, "short", batching="vllm", engine=PLAIN_ENGINE, max_context=1024,
+                                    max_batch=4))
+    run = _run(problem, "heavy")
+    finished = sum(1 for t in run.finish_t if t == t)
+    assert run.batching.refused > 0
+    assert finished == run.n - run.batching.refused

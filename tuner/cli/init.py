@@ -19,6 +19,24 @@ def _rates(ctx: click.Context, param: click.Parameter, value: str) -> tuple[floa
     return rates
 
 
+def _check_loads(text: str, directory: Path | None) -> None:
+    """Load the file about to be written, so that what the options make of it (a trace
+    without the named columns, a name the schema refuses) is one line now, not at the
+    first ``tuner simulate``."""
+    import tempfile
+
+    from ..errors import ProblemError
+    from ..problem.load import load_problem
+
+    with tempfile.TemporaryDirectory(dir=directory if directory and directory.is_dir() else None) as folder:
+        path = Path(folder) / "problem.yaml"
+        path.write_text(text)
+        try:
+            load_problem(path)
+        except ProblemError as exc:
+            fail(f"the problem file these options make does not load: {str(exc).replace(str(path) + ': ', '')}")
+
+
 @main.command("init")
 @deployment_options(model_required=True)
 @click.option("--rate", "rates", default="1,4", callback=_rates, show_default=True,
@@ -49,6 +67,7 @@ def init(rates: tuple[float, ...], trace: str | None, prompt_column: str, output
         output_column=output_column, name=name or stem)
     model, tp, gpu = deployment.model, deployment.tp, deployment.device.name
     text = problem_text(deployment)
+    _check_loads(text, Path(out).parent if out else None)
     if out is None:
         click.echo(text, nl=False)
         return

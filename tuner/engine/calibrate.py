@@ -99,7 +99,9 @@ def _linear_rows(run: MeasuredRun, result: Replay) -> list[tuple[np.ndarray, flo
             continue
         mask = (stage_of == stage.index) & ok
         for metric, matrix in per_metric.items():
-            rows.append((matrix[mask].mean(axis=0) * 1e3, stage.measured[metric]["mean"], WEIGHTS[metric]))
+            row, target = matrix[mask].mean(axis=0) * 1e3, stage.measured[metric]["mean"]
+            if mask.any() and np.isfinite(row).all() and math.isfinite(target) and target > 0:
+                rows.append((row, target, WEIGHTS[metric]))
     return rows
 
 

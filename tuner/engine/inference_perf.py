@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import RunError, shortened
 from .init_problem import Deployment
-from .measured_run import MeasuredRun, Stage
+from .measured_run import MAX_TOKENS, MeasuredRun, Stage
 from .model_config import read_json_object
 from .replay import TraceRequest, percentiles
 from .scheduler import EngineArgs
@@ -69,14 +69,18 @@ def _request(entry: Any, where: str) -> tuple[float, float, int, int, float | No
     times = _dig(info, ("response_metrics", "output_token_times"), ("response_info", "output_token_times"),
                  ("output_token_times",))
     start, end = entry.get("start_time"), entry.get("end_time")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, end, prompt, output)):
-        raise RunError(f"{where}: start_time, end_time and the token counts in 'info' must be numbers")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               for v in (start, end, prompt, output)):
+        raise RunError(f"{where}: start_time, end_time and the token counts in 'info' must be finite numbers")
+    if not 0 <= prompt <= MAX_TOKENS or not 0 <= output <= MAX_TOKENS:
+        raise RunError(f"{where}: token counts must be between 0 and {MAX_TOKENS:,}")
     text = entry.get("request") if isinstance(entry.get("request"), str) else ""
     try:
         payload = json.loads(text) if text else {}
     except json.JSONDecodeError:
         payload = {}
-    prompt_text = json.dumps(payload.get("prompt", payload.get("messages", "")), sort_keys=True)
+    asked = payload.get("prompt", payload.get("messages")) if isinstance(payload, dict) else None
+    prompt_text = json.dumps(asked, sort_keys=True) if asked else ""  # "": nothing known, nothing shared
     first = float(times[0]) if isinstance(times, list) and times and isinstance(times[0], (int, float)) else None
     return float(start), float(end), int(prompt), int(output), first, prompt_text
 
@@ -108,16 +112,21 @@ def read_inference_perf(folder: str | Path, deployment: Deployment) -> MeasuredR
     entries = read_json_object(files[0])
     if not isinstance(entries, list) or not entries:
         raise RunError(f"{shortened(files[0])}: expected a list of requests")
-    rows = [r for i, e in enumerate(entries) if (r := _request(e, f"{shortened(files[0])}: [{i}]")) is not None]
-    if not rows:
+    parsed = [(_start(e), _request(e, f"{shortened(files[0])}: [{i}]")) for i, e in enumerate(entries)]
+    order = sorted(range(len(parsed)), key=lambda i: (parsed[i][0] if parsed[i][0] is not None else -math.inf, i))
+    # stages count every request, failed ones too: split in start order, then drop failures
+    every_stage = _stage_of(folder, len(parsed))
+    kept = [(parsed[i][1], every_stage[n]) for n, i in enumerate(order) if parsed[i][1] is not None]
+    if not kept:
         raise RunError(f"{shortened(files[0])}: every request failed; nothing to replay")
-    rows.sort(key=lambda r: r[0])
+    rows = [row for row, _ in kept]
     origin = rows[0][0]
-    size = deployment.block_size
-    requests = tuple(TraceRequest(start - origin, max(prompt, 1), max(output, 1),
-                                  tuple((hashlib.sha1(text.encode()).hexdigest(), j) for j in range(prompt // size)))
-                     for start, _, prompt, output, _, text in rows)
-    stage_of, stages = _stages(folder, rows)
+    size, limit = deployment.block_size, deployment.max_model_len
+    requests = tuple(TraceRequest(start - origin, max(prompt, 1), max(output, 1), tuple(
+        (hashlib.sha1(text.encode()).hexdigest() if text else f"request {n}", j)
+        for j in range(prompt // size if prompt + output <= limit else 0)))
+        for n, (start, _, prompt, output, _, text) in enumerate(rows))
+    stage_of, stages = _stages(folder, rows, tuple(stage for _, stage in kept))
     engine = EngineArgs(max_num_seqs=deployment.seqs, max_num_batched_tokens=deployment.batched_tokens,
                         max_model_len=deployment.max_model_len, block_size=size,
                         num_gpu_blocks=deployment.num_gpu_blocks or deployment.kv_blocks)
@@ -125,14 +134,25 @@ def read_inference_perf(folder: str | Path, deployment: Deployment) -> MeasuredR
                        tp=deployment.tp, engine=engine, requests=requests, stage_of=stage_of, stages=stages)
 
 
-def _stages(folder: Path, rows: list) -> tuple[tuple[int, ...], tuple[Stage, ...]]:
-    """Each request's stage (start order, by the stage files' counts; one stage without
-    them) and each stage's figures, computed from its requests."""
-    counts = _stage_counts(folder) or [(0, None, len(rows))]
+def _start(entry: Any) -> float | None:
+    value = entry.get("start_time") if isinstance(entry, dict) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _stage_of(folder: Path, total: int) -> list[int]:
+    """The stage of each of ``total`` requests in start order, by the stage files' counts
+    (failures included, as inference-perf counts them); one stage without them."""
+    counts = _stage_counts(folder) or [(0, None, total)]
     stage_of: list[int] = []
     for index, _, count in counts:
         stage_of += [index] * count
-    stage_of = (stage_of + [counts[-1][0]] * len(rows))[:len(rows)]  # failures left out: the last stage takes the rest
+    return (stage_of + [counts[-1][0]] * total)[:total]
+
+
+def _stages(folder: Path, rows: list, stage_of: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[Stage, ...]]:
+    """Each stage's figures, computed from its requests."""
+    counts = _stage_counts(folder) or [(0, None, len(rows))]
     start = np.array([r[0] for r in rows])
     e2e = np.array([r[1] for r in rows]) - start
     ttft = np.array([math.nan if r[4] is None else r[4] for r in rows]) - start
@@ -143,4 +163,4 @@ def _stages(folder: Path, rows: list) -> tuple[tuple[int, ...], tuple[Stage, ...
     stages = tuple(Stage(index, rate, {name: percentiles(values[which == index] * 1e3)
                                        for name, values in (("e2e_ms", e2e), ("ttft_ms", ttft), ("tpot_ms", tpot))})
                    for index, rate, _ in counts)
-    return tuple(stage_of), stages
+    return stage_of, stages

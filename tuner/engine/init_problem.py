@@ -13,12 +13,14 @@ the bundled TP problems do.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..profile.devices import DevicePreset
 from .model_config import ModelShape
+from .scheduler import MAX_KV_BLOCKS
 from .step_cost import StepCoefficients
 
 GIB = 1 << 30
@@ -61,6 +63,17 @@ class Deployment:
             raise ValueError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if not self.rates or any(not (r > 0 and math.isfinite(r)) for r in self.rates):
             raise ValueError(f"--rate must be positive request rates, got {self.rates}")
+        if self.num_gpu_blocks is None:
+            left = self.memory_bytes - self.weights_bytes - self.activation_bytes
+            if left < 2 * self.kv_bytes_per_token * self.block_size:
+                raise ValueError(
+                    f"{self.model.name} does not fit: {self.weights_bytes / GIB:.1f} GiB of weights and "
+                    f"{self.activation_bytes / GIB:.1f} GiB of activations per rank leave no KV cache in "
+                    f"{self.memory_bytes / GIB:.1f} GiB ({self.gpu_memory_utilization:g} of a "
+                    f"{self.device.name.upper()}); use more ranks (--tp) or set --num-gpu-blocks")
+            if self.kv_blocks > MAX_KV_BLOCKS:
+                raise ValueError(f"{self.kv_blocks:,} KV blocks exceed the {MAX_KV_BLOCKS:,} the simulator "
+                                 "holds; use a larger --block-size or set --num-gpu-blocks")
 
     @property
     def large_gpu(self) -> bool:
@@ -154,7 +167,7 @@ def _header(dep: Deployment) -> str:
 #         block_size 16), worker/gpu_worker.py determine_available_memory (KV cache =
 #         utilization x memory - weights - activation peak).
 #  [FIT]  tuner's H100/vLLM step-cost calibration (docs/sim2real.md).
-name: {dep.name}
+name: {json.dumps(dep.name)}
 description: >
   {m.name} on {dep.tp} x {dep.device.name.upper()}, vLLM V1 defaults, continuous batching with chunked
   prefill; written by tuner init.
@@ -332,8 +345,9 @@ def _regimes(dep: Deployment) -> str:
         name = f"rate_{rate:g}".replace(".", "_")
         lines += [f"  {name}:",
                   f"    description: {dep.trace.name} replayed at {rate:g} req/s",
-                  f"    arrivals: {{process: trace, file: {dep.trace}, rate: {rate:g},",
-                  f"               columns: {{prompt: {dep.prompt_column}, output: {dep.output_column}}}}}",
+                  f"    arrivals: {{process: trace, file: {json.dumps(str(dep.trace))}, rate: {rate:g},",
+                  f"               columns: {{prompt: {json.dumps(dep.prompt_column)}, "
+                  f"output: {json.dumps(dep.output_column)}}}}}",
                   "    horizon: 30 s",
                   "    warmup: 5 s"]
     return "\n".join(lines)

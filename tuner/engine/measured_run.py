@@ -21,8 +21,14 @@ from .model_config import ModelShape, read_json_object, read_model_config
 from .replay import TraceRequest
 from .scheduler import EngineArgs
 
-#: Engine arguments a run may record, with vLLM V1's defaults where it does not.
+#: Engine arguments a run may record, with vLLM V1's defaults where it does not, and the
+#: most the replay holds (beyond any served deployment: the arrays and pools they size are
+#: allocated whole).
 ENGINE_KEYS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size", "num_gpu_blocks")
+ENGINE_LIMITS = {"max_num_seqs": 1 << 16, "max_num_batched_tokens": 1 << 20, "max_model_len": 1 << 24,
+                 "block_size": 1 << 12, "num_gpu_blocks": 1 << 22}
+#: The longest prompt or output a trace row may give (max_model_len's limit).
+MAX_TOKENS = 1 << 24
 METRICS = ("e2e_ms", "ttft_ms", "tpot_ms")
 STATS = ("mean", "p50", "p90", "p99")
 
@@ -96,13 +102,18 @@ def read_run(path: str | Path) -> MeasuredRun:
     if isinstance(data["model"].get("name"), str):
         model = replace(model, name=data["model"]["name"])
     tp = _get(data, where, "parallel.tensor", int, 1)
-    if tp < 1:
-        raise RunError(f"{where}: key 'parallel.tensor': must be at least 1, got {tp}")
+    if tp < 1 or model.heads % tp or model.intermediate % tp:
+        raise RunError(f"{where}: key 'parallel.tensor': {tp} must be at least 1 and divide the model's heads "
+                       f"({model.heads}) and MLP width ({model.intermediate})")
     engine = _engine_args(data, where)
     stages = tuple(_stage(s, f"{where}: stages[{i}]") for i, s in enumerate(_get(data, where, "stages", list)))
     trace = path.parent / _get(data, where, "workload.trace", str)
-    prompts = data.get("workload", {}).get("prompts") or {}
-    requests, stage_of, e2e, ttft = _read_trace(trace, engine.block_size, prompts)
+    prompts = _get(data, where, "workload.prompts", dict, {})
+    for key in ("system_prompt_len", "prompts_per_group"):
+        if key in prompts and (isinstance(prompts[key], bool) or not isinstance(prompts[key], int)
+                               or prompts[key] < 0):
+            raise RunError(f"{where}: key 'workload.prompts.{key}': expected a count, got {prompts[key]!r}")
+    requests, stage_of, e2e, ttft = _read_trace(trace, engine, prompts)
     return MeasuredRun(name=str(data.get("name") or path.stem), path=path, model=model,
                        gpu=_get(data, where, "gpu.name", str), tp=tp, engine=engine, requests=requests,
                        stage_of=stage_of, stages=stages, measured_e2e_s=e2e, measured_ttft_s=ttft)
@@ -110,12 +121,15 @@ def read_run(path: str | Path) -> MeasuredRun:
 
 def _engine_args(data: dict[str, Any], where: str) -> EngineArgs:
     defaults = EngineArgs()
+    _get(data, where, "engine", dict, {})
     values = {key: _get(data, where, f"engine.{key}", int, getattr(defaults, key)) for key in ENGINE_KEYS}
     for key, value in values.items():
-        if value < 1:
-            raise RunError(f"{where}: key 'engine.{key}': must be at least 1, got {value}")
-    caching = data.get("engine", {}).get("enable_prefix_caching")
-    return EngineArgs(**values, enable_prefix_caching=True if caching is None else bool(caching))
+        low = 2 if key == "num_gpu_blocks" else 1
+        if not low <= value <= ENGINE_LIMITS[key]:
+            raise RunError(f"{where}: key 'engine.{key}': must be between {low} and {ENGINE_LIMITS[key]:,}, "
+                           f"got {value}")
+    caching = _get(data, where, "engine.enable_prefix_caching", bool, True)
+    return EngineArgs(**values, enable_prefix_caching=caching)
 
 
 def _stage(stage: Any, where: str) -> Stage:
@@ -131,8 +145,10 @@ def _stage(stage: Any, where: str) -> Stage:
                 raise RunError(f"{where}: key 'measured.{metric}': expected mean, p50, p90 and p99 numbers")
             figures[metric] = {s: float(block[s]) for s in STATS}
     rate = stage.get("rate_qps")
-    return Stage(index=int(stage.get("index", 0)), rate_qps=float(rate) if isinstance(rate, (int, float)) else None,
-                 measured=figures)
+    index = stage.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise RunError(f"{where}: key 'index': expected an integer, got {index!r}")
+    return Stage(index=index, rate_qps=float(rate) if isinstance(rate, (int, float)) else None, measured=figures)
 
 
 def prefix_keys(prompt_id: int | None, prompt: int, block_size: int, prompts: dict[str, Any],
@@ -151,13 +167,15 @@ def prefix_keys(prompt_id: int | None, prompt: int, block_size: int, prompts: di
                  for j in range(full))
 
 
-def _read_trace(path: Path, block_size: int, prompts: dict[str, Any]):
+def _read_trace(path: Path, engine: EngineArgs, prompts: dict[str, Any]):
     where = shortened(path)
     try:
         with path.open(newline="") as handle:
             rows = list(csv.DictReader(handle))
     except OSError as exc:
         raise RunError(f"{where}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise RunError(f"{where}: not a CSV trace ({exc})") from None
     if not rows:
         raise RunError(f"{where}: the trace has no requests")
     missing = {"arrival_s", "input_tokens", "output_tokens"} - set(rows[0])
@@ -171,16 +189,18 @@ def _read_trace(path: Path, block_size: int, prompts: dict[str, Any]):
             prompt, output = int(row["input_tokens"]), int(row["output_tokens"])
             prompt_id = int(row["prompt_id"]) if row.get("prompt_id") not in (None, "") else None
             stage = int(row.get("stage") or 0)
-        except ValueError as exc:
+            if measured:
+                e2e.append(float(row["e2e_s"]) if row["e2e_s"] else math.nan)
+                ttft.append(float(row["ttft_s"]) if row["ttft_s"] else math.nan)
+        except (ValueError, TypeError) as exc:  # TypeError: a row with fewer fields than the header
             raise RunError(f"{where}: line {line}: {exc}") from None
-        if not math.isfinite(arrival) or arrival < 0 or prompt < 1 or output < 1:
-            raise RunError(f"{where}: line {line}: arrival_s must be finite and >= 0, token counts >= 1")
-        requests.append(TraceRequest(arrival, prompt, output, prefix_keys(prompt_id, prompt, block_size, prompts,
-                                                                          line)))
+        if not math.isfinite(arrival) or arrival < 0 or not 1 <= prompt <= MAX_TOKENS or not 1 <= output <= MAX_TOKENS:
+            raise RunError(f"{where}: line {line}: arrival_s must be finite and >= 0, token counts between 1 and "
+                           f"{MAX_TOKENS:,}")
+        keyed = prompt + output <= engine.max_model_len  # a longer one is refused on arrival: no blocks to key
+        requests.append(TraceRequest(arrival, prompt, output, prefix_keys(
+            prompt_id, prompt if keyed else 0, engine.block_size, prompts, line)))
         stages.append(stage)
-        if measured:
-            e2e.append(float(row["e2e_s"]) if row["e2e_s"] else math.nan)
-            ttft.append(float(row["ttft_s"]) if row["ttft_s"] else math.nan)
     order = sorted(range(len(requests)), key=lambda k: requests[k].arrival_s)
     pick = lambda values: tuple(values[k] for k in order)  # noqa: E731
     return pick(requests), pick(stages), pick(e2e) if measured else None, pick(ttft) if measured else None

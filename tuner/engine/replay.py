@@ -67,9 +67,10 @@ class Replay:
 
     @property
     def tpot_s(self) -> np.ndarray:
-        """(e2e − TTFT) / (output − 1) per request; 0 for a one-token output."""
+        """(e2e − TTFT) / (output − 1) per request; NaN (left out of the figures, as vLLM's
+        benchmark leaves it out) for a one-token output."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.output > 1, (self.finish_s - self.first_s) / np.maximum(self.output - 1, 1), 0.0)
+            return np.where(self.output > 1, (self.finish_s - self.first_s) / np.maximum(self.output - 1, 1), np.nan)
 
 
 def replay(requests: Sequence[TraceRequest], args: EngineArgs, cost: StepCost, coefficients: StepCoefficients,
@@ -78,8 +79,8 @@ def replay(requests: Sequence[TraceRequest], args: EngineArgs, cost: StepCost, c
     n = len(requests)
     engine = [EngineRequest(i, r.arrival_s, r.prompt, r.output, r.prefix) for i, r in enumerate(requests)]
     arrivals = [r.arrival_s for r in requests]
-    if any(b < a for a, b in zip(arrivals, arrivals[1:])):
-        raise ValueError("requests must be sorted by arrival time")
+    if any(b < a for a, b in zip(arrivals, arrivals[1:])) or not all(math.isfinite(a) for a in arrivals):
+        raise ValueError("requests must be sorted by arrival time, every time finite")
     scheduler = Scheduler(args)
     coef = coefficients.vector()
     starts: list[float] = []

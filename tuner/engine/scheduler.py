@@ -39,6 +39,11 @@ def default_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> tup
     return tuple(s for s in sizes if s <= largest)
 
 
+#: The most KV blocks a simulated engine holds (its pool is allocated whole; 4 M blocks of
+#: 16 tokens is 64 M tokens of context, beyond any one GPU's cache).
+MAX_KV_BLOCKS = 1 << 22
+
+
 @dataclass(frozen=True)
 class EngineArgs:
     """The engine arguments that shape scheduling, under vLLM's names."""

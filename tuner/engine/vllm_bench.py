@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import RunError, shortened
 from .init_problem import Deployment
-from .measured_run import METRICS, MeasuredRun, Stage
+from .measured_run import MAX_TOKENS, METRICS, MeasuredRun, Stage
 from .model_config import read_json_object
 from .replay import TraceRequest
 from .scheduler import EngineArgs
@@ -62,18 +62,25 @@ def read_vllm_bench(path: str | Path, deployment: Deployment, seed: int = 0) -> 
         raise RunError(f"{where}: key 'request_rate': a finite positive rate is needed to replay arrivals, "
                        f"got {rate!r}")
     burstiness = data.get("burstiness", 1.0)
-    if not isinstance(burstiness, (int, float)) or not burstiness > 0:
+    if isinstance(burstiness, bool) or not isinstance(burstiness, (int, float)) or not (
+            burstiness > 0 and math.isfinite(burstiness)):
         raise RunError(f"{where}: key 'burstiness': must be positive, got {burstiness!r}")
     inputs, outputs = data.get("input_lens"), data.get("output_lens")
     if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs) or not inputs:
         raise RunError(f"{where}: keys 'input_lens' and 'output_lens' are needed, of equal length "
                        "(save the result with --save-detailed)")
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in (*inputs, *outputs)):
-        raise RunError(f"{where}: key 'input_lens'/'output_lens': token counts must be positive integers")
-    gaps = np.random.default_rng(seed).gamma(burstiness, 1.0 / (rate * burstiness), len(inputs))
+    if any(isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_TOKENS for v in (*inputs, *outputs)):
+        raise RunError(f"{where}: key 'input_lens'/'output_lens': token counts must be integers between 0 and "
+                       f"{MAX_TOKENS:,}")
+    # vLLM writes output length 0 for a failed request and leaves it out of its figures
+    served = [(p, o) for p, o in zip(inputs, outputs) if o > 0 and p > 0]
+    if not served:
+        raise RunError(f"{where}: every request failed (output_lens all 0); nothing to replay")
+    gaps = np.random.default_rng(seed).gamma(burstiness, 1.0 / (rate * burstiness), len(served))
     arrivals = np.concatenate([[0.0], np.cumsum(gaps)[:-1]])
-    requests = tuple(TraceRequest(float(a), p, o, tuple((-3, i, j) for j in range(p // deployment.block_size)))
-                     for i, (a, p, o) in enumerate(zip(arrivals, inputs, outputs)))
+    limit = deployment.max_model_len
+    requests = tuple(TraceRequest(float(a), p, o, tuple((-3, i, j) for j in range(
+        p // deployment.block_size if p + o <= limit else 0))) for i, (a, (p, o)) in enumerate(zip(arrivals, served)))
     engine = EngineArgs(max_num_seqs=deployment.seqs, max_num_batched_tokens=deployment.batched_tokens,
                         max_model_len=deployment.max_model_len, block_size=deployment.block_size,
                         num_gpu_blocks=deployment.num_gpu_blocks or deployment.kv_blocks)

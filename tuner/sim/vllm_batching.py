@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..engine.scheduler import EngineArgs, EngineRequest, ScheduledStep, Scheduler
+from ..engine.scheduler import MAX_KV_BLOCKS, EngineArgs, EngineRequest, ScheduledStep, Scheduler
+from ..errors import ProblemError
 from .batching import BatchingPolicy, Host
 from .gpu import left_to_right_sum
 
@@ -49,6 +50,10 @@ class VllmBatching(BatchingPolicy):
         self.settings = engine
         blocks = engine.num_gpu_blocks or 1 + int(max(host.capacity, 0.0) // (engine.kv_bytes_per_token
                                                                               * engine.block_size))
+        if blocks > MAX_KV_BLOCKS:
+            raise ProblemError(f"service.engine: the budget leaves {blocks:,} KV blocks, more than the "
+                               f"{MAX_KV_BLOCKS:,} the simulator holds; set engine.num_gpu_blocks or a larger "
+                               "block_size")
         self.scheduler = Scheduler(EngineArgs(
             max_num_seqs=service.max_batch, max_num_batched_tokens=service.max_tokens,
             max_model_len=service.max_context, block_size=engine.block_size, num_gpu_blocks=max(blocks, 2),
@@ -91,9 +96,17 @@ class VllmBatching(BatchingPolicy):
             self._launch(now)
 
     def _see(self, until: float) -> None:
+        """Hand the scheduler what arrived by ``until``; a request longer than
+        ``max_context`` is refused, as vLLM's API server refuses one beyond max_model_len
+        (it never finishes: counted as missed)."""
         pending, scheduler, requests = self.pending, self.scheduler, self.requests
+        limit = self.scheduler.args.max_model_len
         while pending and pending[0][0] <= until:
-            scheduler.add(requests[pending.popleft()[1]])
+            request = requests[pending.popleft()[1]]
+            if request.prompt + request.output > limit:
+                self.refused += 1
+            else:
+                scheduler.add(request)
 
     def _schedule(self, now: float) -> ScheduledStep | None:
         """The next step: what the scheduler saw when it ran (async: at the last step's
