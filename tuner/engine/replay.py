@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,7 +55,6 @@ class Replay:
     features: np.ndarray | None = None
     first_step: np.ndarray | None = None
     last_step: np.ndarray | None = None
-    extra: dict[str, float] = field(default_factory=dict)
 
     @property
     def ttft_s(self) -> np.ndarray:

@@ -38,7 +38,7 @@ end-to-end latency alike and leaves TPOT unchanged.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -76,12 +76,6 @@ class StepCoefficients:
         return cls(**{name: float(v) for name, v in zip(FEATURES, values)},
                    request_overhead_s=float(request_overhead_s), source=source)
 
-    def as_dict(self) -> dict[str, float | str]:
-        return asdict(self)
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
 
 
 def _gemm_seconds(m: np.ndarray, n: int, k: int, dtype_bytes: int, device: DevicePreset) -> np.ndarray:

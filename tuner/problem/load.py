@@ -30,7 +30,7 @@ from .document import read_document
 from .explain import Invalid, checked, explain
 from .model import (
     EAGER_HOST_LAUNCH_S, EngineSettings, WHOLE_DEVICE, Config, Device, Family, KernelProfile, Memory,
-    Neighbor, Operator, Partition, PiecewiseLinear, Problem, Quantity, Service, Slo, dynamic_variables, same_value,
+    Neighbor, Operator, Partition, PiecewiseLinear, Problem, Quantity, Service, Slo, same_value,
     service_variables,
 )
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ProblemError, SearchError
 from ..expr import Expr
-from .batching import DYNAMIC, TOKEN_VARIABLES, BatchingKind, batching_kind
+from .batching import BatchingKind, batching_kind
 from .bounds import check_sample
 from .buckets import Bucketing
 from .explain import Invalid
@@ -26,9 +26,6 @@ from ..traffic.routing import Routing
 Batching = str  # a name registered in tuner.problem.batching
 ProfileSource = Literal["measured", "modeled", "declared"]
 
-#: Variables a token-level iteration exposes to shape and cost expressions.
-CONTINUOUS_VARIABLES = TOKEN_VARIABLES
-
 
 def same_value(a: object, b: object) -> bool:
     """Equal as parameter values are: ``true`` is not ``1``, although Python says so."""
@@ -38,11 +35,6 @@ def same_value(a: object, b: object) -> bool:
 def service_variables(batching: str, size_fields: frozenset[str]) -> frozenset[str]:
     """The batch variables a batching policy exposes to expressions."""
     return batching_kind(batching).variables(size_fields)
-
-
-def dynamic_variables(size_fields: frozenset[str]) -> frozenset[str]:
-    """``batch``, plus per size field ``f`` its batch maximum ``f`` and sum ``f_total``."""
-    return DYNAMIC.variables(size_fields)
 
 
 @dataclass(frozen=True)

@@ -297,11 +297,11 @@ class ServiceRun(Host):
             self._memory_peak = memory
 
     def _good(self, request: int, now: float) -> bool:
-        service = self.bound.service
-        token_level = service.kind.token_level
-        return bool(_met(service.slo, token_level, self.arrival[request], now,
-                         self.batching.first_t[request] if token_level else now,
-                         self.sizes["output"][request] if token_level else 1))
+        service, arrival = self.bound.service, self.arrival[request]
+        if not service.kind.token_level:
+            return bool(service.slo.met(now - arrival))
+        first = self.batching.first_t[request]
+        return bool(service.slo.met(now - arrival, first - arrival, _tpot(now, first, self.sizes["output"][request])))
 
     def _missed(self) -> None:
         self._misses += 1
@@ -574,22 +574,12 @@ def _judge(slo: Slo, token_level: bool, arrival: np.ndarray, finish: np.ndarray,
            sizes: Mapping[str, np.ndarray], judged: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Which judged requests met the SLO; TTFT and TPOT of completed judged token requests."""
     done = ~np.isnan(finish) & judged
-    output = np.asarray(sizes["output"], dtype=np.float64) if token_level else 1.0
     with np.errstate(invalid="ignore"):
-        good = done & _met(slo, token_level, arrival, finish, first if token_level else finish, output)
         if not token_level:
-            return good, None, None
-        ttft, tpot = first - arrival, _tpot(finish, first, output)
+            return done & slo.met(finish - arrival), None, None
+        ttft, tpot = first - arrival, _tpot(finish, first, np.asarray(sizes["output"], dtype=np.float64))
+        good = done & slo.met(finish - arrival, ttft, tpot)
     return good, ttft[done], tpot[done]
-
-
-def _met(slo: Slo, token_level: bool, arrival: Any, finish: Any, first: Any, output: Any) -> Any:
-    """The one SLO judge, for one request (early stopping) or arrays of them (the metrics):
-    end to end, and for a token service also the first token and the time per output
-    token after it."""
-    if not token_level:
-        return slo.met(finish - arrival)
-    return slo.met(finish - arrival, first - arrival, _tpot(finish, first, output))
 
 
 def _tpot(finish: Any, first: Any, output: Any) -> Any:
