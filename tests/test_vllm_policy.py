@@ -152,5 +152,5 @@ def test_a_request_beyond_max_context_is_refused_and_the_rest_served(tmp_path: P
                                     max_batch=4))
     run = _run(problem, "heavy")
     finished = sum(1 for t in run.finish_t if t == t)
-    assert run.batching.refused > 0
-    assert finished == run.n - run.batching.refused
+    assert run.batching.scheduler.refused > 0
+    assert finished == run.n - run.batching.scheduler.refused

@@ -88,18 +88,12 @@ def replay(requests: Sequence[TraceRequest], args: EngineArgs, cost: StepCost, c
     first_step = [-1] * n
     last_step = [-1] * n
     t = 0.0
-    i = settled = refused = steps = 0
+    i = steps = 0
     scheduled_at: float | None = None  # when the step now ending was launched (async: the next one was scheduled then)
-    limit = args.max_model_len
-    while settled < n:
+    while True:
         seen_until = scheduled_at if args.async_scheduling and scheduled_at is not None else t
         while i < n and arrivals[i] <= seen_until:
-            request = engine[i]
-            if request.prompt + request.output > limit:
-                refused += 1
-                settled += 1
-            else:
-                scheduler.add(request)
+            scheduler.add(engine[i])
             i += 1
         if not scheduler.running and not scheduler.waiting:
             if i >= n:
@@ -108,35 +102,27 @@ def replay(requests: Sequence[TraceRequest], args: EngineArgs, cost: StepCost, c
             scheduled_at = None  # idle: the next schedule sees what arrived until it runs
             continue
         step = scheduler.schedule()
-        if not step.entries:
-            if not scheduler.running:  # the head of the queue can never get its blocks
-                scheduler.waiting.popleft()
-                refused += 1
-                settled += 1
-                continue
-            t = arrivals[i] if i < n else t  # cannot happen in vLLM's rules; wait for news
+        if not step.entries:  # a step that only preempted or refused: schedule again
             continue
         features = cost.features(step)
         start = scheduled_at = t
         t += cost.seconds(features, coef)
-        index = steps
+        end = scheduler.finish_step(step, t)
+        for request in end.first:
+            first_step[request.rid] = steps
+        for request in end.finished:
+            last_step[request.rid] = steps
         steps += 1
         if record:
             starts.append(start)
             ends.append(t)
             terms.append(features)
-            for request, new, before in step.entries:
-                if request.generated == 0 and before + new == request.prompt:
-                    first_step[request.rid] = index
-        for request in scheduler.finish_step(step, t):
-            last_step[request.rid] = index
-            settled += 1
     return Replay(
         arrival_s=np.asarray(arrivals, dtype=np.float64),
         first_s=np.array([r.first_t for r in engine]), finish_s=np.array([r.finish_t for r in engine]),
         output=np.array([r.output for r in engine], dtype=np.float64),
         request_overhead_s=coefficients.request_overhead_s, steps=steps,
-        preemptions=scheduler.preemptions, cached_tokens=scheduler.cached_tokens, refused=refused,
+        preemptions=scheduler.preemptions, cached_tokens=scheduler.cached_tokens, refused=scheduler.refused,
         step_start=np.asarray(starts) if record else None, step_end=np.asarray(ends) if record else None,
         features=np.asarray(terms, dtype=np.float64).reshape(-1, len(FEATURES)) if record else None,
         first_step=np.asarray(first_step) if record else None, last_step=np.asarray(last_step) if record else None,

@@ -88,10 +88,14 @@ class EngineRequest(KVRequest):
         self.finish_t = float("nan")
         self.preemptions = 0
 
-    @property
-    def tokens(self) -> int:
-        """The tokens known so far: the prompt and what was generated."""
-        return self.prompt + self.generated
+
+@dataclass(frozen=True)
+class StepEnd:
+    """What a step's end settled: the requests that gave their first token, and those
+    that gave their last (and freed their blocks)."""
+
+    first: list[EngineRequest]
+    finished: list[EngineRequest]
 
 
 @dataclass
@@ -117,9 +121,16 @@ class Scheduler:
         self.capture = args.capture_sizes
         self.preemptions = 0
         self.cached_tokens = 0
+        self.refused = 0
 
-    def add(self, request: EngineRequest) -> None:
+    def add(self, request: EngineRequest) -> bool:
+        """Queue ``request``; one longer than ``max_model_len`` is refused, as vLLM's API
+        server refuses it (False; it never runs)."""
+        if request.prompt + request.output > self.args.max_model_len:
+            self.refused += 1
+            return False
         self.waiting.append(request)
+        return True
 
     def schedule(self) -> ScheduledStep:
         step = ScheduledStep()
@@ -186,8 +197,14 @@ class Scheduler:
             hits = pool.computed_blocks(request, known)
             cached = len(hits) * size
             new = min(known - cached, budget, args.max_model_len - 1 - cached)
-            if new <= 0 or not pool.allocate(request, 0, new, hits, known):
+            if new <= 0:
                 break
+            if not pool.allocate(request, 0, new, hits, known):
+                if running:
+                    break  # blocks free up as running requests finish
+                waiting.popleft()  # nothing holds a block, so it can never get them: refused
+                self.refused += 1
+                continue
             waiting.popleft()
             running.append(request)
             self.cached_tokens += cached
@@ -196,16 +213,17 @@ class Scheduler:
             step.tokens += new
             budget -= new
 
-    def finish_step(self, step: ScheduledStep, now: float) -> list[EngineRequest]:
+    def finish_step(self, step: ScheduledStep, now: float) -> StepEnd:
         """The step ended at ``now``: requests that computed all their known tokens
         sample one; those with all their output finish and free their blocks."""
-        finished = []
+        first, finished = [], []
         for request, _, _ in step.entries:
             if request.computed != request.prompt + request.generated:
                 continue  # a prefill chunk that is not the prompt's last
             request.generated += 1
             if request.generated == 1 and request.first_t != request.first_t:
                 request.first_t = now
+                first.append(request)
             if request.generated >= request.output:
                 request.finish_t = now
                 finished.append(request)
@@ -214,4 +232,4 @@ class Scheduler:
             self.running = [r for r in self.running if id(r) not in done]
             for request in finished:
                 self.pool.release(request)
-        return finished
+        return StepEnd(first, finished)

@@ -68,7 +68,6 @@ class VllmBatching(BatchingPolicy):
         self.ready_at: float | None = None  # the step's CPU ends then; its kernels start
         self.routing = workload.routing
         self.routing_rng = np.random.default_rng(workload.routing_seed) if workload.routing is not None else None
-        self.refused = 0
         self.block_bytes = engine.kv_bytes_per_token * engine.block_size
 
     def admitted(self, request: int, now: float) -> None:
@@ -96,17 +95,11 @@ class VllmBatching(BatchingPolicy):
             self._launch(now)
 
     def _see(self, until: float) -> None:
-        """Hand the scheduler what arrived by ``until``; a request longer than
-        ``max_context`` is refused, as vLLM's API server refuses one beyond max_model_len
-        (it never finishes: counted as missed)."""
+        """Hand the scheduler what arrived by ``until`` (what it refuses never finishes:
+        counted as missed)."""
         pending, scheduler, requests = self.pending, self.scheduler, self.requests
-        limit = self.scheduler.args.max_model_len
         while pending and pending[0][0] <= until:
-            request = requests[pending.popleft()[1]]
-            if request.prompt + request.output > limit:
-                self.refused += 1
-            else:
-                scheduler.add(request)
+            scheduler.add(requests[pending.popleft()[1]])
 
     def _schedule(self, now: float) -> ScheduledStep | None:
         """The next step: what the scheduler saw when it ran (async: at the last step's
@@ -119,12 +112,10 @@ class VllmBatching(BatchingPolicy):
             if visible < now and self.pending:
                 visible = now
                 self._see(now)
-            elif scheduler.waiting and not scheduler.running:
-                scheduler.waiting.popleft()  # can never get its blocks: refused, never finishes
-                self.refused += 1
-            else:
+            elif not scheduler.waiting:
                 self.scheduled_at = None
                 return None
+            # else a step that only preempted or refused: schedule again
             step = scheduler.schedule()
         self.scheduled_at = now
         self._show_memory()
@@ -166,11 +157,11 @@ class VllmBatching(BatchingPolicy):
         assert step is not None
         self.step = None
         overhead = self.settings.request_overhead_s
+        end = self.scheduler.finish_step(step, now)
         first_t = self.first_t
-        for request, new, before in step.entries:
-            if request.generated == 0 and before + new == request.prompt:
-                first_t[request.rid] = now + overhead
-        for request in self.scheduler.finish_step(step, now):
+        for request in end.first:
+            first_t[request.rid] = now + overhead
+        for request in end.finished:
             self.host.finish(request.rid, now + overhead)
         self._show_memory()
         self.idle.append(executor)
