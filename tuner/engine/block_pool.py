@@ -17,6 +17,12 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
 
+def blocks_in(free_bytes: float, block_bytes: float) -> int:
+    """``num_gpu_blocks`` as vLLM counts it from the memory left for the KV cache: whole
+    blocks, plus the null block (vllm/v1/core/kv_cache_utils.py, ``get_num_blocks``)."""
+    return 1 + int(max(free_bytes, 0.0) // block_bytes)
+
+
 class KVRequest:
     """What the KV cache keeps per request: its blocks and how many are cached.
 

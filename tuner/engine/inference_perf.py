@@ -35,7 +35,6 @@ from .init_problem import Deployment
 from .measured_run import MAX_TOKENS, MeasuredRun, Stage
 from .model_config import read_json_object
 from .replay import TraceRequest, percentiles
-from .scheduler import EngineArgs
 
 PER_REQUEST = "per_request_lifecycle_metrics.json"
 STAGE_FILE = re.compile(r"(?:.*_)?stage_(\d+)_lifecycle_metrics\.json$")
@@ -121,15 +120,12 @@ def read_inference_perf(folder: str | Path, deployment: Deployment) -> MeasuredR
         raise RunError(f"{shortened(files[0])}: every request failed; nothing to replay")
     rows = [row for row, _ in kept]
     origin = rows[0][0]
-    size, limit = deployment.block_size, deployment.max_model_len
+    engine = deployment.engine_args
     requests = tuple(TraceRequest(start - origin, max(prompt, 1), max(output, 1), tuple(
         (hashlib.sha1(text.encode()).hexdigest() if text else f"request {n}", j)
-        for j in range(prompt // size if prompt + output <= limit else 0)))
+        for j in range(engine.keyed_blocks(prompt, output))))
         for n, (start, _, prompt, output, _, text) in enumerate(rows))
     stage_of, stages = _stages(folder, rows, tuple(stage for _, stage in kept))
-    engine = EngineArgs(max_num_seqs=deployment.seqs, max_num_batched_tokens=deployment.batched_tokens,
-                        max_model_len=deployment.max_model_len, block_size=size,
-                        num_gpu_blocks=deployment.num_gpu_blocks or deployment.kv_blocks)
     return MeasuredRun(name=folder.name, path=folder, model=deployment.model, gpu=deployment.device.name.upper(),
                        tp=deployment.tp, engine=engine, requests=requests, stage_of=stage_of, stages=stages)
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from ..profile.devices import DevicePreset
 from .model_config import ModelShape
-from .scheduler import MAX_KV_BLOCKS
+from .block_pool import blocks_in
+from .scheduler import MAX_KV_BLOCKS, EngineArgs
 from .step_cost import StepCoefficients
 
 GIB = 1 << 30
@@ -126,7 +127,14 @@ class Deployment:
         """The KV blocks vLLM would allocate: what ``gpu_memory_utilization`` of the GPU
         leaves after the weights and the activation peak, in blocks, plus the null block."""
         left = self.memory_bytes - self.weights_bytes - self.activation_bytes
-        return max(2, 1 + int(left // (self.kv_bytes_per_token * self.block_size)))
+        return max(2, blocks_in(left, self.kv_bytes_per_token * self.block_size))
+
+    @property
+    def engine_args(self) -> EngineArgs:
+        """The engine arguments it runs with (KV blocks as given, else as vLLM computes them)."""
+        return EngineArgs(max_num_seqs=self.seqs, max_num_batched_tokens=self.batched_tokens,
+                          max_model_len=self.max_model_len, block_size=self.block_size,
+                          num_gpu_blocks=self.num_gpu_blocks or self.kv_blocks)
 
 
 def _gib(nbytes: float) -> str:

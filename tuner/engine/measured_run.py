@@ -151,13 +151,12 @@ def _stage(stage: Any, where: str) -> Stage:
     return Stage(index=index, rate_qps=float(rate) if isinstance(rate, (int, float)) else None, measured=figures)
 
 
-def prefix_keys(prompt_id: int | None, prompt: int, block_size: int, prompts: dict[str, Any],
+def prefix_keys(prompt_id: int | None, full: int, block_size: int, prompts: dict[str, Any],
                 rid: int) -> tuple[tuple[Any, ...], ...]:
-    """A key per full block of a prompt: blocks wholly inside the group's shared system
-    prompt are keyed by the group (``prompt_id // prompts_per_group``: the generator
-    writes a group's prompts one after another), the others by the prompt id; a request
-    without a prompt id shares nothing."""
-    full = prompt // block_size
+    """A key for each of a prompt's first ``full`` blocks: blocks wholly inside the
+    group's shared system prompt are keyed by the group (``prompt_id //
+    prompts_per_group``: the generator writes a group's prompts one after another), the
+    others by the prompt id; a request without a prompt id shares nothing."""
     if prompt_id is None:
         return tuple((-2, rid, j) for j in range(full))
     system = int(prompts.get("system_prompt_len") or 0)
@@ -197,9 +196,8 @@ def _read_trace(path: Path, engine: EngineArgs, prompts: dict[str, Any]):
         if not math.isfinite(arrival) or arrival < 0 or not 1 <= prompt <= MAX_TOKENS or not 1 <= output <= MAX_TOKENS:
             raise RunError(f"{where}: line {line}: arrival_s must be finite and >= 0, token counts between 1 and "
                            f"{MAX_TOKENS:,}")
-        keyed = prompt + output <= engine.max_model_len  # a longer one is refused on arrival: no blocks to key
         requests.append(TraceRequest(arrival, prompt, output, prefix_keys(
-            prompt_id, prompt if keyed else 0, engine.block_size, prompts, line)))
+            prompt_id, engine.keyed_blocks(prompt, output), engine.block_size, prompts, line)))
         stages.append(stage)
     order = sorted(range(len(requests)), key=lambda k: requests[k].arrival_s)
     pick = lambda values: tuple(values[k] for k in order)  # noqa: E731

@@ -63,6 +63,11 @@ class EngineArgs:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
+    def keyed_blocks(self, prompt: int, output: int) -> int:
+        """The full blocks of a prompt worth a prefix-cache key: none for a request the
+        engine refuses (longer than ``max_model_len``), which would only cost memory."""
+        return prompt // self.block_size if prompt + output <= self.max_model_len else 0
+
     @property
     def capture_sizes(self) -> tuple[int, ...]:
         if self.enforce_eager:

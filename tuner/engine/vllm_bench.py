@@ -26,7 +26,6 @@ from .init_problem import Deployment
 from .measured_run import MAX_TOKENS, METRICS, MeasuredRun, Stage
 from .model_config import read_json_object
 from .replay import TraceRequest
-from .scheduler import EngineArgs
 
 #: vLLM's name of each metric (``mean_<name>_ms``) -> ours.
 NAMES = {"e2el": "e2e_ms", "ttft": "ttft_ms", "tpot": "tpot_ms"}
@@ -78,12 +77,9 @@ def read_vllm_bench(path: str | Path, deployment: Deployment, seed: int = 0) -> 
         raise RunError(f"{where}: every request failed (output_lens all 0); nothing to replay")
     gaps = np.random.default_rng(seed).gamma(burstiness, 1.0 / (rate * burstiness), len(served))
     arrivals = np.concatenate([[0.0], np.cumsum(gaps)[:-1]])
-    limit = deployment.max_model_len
-    requests = tuple(TraceRequest(float(a), p, o, tuple((-3, i, j) for j in range(
-        p // deployment.block_size if p + o <= limit else 0))) for i, (a, (p, o)) in enumerate(zip(arrivals, served)))
-    engine = EngineArgs(max_num_seqs=deployment.seqs, max_num_batched_tokens=deployment.batched_tokens,
-                        max_model_len=deployment.max_model_len, block_size=deployment.block_size,
-                        num_gpu_blocks=deployment.num_gpu_blocks or deployment.kv_blocks)
+    engine = deployment.engine_args
+    requests = tuple(TraceRequest(float(a), p, o, tuple((-3, i, j) for j in range(engine.keyed_blocks(p, o))))
+                     for i, (a, (p, o)) in enumerate(zip(arrivals, served)))
     model = deployment.model
     if isinstance(data.get("model_id"), str):
         model = replace(model, name=data["model_id"])

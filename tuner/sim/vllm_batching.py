@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..engine.block_pool import blocks_in
 from ..engine.scheduler import MAX_KV_BLOCKS, EngineArgs, EngineRequest, ScheduledStep, Scheduler
 from ..errors import ProblemError
 from .batching import BatchingPolicy, Host
@@ -48,8 +49,7 @@ class VllmBatching(BatchingPolicy):
         engine = service.engine
         assert engine is not None, "the problem loader gives a vllm service its engine settings"
         self.settings = engine
-        blocks = engine.num_gpu_blocks or 1 + int(max(host.capacity, 0.0) // (engine.kv_bytes_per_token
-                                                                              * engine.block_size))
+        blocks = engine.num_gpu_blocks or blocks_in(host.capacity, engine.kv_bytes_per_token * engine.block_size)
         if blocks > MAX_KV_BLOCKS:
             raise ProblemError(f"service.engine: the budget leaves {blocks:,} KV blocks, more than the "
                                f"{MAX_KV_BLOCKS:,} the simulator holds; set engine.num_gpu_blocks or a larger "
