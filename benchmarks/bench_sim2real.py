@@ -51,7 +51,7 @@ from tuner.engine.defaults import H100_VLLM_V1  # noqa: E402
 from tuner.engine.measured_run import METRICS, MeasuredRun, read_run  # noqa: E402
 from tuner.engine.replay import TraceRequest  # noqa: E402
 from tuner.engine.init_problem import Deployment, poisson_regimes, problem_text  # noqa: E402
-from tuner.engine.step_cost import FEATURES, StepCoefficients  # noqa: E402
+from tuner.engine.step_cost import COEFFICIENTS, StepCoefficients  # noqa: E402
 from tuner.profile.devices import PRESETS  # noqa: E402
 from tuner.engine.measured_run import gpu_preset_name  # noqa: E402
 
@@ -173,13 +173,12 @@ def measure(directory: Path, progress=print) -> dict[str, Any]:
     progress(f"fitting on {len(runs)} runs")
     fitted = fit(runs, start=H100_VLLM_V1, progress=progress)
     fit_seconds = time.perf_counter() - started
-    names = (*FEATURES, "request_overhead_s")
-    difference = max(abs(getattr(fitted, n) / getattr(H100_VLLM_V1, n) - 1.0) if getattr(H100_VLLM_V1, n) else
-                     abs(getattr(fitted, n)) for n in names)
+    shipped, refit = H100_VLLM_V1.named(), fitted.named()
+    difference = max(abs(refit[n] / shipped[n] - 1.0) if shipped[n] else abs(refit[n]) for n in COEFFICIENTS)
     report: dict[str, Any] = {
         "runs": [run.name for run in runs],
-        "coefficients": {name: getattr(fitted, name) for name in (*FEATURES, "request_overhead_s")},
-        "shipped_defaults": {name: getattr(H100_VLLM_V1, name) for name in (*FEATURES, "request_overhead_s")},
+        "coefficients": refit,
+        "shipped_defaults": shipped,
         "shipped_defaults_max_difference_pct": 100.0 * difference,
         "shipped_defaults_match_fit": difference <= MATCH_TOLERANCE,
         "fit_seconds": round(fit_seconds, 1),
@@ -194,8 +193,7 @@ def measure(directory: Path, progress=print) -> dict[str, Any]:
         others = [run for run in runs if run is not held]
         coefficients = fit(others, start=fitted, progress=None)
         report["leave_one_run_out"].append({
-            "run": held.name, "coefficients": {name: getattr(coefficients, name)
-                                               for name in (*FEATURES, "request_overhead_s")},
+            "run": held.name, "coefficients": coefficients.named(),
             "stages": _figures(held, coefficients)})
     report["speed"] = _speed(runs[0])
     report["kv_blocks"] = [_kv_blocks(run) for run in runs]
@@ -265,7 +263,7 @@ def render_coefficients(report: dict[str, Any]) -> str:
     lines = ["| term | fitted on all runs | " + " | ".join(f"{_short(e['run'])} left out"
                                                            for e in report["leave_one_run_out"]) + " |",
              "|---|---|" + "---|" * len(report["leave_one_run_out"])]
-    for name in (*FEATURES, "request_overhead_s"):
+    for name in COEFFICIENTS:
         cells = [report["coefficients"][name]] + [e["coefficients"][name] for e in report["leave_one_run_out"]]
         lines.append(f"| `{name}` | " + " | ".join(f"{c:.4g}" for c in cells) + " |")
     return "\n".join(lines)

@@ -48,6 +48,8 @@ from .model_config import ModelShape
 from .scheduler import ScheduledStep
 
 FEATURES = ("gemm", "kv_read", "prefill_attention", "layers", "allreduce", "allreduce_bytes", "step", "requests")
+#: Every fitted number: a coefficient per term, and the per-request overhead.
+COEFFICIENTS = (*FEATURES, "request_overhead_s")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,10 @@ class StepCoefficients:
 
     def vector(self) -> np.ndarray:
         return np.array([getattr(self, name) for name in FEATURES], dtype=np.float64)
+
+    def named(self) -> dict[str, float]:
+        """Every fitted number by name (``COEFFICIENTS``)."""
+        return {name: getattr(self, name) for name in COEFFICIENTS}
 
     @classmethod
     def from_vector(cls, values: np.ndarray, request_overhead_s: float, source: str) -> StepCoefficients:
