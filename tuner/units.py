@@ -61,6 +61,11 @@ def parse_bytes(value: object) -> float:
     return _parse(value, BYTE_UNITS, "B", "size in bytes", "4 GiB")
 
 
+def gib_text(nbytes: float) -> str:
+    """``4294967296`` → ``'4.00 GiB'``: a size as a message or a generated file states it."""
+    return f"{nbytes / BYTE_UNITS['GiB']:.2f} GiB"
+
+
 def parse_seconds(value: object) -> float:
     """``'10 ms'`` → 0.01; a bare number is seconds.
 

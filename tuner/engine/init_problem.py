@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..profile.devices import DevicePreset
+from ..units import gib_text
 from .model_config import ModelShape
 from .block_pool import blocks_in
 from .scheduler import MAX_KV_BLOCKS, EngineArgs
@@ -135,10 +136,6 @@ class Deployment:
         return EngineArgs(max_num_seqs=self.seqs, max_num_batched_tokens=self.batched_tokens,
                           max_model_len=self.max_model_len, block_size=self.block_size,
                           num_gpu_blocks=self.num_gpu_blocks or self.kv_blocks)
-
-
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / GIB:.2f} GiB"
 
 
 def problem_text(deployment: Deployment, regimes: str | None = None) -> str:
@@ -267,10 +264,10 @@ def _service(dep: Deployment) -> str:
   memory:
     # [VLLM] gpu_memory_utilization {dep.gpu_memory_utilization:g} x the {budget / dep.gpu_memory_utilization / MIB:,.0f} MiB the GPU reports
     budget: {budget / GIB:.2f} GiB
-    # weights: {m.parameters:,} parameters x {m.dtype_bytes} bytes / {dep.tp} ranks = {_gib(dep.weights_bytes)}; the
-    # activation peak of vLLM's profile run at {dep.batched_tokens} tokens, estimated: {_gib(dep.activation_bytes)}
+    # weights: {m.parameters:,} parameters x {m.dtype_bytes} bytes / {dep.tp} ranks = {gib_text(dep.weights_bytes)}; the
+    # activation peak of vLLM's profile run at {dep.batched_tokens} tokens, estimated: {gib_text(dep.activation_bytes)}
     fixed: {fixed / GIB:.2f} GiB
-    # what is left, less the workspace the configs reserve, holds the KV cache: {_gib(max(kv, 0))}
+    # what is left, less the workspace the configs reserve, holds the KV cache: {gib_text(max(kv, 0))}
     # without workspace, about {blocks:,} blocks of {dep.block_size} tokens
   operators:
 """ + "\n".join(_operators(dep)) + """

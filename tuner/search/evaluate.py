@@ -32,6 +32,7 @@ from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..sim import bind
 from ..stats import ci_half_width
+from ..units import gib_text
 from . import parallel
 from .parallel import run_seed
 
@@ -69,15 +70,11 @@ def check_constraints(problem: Problem, assignment: Assignment, regime: str) -> 
     if memory > 0.0:
         return Constraints(
             memory=memory,
-            reason=(f"memory: fixed {_gib(service.memory.fixed)} + reserved workspace {_gib(reserved)} "
-                    f"+ one request {_gib(minimal_state)} exceeds the budget {_gib(budget)}"),
+            reason=(f"memory: fixed {gib_text(service.memory.fixed)} + reserved workspace {gib_text(reserved)} "
+                    f"+ one request {gib_text(minimal_state)} exceeds the budget {gib_text(budget)}"),
             reserved_bytes=reserved,
         )
     return Constraints(memory=memory, reserved_bytes=reserved)
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
 
 
 @dataclass(frozen=True)

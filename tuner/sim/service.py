@@ -479,7 +479,8 @@ class ServiceRun(Host):
                         continue
                     self._on_timer(t)
                 if recording is not None:
-                    recording.sample(t, self.base_memory + self._memory_used + self._engine_memory, len(queue) + len(waiting), self._admitted)
+                    recording.sample(t, self.base_memory + self._memory_used + self._engine_memory,
+                                     len(queue) + len(waiting), self._admitted)
         except _Decided:
             stopped = True
         if last_t < horizon:
