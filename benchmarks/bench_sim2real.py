@@ -112,38 +112,81 @@ def _kv_blocks(run: MeasuredRun) -> dict[str, Any]:
             "error_pct": 100.0 * (estimated / run.engine.num_gpu_blocks - 1.0)}
 
 
-def _service_simulator(run: MeasuredRun, workdir: Path) -> dict[str, Any]:
-    """The service simulator on the run's deployment (see the module docstring)."""
+def _served_problem(run: MeasuredRun, workdir: Path) -> Any:
+    """The run's deployment as ``tuner init`` writes it (the run's engine arguments and KV
+    blocks), with a Poisson regime per stage at the run's mean lengths."""
     import tempfile
 
     from tuner.problem.load import load_problem
-    from tuner.search import PER_BUCKET, JointSpace
-    from tuner.sim.service import simulate
 
-    prompt = round(float(np.mean([r.prompt for r in run.requests])))
-    output = round(float(np.mean([r.output for r in run.requests])))
+    prompt, output = _mean_lengths(run)
     deployment = _deployment(run, num_gpu_blocks=run.engine.num_gpu_blocks, name="sim2real")
     rates = {f"stage_{s.index}": s.rate_qps for s in run.stages if s.rate_qps}
     with tempfile.TemporaryDirectory(dir=workdir) as folder:
         path = Path(folder) / "sim2real.yaml"
         path.write_text(problem_text(deployment, poisson_regimes(rates, prompt, output, SERVICE_HORIZON_S,
                                                                  SERVICE_WARMUP_S)))
-        problem = load_problem(path)
-        assignment = PER_BUCKET.assignment(JointSpace.of(problem))
-        stages = []
-        for stage in run.stages:
-            regime = f"stage_{stage.index}"
-            runs = [simulate(problem, assignment, regime, seed=seed).metrics for seed in SERVICE_SEEDS]
-            predicted = {"e2e_p50_ms": 1e3 * float(np.mean([m.latency_p50_s for m in runs])),
-                         "e2e_p90_ms": 1e3 * float(np.mean([m.latency_p90_s for m in runs])),
-                         "ttft_p99_ms": 1e3 * float(np.mean([m.ttft_p99_s for m in runs])),
-                         "tpot_p99_ms": 1e3 * float(np.mean([m.tpot_p99_s for m in runs])),
-                         "overloaded": any(m.overloaded for m in runs)}
-            measured = None if stage.measured is None else {
-                "e2e_p50_ms": stage.measured["e2e_ms"]["p50"], "e2e_p90_ms": stage.measured["e2e_ms"]["p90"],
-                "ttft_p99_ms": stage.measured["ttft_ms"]["p99"], "tpot_p99_ms": stage.measured["tpot_ms"]["p99"]}
-            stages.append({"index": stage.index, "predicted": predicted, "measured": measured,
-                           "engine_model": _engine_on_service_workload(run, stage.rate_qps, prompt, output)})
+        return load_problem(path)
+
+
+def _mean_lengths(run: MeasuredRun) -> tuple[int, int]:
+    return (round(float(np.mean([r.prompt for r in run.requests]))),
+            round(float(np.mean([r.output for r in run.requests]))))
+
+
+def _kernel_factors(runs: list[MeasuredRun], problems: list[Any], progress) -> dict[str, Any]:
+    """The kernel model's factors fitted on the decode steps of every run, and with each
+    run left out (see benchmarks/kernel_factors.py); shipped as ``h100-vllm-graphs``."""
+    from kernel_factors import FITTED, decode_cases, fit, rounded, step_errors
+
+    from tuner.engine.calibrate import step_cost_for
+    from tuner.profile.factor_sets import A100_CUBLAS, H100_VLLM_GRAPHS
+    from tuner.profile.modeled import LazyCompileCache
+
+    device = PRESETS["h100"]
+    resources = LazyCompileCache.from_environment()
+    cases = {run.name: decode_cases(run.name, problem, step_cost_for(run), device, resources)
+             for run, problem in zip(runs, problems)}
+    every = [case for found in cases.values() for case in found]
+    progress(f"fitting the kernel model's factors on {len(every)} decode steps")
+    fitted = fit(every, device)
+    shipped = H100_VLLM_GRAPHS.factors
+    report: dict[str, Any] = {
+        "fitted": rounded(fitted), "shipped": rounded(shipped), "names": list(FITTED),
+        "shipped_match_fit": rounded(fitted) == rounded(shipped),
+        "steps": step_errors(every, device, shipped),
+        "steps_a100_cublas": step_errors(every, device, A100_CUBLAS.factors),
+        "leave_one_run_out": [],
+    }
+    for held in runs:
+        others = [case for name, found in cases.items() if name != held.name for case in found]
+        factors = fit(others, device)
+        report["leave_one_run_out"].append({"run": held.name, "fitted": rounded(factors),
+                                            "steps": step_errors(cases[held.name], device, factors)})
+    return report
+
+
+def _service_simulator(run: MeasuredRun, problem: Any) -> dict[str, Any]:
+    """The service simulator on the run's deployment (see the module docstring)."""
+    from tuner.search import PER_BUCKET, JointSpace
+    from tuner.sim.service import simulate
+
+    prompt, output = _mean_lengths(run)
+    assignment = PER_BUCKET.assignment(JointSpace.of(problem))
+    stages = []
+    for stage in run.stages:
+        regime = f"stage_{stage.index}"
+        runs = [simulate(problem, assignment, regime, seed=seed).metrics for seed in SERVICE_SEEDS]
+        predicted = {"e2e_p50_ms": 1e3 * float(np.mean([m.latency_p50_s for m in runs])),
+                     "e2e_p90_ms": 1e3 * float(np.mean([m.latency_p90_s for m in runs])),
+                     "ttft_p99_ms": 1e3 * float(np.mean([m.ttft_p99_s for m in runs])),
+                     "tpot_p99_ms": 1e3 * float(np.mean([m.tpot_p99_s for m in runs])),
+                     "overloaded": any(m.overloaded for m in runs)}
+        measured = None if stage.measured is None else {
+            "e2e_p50_ms": stage.measured["e2e_ms"]["p50"], "e2e_p90_ms": stage.measured["e2e_ms"]["p90"],
+            "ttft_p99_ms": stage.measured["ttft_ms"]["p99"], "tpot_p99_ms": stage.measured["tpot_ms"]["p99"]}
+        stages.append({"index": stage.index, "predicted": predicted, "measured": measured,
+                       "engine_model": _engine_on_service_workload(run, stage.rate_qps, prompt, output)})
     return {"run": run.name, "prompt": prompt, "output": output, "stages": stages}
 
 
@@ -197,10 +240,12 @@ def measure(directory: Path, progress=print) -> dict[str, Any]:
             "stages": _figures(held, coefficients)})
     report["speed"] = _speed(runs[0])
     report["kv_blocks"] = [_kv_blocks(run) for run in runs]
+    problems = [_served_problem(run, ROOT) for run in runs]
+    report["kernel_factors"] = _kernel_factors(runs, problems, progress)
     report["service_simulator"] = []
-    for run in runs:
+    for run, problem in zip(runs, problems):
         progress(f"service simulator on {run.name}")
-        report["service_simulator"].append(_service_simulator(run, ROOT))
+        report["service_simulator"].append(_service_simulator(run, problem))
     return report
 
 

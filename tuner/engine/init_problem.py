@@ -177,8 +177,23 @@ description: >
   {m.name} on {dep.tp} x {dep.device.name.upper()}, vLLM V1 defaults, continuous batching with chunked
   prefill; written by tuner init.
 
-device: {{name: {dep.device.name}}}
+{_device(dep)}
 """
+
+
+#: The kernel-model factors and all-reduce a served deployment gets per GPU: fitted on H100
+#: vLLM runs, so sm_90 parts take them; others keep the event-timed A100 fit and NCCL.
+SERVING_FACTORS = {"h100": "h100-vllm-graphs", "h200": "h100-vllm-graphs"}
+SERVING_INTERCONNECT = {"h100": "nvlink4_vllm", "h200": "nvlink4_vllm"}
+
+
+def _device(dep: Deployment) -> str:
+    name = dep.device.name
+    if name in SERVING_FACTORS:
+        return (f"# [FIT] the kernel model's factors for decode steps under CUDA graphs (docs/sim2real.md)\n"
+                f"device: {{name: {name}, factors: {SERVING_FACTORS[name]}}}")
+    return (f"# assumption: no serving fit for {name}; the kernel model's event-timed A100 factors\n"
+            f"device: {{name: {name}, factors: a100-cublas}}")
 
 
 def _constants(dep: Deployment) -> str:
@@ -246,13 +261,15 @@ def _service(dep: Deployment) -> str:
     router = f"\n  router: {{experts: {m.experts}, top_k: {m.experts_per_token}}}   # [CFG]" if m.moe else ""
     source = "default for the GPU" if dep.max_num_seqs is None else "as given"
     tokens_source = "default for the GPU" if dep.max_num_batched_tokens is None else "as given"
+    overhead = ("0 us    # [FIT] under CUDA graphs a launch's fixed cost is in the kernel factors"
+                if device.name in SERVING_FACTORS else "4 us    # assumption: a launch under CUDA graphs")
     blocks_line = "" if dep.num_gpu_blocks is None else f"\n    num_gpu_blocks: {dep.num_gpu_blocks}   # as given"
     return f"""service:
   batching: vllm           # vLLM V1's scheduler (docs/sim2real.md)
   max_batch: {dep.seqs}           # [VLLM] max_num_seqs ({source})
   max_tokens: {dep.batched_tokens}          # [VLLM] max_num_batched_tokens ({tokens_source}; the chunked-prefill budget)
   max_context: {dep.max_model_len}         # max_model_len
-  launch_overhead: 4 us    # assumption: a launch under CUDA graphs, as the bundled problems{router}
+  launch_overhead: {overhead}{router}
   engine:
     kv_bytes_per_token: kv_bytes_per_token
     block_size: {dep.block_size}          # [VLLM]
@@ -323,9 +340,11 @@ def _families(dep: Deployment) -> str:
       FUSE_RESIDUAL: [true, false]
 """
     if dep.tp > 1:
+        link = SERVING_INTERCONNECT.get(dep.device.name, "nvlink4")
         text += f"""  allreduce:
     kernel: comm
-    options: {{collective: all_reduce, ranks: {dep.tp}, interconnect: nvlink4, dtype: bf16}}
+    # {"[FIT] vLLM's custom all-reduce on NVLink 4" if link != "nvlink4" else "assumption: NCCL on NVLink 4"}
+    options: {{collective: all_reduce, ranks: {dep.tp}, interconnect: {link}, dtype: bf16}}
     space:
       CHANNELS: [16]     # NCCL's NVLS default on sm_90
 """

@@ -30,6 +30,16 @@ def device_preset(name: str) -> Any:
     return preset
 
 
+def factor_set(name: str) -> Any:
+    """The efficiency factors a problem's ``device.factors`` names."""
+    from ..profile.factor_sets import FACTOR_SETS
+
+    found = FACTOR_SETS.get(name)
+    if found is None:
+        raise Invalid("device.factors", f"unknown factor set {s.show(name)} (known: {', '.join(FACTOR_SETS)})")
+    return found.factors
+
+
 def config_name(params: Mapping[str, Any]) -> str:
     """A short, stable name: ``BLOCK_M=64, num_warps=4, PERSISTENT=False`` → ``bm64_nw4_p0``.
 
@@ -62,6 +72,7 @@ def kernel_families(
     from ..profile.measured import MeasuredStore
     from ..profile.modeled import LazyCompileCache, ModeledProfile
 
+    factors = factor_set(spec.device.factors)
     source = resources if resources is not None else LazyCompileCache.from_environment()
     url = getattr(source, "url", None)
     measured = MeasuredStore(url) if url else None
@@ -101,7 +112,7 @@ def kernel_families(
             configs = tuple(
                 Config(fname, config_name(params), tuple(params.items()),
                        priced_profile(family, params, preset)
-                       or ModeledProfile(family, tuple(params.items()), preset, source, measured=measured))
+                       or ModeledProfile(family, tuple(params.items()), preset, source, factors, measured=measured))
                 for params in points
             )
         except TunerError as exc:

@@ -142,11 +142,13 @@ Latency = Annotated[object, PlainValidator(_latency)]
 
 class DeviceSpec(Strict):
     """``saturating_share``: the share of SMs at which a streaming kernel saturates DRAM
-    (a preset's is derived from its per-SM bandwidth; 0.5 otherwise)."""
+    (a preset's is derived from its per-SM bandwidth; 0.5 otherwise). ``factors``: the
+    analytic model's efficiency factors, by name (``tuner.profile.factor_sets``)."""
 
     name: str = "generic"
     sms: int = Field(132, gt=0)
     saturating_share: float | None = Field(None, gt=0, le=1)
+    factors: str = "a100-cublas"
 
 
 class PartitionSpec(Strict):

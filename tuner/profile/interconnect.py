@@ -50,6 +50,8 @@ class Interconnect:
         per_channel_bw: bus bandwidth one channel (one CTA, one SM) drives at most.
         default_channels: NCCL's channel count on this fabric.
         source: where each number comes from.
+        latency_per_peer_s: a fixed cost per peer on top of ``latency_s``, for a
+            collective whose small-message time grows with the ranks it reads from.
     """
 
     name: str
@@ -60,6 +62,7 @@ class Interconnect:
     per_channel_bw: float
     default_channels: int
     source: str
+    latency_per_peer_s: float = 0.0
 
     def bandwidth(self, collective: str, channels: int) -> float:
         """Bus bandwidth with ``channels`` channels."""
@@ -70,7 +73,8 @@ class Interconnect:
         """Time of one collective of ``nbytes`` per rank on ``ranks`` ranks."""
         if ranks <= 1 or nbytes <= 0:
             return 0.0
-        return self.latency_s + wire_factor(collective, ranks) * nbytes / self.bandwidth(collective, channels)
+        return (self.latency_s + self.latency_per_peer_s * (ranks - 1)
+                + wire_factor(collective, ranks) * nbytes / self.bandwidth(collective, channels))
 
 
 def fit_alpha_beta(nbytes: Sequence[float], seconds: Sequence[float], factor: float) -> tuple[float, float]:
@@ -141,4 +145,19 @@ PCIE5 = Interconnect(
     source="PCIe Gen5 x16 spec (stas00/ml-engineering) x NVLink 4 ring efficiency; nccl#689; unvalidated",
 )
 
-PRESETS: dict[str, Interconnect] = {link.name: link for link in (NVLINK4, NVLINK3, PCIE5)}
+#: NVLink 4 as vLLM's all-reduce uses it on one H100 node: the engine's own custom
+#: all-reduce for the small messages of a decode or chunked-prefill step (a one-shot read
+#: of every peer's buffer over NVLink; vllm/distributed/device_communicators/
+#: custom_all_reduce.py), not NCCL, whose ~41 us fixed cost (NVLINK4) is 2-3x what the
+#: measured runs allow. Both constants are the engine model's, fitted on the four H100
+#: calibration runs of shared/data/serving_real (tuner.engine.defaults.H100_VLLM_V1,
+#: ``allreduce`` and ``allreduce_bytes``; a test holds them equal): 6.441 us per peer, and
+#: wire bytes at NVLINK4's bus bandwidth / 1.16.
+NVLINK4_VLLM = Interconnect(
+    name="nvlink4_vllm", link_bw=NVLINK4.link_bw, bus_bw=NVLINK4.bus_bw / 1.16, copy_bus_bw=NVLINK4.copy_bus_bw,
+    latency_s=0.0, per_channel_bw=NVLINK4.per_channel_bw, default_channels=NVLINK4.default_channels,
+    source="fit: benchmarks/bench_sim2real.py on shared/data/serving_real's H100 vLLM V1 runs (engine step terms)",
+    latency_per_peer_s=6.441e-6,
+)
+
+PRESETS: dict[str, Interconnect] = {link.name: link for link in (NVLINK4, NVLINK3, PCIE5, NVLINK4_VLLM)}
