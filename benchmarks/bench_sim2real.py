@@ -18,11 +18,15 @@ What it does:
   Llama-2-7B deployment, its prompts, Poisson arrivals at 14 requests/s, seed 0);
 * **the service simulator**, which prices each kernel of a step with the analytic kernel
   model instead of the fitted step terms: each run's deployment written by ``tuner init``
-  (``batching: vllm``, the run's engine arguments and KV blocks), Poisson arrivals at each
-  stage's rate with the run's mean prompt and output lengths (no prefix sharing: the
-  service simulator's workloads carry no prompt identity), the per-bucket
-  isolated-fastest configs, three seeds of 120 s; its e2e p50 and p90 and its TTFT and
-  TPOT p99 beside the measured ones.
+  (``batching: vllm``, the run's engine arguments and KV blocks, the ``h100-vllm-graphs``
+  kernel factors and vLLM's all-reduce), Poisson arrivals at each stage's rate with the
+  run's mean prompt and output lengths, each request sending one of the run's distinct
+  prompts at random (``prompt_id``: the prefix cache finds them as it did in the run), the
+  per-bucket isolated-fastest configs, three seeds of 120 s; its e2e p50 and p90 and its
+  TTFT and TPOT p99 beside the measured ones, and the engine model on the same workload;
+* **the kernel model's factors** (``h100-vllm-graphs``, benchmarks/kernel_factors.py):
+  fitted on the decode steps of the four deployments against the engine model's GPU
+  terms, with each run left out, and an MoE layer's experts (not fitted) checked.
 
 Usage::
 
@@ -112,9 +116,11 @@ def _kv_blocks(run: MeasuredRun) -> dict[str, Any]:
             "error_pct": 100.0 * (estimated / run.engine.num_gpu_blocks - 1.0)}
 
 
-def _served_problem(run: MeasuredRun, workdir: Path) -> Any:
+def _served_problem(run: MeasuredRun, workdir: Path, factors: str | None = None,
+                    coefficients: StepCoefficients | None = None) -> Any:
     """The run's deployment as ``tuner init`` writes it (the run's engine arguments and KV
-    blocks), with a Poisson regime per stage at the run's mean lengths."""
+    blocks), with a Poisson regime per stage at the run's mean lengths; ``factors`` and
+    ``coefficients`` (the engine's CPU terms) replace the shipped ones when given."""
     import tempfile
 
     from tuner.problem.load import load_problem
@@ -122,11 +128,23 @@ def _served_problem(run: MeasuredRun, workdir: Path) -> Any:
     prompt, output = _mean_lengths(run)
     deployment = _deployment(run, num_gpu_blocks=run.engine.num_gpu_blocks, name="sim2real")
     rates = {f"stage_{s.index}": s.rate_qps for s in run.stages if s.rate_qps}
+    text = problem_text(deployment, poisson_regimes(rates, prompt, output, SERVICE_HORIZON_S, SERVICE_WARMUP_S,
+                                                    _distinct_prompts(run)))
+    if factors is not None:
+        text = text.replace("factors: h100-vllm-graphs", f"factors: {factors}")
+    if coefficients is not None:
+        engine = "  engine:\n"
+        text = text.replace(engine, engine + f"    step_cpu: {coefficients.step!r}\n    request_cpu: "
+                            f"{coefficients.requests!r}\n    request_overhead: {coefficients.request_overhead_s!r}\n", 1)
     with tempfile.TemporaryDirectory(dir=workdir) as folder:
         path = Path(folder) / "sim2real.yaml"
-        path.write_text(problem_text(deployment, poisson_regimes(rates, prompt, output, SERVICE_HORIZON_S,
-                                                                 SERVICE_WARMUP_S)))
+        path.write_text(text)
         return load_problem(path)
+
+
+def _distinct_prompts(run: MeasuredRun) -> int:
+    """How many distinct prompts the run sent (requests sharing one share its prefix keys)."""
+    return len({request.prefix for request in run.requests})
 
 
 def _mean_lengths(run: MeasuredRun) -> tuple[int, int]:
@@ -134,10 +152,15 @@ def _mean_lengths(run: MeasuredRun) -> tuple[int, int]:
             round(float(np.mean([r.output for r in run.requests]))))
 
 
-def _kernel_factors(runs: list[MeasuredRun], problems: list[Any], progress) -> dict[str, Any]:
+def _kernel_factors(runs: list[MeasuredRun], problems: list[Any], left_out: dict[str, StepCoefficients],
+                    progress) -> dict[str, Any]:
     """The kernel model's factors fitted on the decode steps of every run, and with each
-    run left out (see benchmarks/kernel_factors.py); shipped as ``h100-vllm-graphs``."""
-    from kernel_factors import FITTED, decode_cases, fit, rounded, step_errors
+    run left out (targets from the engine coefficients fitted without it: ``left_out``);
+    see benchmarks/kernel_factors.py; shipped as ``h100-vllm-graphs``. Each left-out fit
+    then prices its run in the service simulator, with that run's left-out CPU terms."""
+    from kernel_factors import FITTED, decode_cases, experts_check, fit, rounded, step_errors
+
+    from tuner.profile.factor_sets import FACTOR_SETS, FactorSet
 
     from tuner.engine.calibrate import step_cost_for
     from tuner.profile.factor_sets import A100_CUBLAS, H100_VLLM_GRAPHS
@@ -157,17 +180,30 @@ def _kernel_factors(runs: list[MeasuredRun], problems: list[Any], progress) -> d
         "steps": step_errors(every, device, shipped),
         "steps_a100_cublas": step_errors(every, device, A100_CUBLAS.factors),
         "leave_one_run_out": [],
+        "experts": [row for run, problem in zip(runs, problems)
+                    for row in experts_check(run.name, problem, step_cost_for(run))],
     }
-    for held in runs:
-        others = [case for name, found in cases.items() if name != held.name for case in found]
+    for held, held_problem in zip(runs, problems):
+        progress(f"kernel factors without {held.name}")
+        coefficients = left_out[held.name]
+        others = [case for run, problem in zip(runs, problems) if run is not held
+                  for case in decode_cases(run.name, problem, step_cost_for(run), device, resources, coefficients)]
         factors = fit(others, device)
+        name = f"left-out-{held.name}"
+        FACTOR_SETS[name] = FactorSet(name, factors, "bench_sim2real: fitted without this run")
+        try:
+            service = _service_simulator(held, _served_problem(held, ROOT, name, coefficients), engine=False)
+        finally:
+            del FACTOR_SETS[name]
         report["leave_one_run_out"].append({"run": held.name, "fitted": rounded(factors),
+                                            "service_simulator": service,
                                             "steps": step_errors(cases[held.name], device, factors)})
     return report
 
 
-def _service_simulator(run: MeasuredRun, problem: Any) -> dict[str, Any]:
-    """The service simulator on the run's deployment (see the module docstring)."""
+def _service_simulator(run: MeasuredRun, problem: Any, engine: bool = True) -> dict[str, Any]:
+    """The service simulator on the run's deployment (see the module docstring), and the
+    engine model on the same workload unless ``engine`` is off."""
     from tuner.search import PER_BUCKET, JointSpace
     from tuner.sim.service import simulate
 
@@ -186,21 +222,28 @@ def _service_simulator(run: MeasuredRun, problem: Any) -> dict[str, Any]:
             "e2e_p50_ms": stage.measured["e2e_ms"]["p50"], "e2e_p90_ms": stage.measured["e2e_ms"]["p90"],
             "ttft_p99_ms": stage.measured["ttft_ms"]["p99"], "tpot_p99_ms": stage.measured["tpot_ms"]["p99"]}
         stages.append({"index": stage.index, "predicted": predicted, "measured": measured,
-                       "engine_model": _engine_on_service_workload(run, stage.rate_qps, prompt, output)})
+                       "engine_model": _engine_on_service_workload(run, stage.rate_qps, prompt, output)
+                       if engine else None})
     return {"run": run.name, "prompt": prompt, "output": output, "stages": stages}
 
 
 def _engine_on_service_workload(run: MeasuredRun, rate: float, prompt: int, output: int) -> dict[str, float]:
     """The calibrated engine model on the service simulator's workload (Poisson at
-    ``rate``, every request ``prompt`` in and ``output`` out, no prompt shared): what the
-    step terms predict without the prefix cache, so the rest of the service simulator's
-    error is its kernel model's."""
+    ``rate``, every request ``prompt`` in and ``output`` out, one of the run's distinct
+    prompts at random): what the step terms predict for the very workload, so the rest
+    of the service simulator's error is its kernel model's."""
+    from tuner.engine.measured_run import prefix_keys
+
     e2e, tpot = [], []
+    prompts = _distinct_prompts(run)
+    full = run.engine.keyed_blocks(prompt, output)
     for seed in SERVICE_SEEDS:
         rng = np.random.default_rng(seed)
         arrivals = np.cumsum(rng.exponential(1.0 / rate, int(rate * SERVICE_HORIZON_S * 1.5)))
         arrivals = arrivals[arrivals < SERVICE_HORIZON_S]
-        requests = tuple(TraceRequest(float(a), prompt, output) for a in arrivals)
+        ids = rng.integers(1, prompts + 1, len(arrivals))
+        requests = tuple(TraceRequest(float(a), prompt, output, prefix_keys(int(i), full, run.engine.block_size, {}, 0))
+                         for a, i in zip(arrivals, ids))
         result = replay_run(replace(run, requests=requests, stage_of=(0,) * len(requests), stages=()), H100_VLLM_V1)
         judged = result.arrival_s >= SERVICE_WARMUP_S
         e2e.append(float(np.percentile(result.e2e_s[judged], 50)))
@@ -241,7 +284,9 @@ def measure(directory: Path, progress=print) -> dict[str, Any]:
     report["speed"] = _speed(runs[0])
     report["kv_blocks"] = [_kv_blocks(run) for run in runs]
     problems = [_served_problem(run, ROOT) for run in runs]
-    report["kernel_factors"] = _kernel_factors(runs, problems, progress)
+    left_out = {entry["run"]: StepCoefficients(**entry["coefficients"], source="left out")
+                for entry in report["leave_one_run_out"]}
+    report["kernel_factors"] = _kernel_factors(runs, problems, left_out, progress)
     report["service_simulator"] = []
     for run, problem in zip(runs, problems):
         progress(f"service simulator on {run.name}")
@@ -289,18 +334,45 @@ def render_published(report: dict[str, Any]) -> str:
 def render_service_simulator(report: dict[str, Any]) -> str:
     """Markdown: the service simulator's figures beside the measured ones."""
     lines = ["| run | stage | e2e p50 ms: measured / service simulator | e2e p90 ms | TTFT p99 ms | TPOT p99 ms | "
-             "e2e p50 ms, engine model on the same workload |",
-             "|---|---|---|---|---|---|---|"]
+             "e2e p50 ms, run left out of both fits | e2e p50 ms, engine model on the same workload |",
+             "|---|---|---|---|---|---|---|---|"]
+    left_out = {(entry["run"], stage["index"]): stage["predicted"]
+                for entry in report.get("kernel_factors", {}).get("leave_one_run_out", [])
+                if "service_simulator" in entry for stage in entry["service_simulator"]["stages"]}
     for entry in report.get("service_simulator", []):
         for stage in entry["stages"]:
             m, p = stage["measured"], stage["predicted"]
             cells = [f"{m[k]:.1f} / {p[k]:.1f} ({100 * (p[k] / m[k] - 1):+.0f}%)"
                      for k in ("e2e_p50_ms", "e2e_p90_ms", "ttft_p99_ms", "tpot_p99_ms")]
             flag = " (overloaded)" if p["overloaded"] else ""
-            engine = stage.get("engine_model")
-            cells.append("–" if engine is None else f"{engine['e2e_p50_ms']:.1f} "
-                         f"({100 * (engine['e2e_p50_ms'] / m['e2e_p50_ms'] - 1):+.0f}%)")
+            cells += [_p50_cell(left_out.get((entry["run"], stage["index"])), m),
+                      _p50_cell(stage.get("engine_model"), m)]
             lines.append(f"| {_short(entry['run'])} | {stage['index']}{flag} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _p50_cell(figures: dict[str, Any] | None, measured: dict[str, float]) -> str:
+    if figures is None:
+        return "–"
+    value = figures["e2e_p50_ms"]
+    overloaded = " (overloaded)" if figures.get("overloaded") else ""
+    return f"{value:.1f} ({100 * (value / measured['e2e_p50_ms'] - 1):+.0f}%){overloaded}"
+
+
+def render_kernel_factors(report: dict[str, Any]) -> str:
+    """Markdown: a decode step's kernels under each factor set against the engine's GPU
+    terms, per run and batch (the left-out column: factors fitted on the other runs)."""
+    factors = report["kernel_factors"]
+    left_out = {(row["run"], row["batch"]): row for entry in factors["leave_one_run_out"] for row in entry["steps"]}
+    before = {(row["run"], row["batch"]): row for row in factors["steps_a100_cublas"]}
+    lines = ["| run | sequences | engine model, GPU terms ms | `a100-cublas` ms | `h100-vllm-graphs` ms | "
+             "fitted with the run left out ms |", "|---|---|---|---|---|---|"]
+    for row in factors["steps"]:
+        key = (row["run"], row["batch"])
+        if row["batch"] not in (1, 8, 64):
+            continue
+        cells = [f"{r['model_ms']:.2f} ({r['error_pct']:+.0f}%)" for r in (before[key], row, left_out[key])]
+        lines.append(f"| {_short(row['run'])} | {row['batch']} | {row['engine_ms']:.2f} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -326,8 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(render(report), render_published(report), render_coefficients(report), render_service_simulator(report),
-              sep="\n\n")
+        print(render(report), render_published(report), render_coefficients(report), render_kernel_factors(report),
+              render_service_simulator(report), sep="\n\n")
         speed = report["speed"]
         print(f"\nreplay of {speed['requests']:,} requests over {speed['trace_s']:.0f} s: {speed['seconds']:.1f} s "
               f"(target <= {speed['target_s']:.0f} s); shipped defaults within "

@@ -110,6 +110,7 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "met": lambda v: "met" if v else "**missed**",
     "tests": _tests,
     "us": lambda v: f"{v * 1e6:.1f} µs",
+    "us2": lambda v: f"{v * 1e6:.2f} µs",
     "gbs": lambda v: f"{v / 1e9:.1f} GB/s",
 }
 
@@ -147,6 +148,23 @@ DERIVED: dict[str, Callable[[], Any]] = {
         100.0 * (stage["predicted"]["e2e_p50_ms"] / stage["measured"]["e2e_p50_ms"] - 1.0)
         for entry in lookup("bench_sim2real/service_simulator") for stage in entry["stages"]
         if not stage["predicted"]["overloaded"]],
+    "sim2real_service_e2e_p90_errors": lambda: [
+        100.0 * (stage["predicted"]["e2e_p90_ms"] / stage["measured"]["e2e_p90_ms"] - 1.0)
+        for entry in lookup("bench_sim2real/service_simulator") for stage in entry["stages"]],
+    "sim2real_service_loro_e2e_p50_errors": lambda: [
+        100.0 * (stage["predicted"]["e2e_p50_ms"] / stage["measured"]["e2e_p50_ms"] - 1.0)
+        for entry in lookup("bench_sim2real/kernel_factors/leave_one_run_out")
+        for stage in entry["service_simulator"]["stages"]],
+    "sim2real_kernel_step_errors": lambda: [row["error_pct"] for row in lookup("bench_sim2real/kernel_factors/steps")],
+    "sim2real_kernel_step_errors_before": lambda: [
+        row["error_pct"] for row in lookup("bench_sim2real/kernel_factors/steps_a100_cublas")],
+    "sim2real_kernel_dense_loro_errors": lambda: [
+        row["error_pct"] for entry in lookup("bench_sim2real/kernel_factors/leave_one_run_out")
+        if "mixtral" not in entry["run"] for row in entry["steps"]],
+    "sim2real_kernel_mixtral_loro_errors": lambda: [
+        row["error_pct"] for entry in lookup("bench_sim2real/kernel_factors/leave_one_run_out")
+        if "mixtral" in entry["run"] for row in entry["steps"]],
+    "sim2real_experts_errors": lambda: [row["error_pct"] for row in lookup("bench_sim2real/kernel_factors/experts")],
     "runtime_bucketed_vs_call": lambda: (_runtime_ns("config(op, {M: m}), 14 buckets")
                                          / _runtime_ns("dict behind a call")),
     "runtime_two_dimensional_vs_call": lambda: (_runtime_ns("config(op, {B: b, L: l}), 8 x 10 buckets")
@@ -210,6 +228,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "sim2real_published": lambda: bench("bench_sim2real").render_published(report("bench_sim2real")),
     "sim2real_service_simulator": lambda: bench("bench_sim2real").render_service_simulator(report("bench_sim2real")),
     "sim2real_coefficients": lambda: bench("bench_sim2real").render_coefficients(report("bench_sim2real")),
+    "sim2real_kernel_factors": lambda: bench("bench_sim2real").render_kernel_factors(report("bench_sim2real")),
     "gpu_sharing_measured": lambda: fenced(bench("gpu_sharing").render(measured("gpu_sharing_measured"))),
 }
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from tuner.engine.defaults import H100_VLLM_V1
 from tuner.engine.step_cost import StepCost, StepCoefficients
+from tuner.errors import IllegalConfigError
 from tuner.profile.calibration import Candidate, _decode, _encode, _nelder_mead, candidates
 from tuner.profile.devices import DevicePreset
 from tuner.profile.model import DEFAULT, Efficiency, plan_seconds
@@ -69,8 +70,9 @@ def engine_gpu_seconds(cost: StepCost, batch: int, coefficients: StepCoefficient
 
 
 def decode_cases(run_name: str, problem: Any, cost: StepCost, device: DevicePreset, resources: Any,
-                 batches: Sequence[int] = BATCHES) -> list[StepCase]:
-    """The decode steps of one deployment (a problem ``tuner init`` wrote for it)."""
+                 coefficients: StepCoefficients = H100_VLLM_V1, batches: Sequence[int] = BATCHES) -> list[StepCase]:
+    """The decode steps of one deployment (a problem ``tuner init`` wrote for it), priced
+    by the engine model with ``coefficients``."""
     found = []
     for batch in batches:
         variables = decode_variables(batch)
@@ -83,7 +85,7 @@ def decode_cases(run_name: str, problem: Any, cost: StepCost, device: DevicePres
             kernel_family = family.configs[0].profile.family
             cands = candidates(kernel_family, [dict(c.params) for c in family.configs], shape, device, resources)
             kernels.append((op.name, op.repeat, shape, tuple(cands)))
-        found.append(StepCase(run_name, batch, engine_gpu_seconds(cost, batch), tuple(kernels)))
+        found.append(StepCase(run_name, batch, engine_gpu_seconds(cost, batch, coefficients), tuple(kernels)))
     return found
 
 
@@ -143,3 +145,40 @@ def step_errors(cases: Sequence[StepCase], device: DevicePreset, factors: Effici
                      "model_ms": 1e3 * parts["total"], "error_pct": 100.0 * (parts["total"] / case.target_s - 1.0),
                      "operators_ms": {k: 1e3 * v for k, v in parts.items() if k != "total"}})
     return rows
+
+
+def experts_check(run_name: str, problem: Any, cost: StepCost, batches: Sequence[int] = BATCHES,
+                  draws: int = 5, seed: int = 0) -> list[dict[str, Any]]:
+    """An MoE layer's experts, left out of the fit: the problem's fastest ``fused_moe``
+    config (priced with the problem's factor set) on uniformly routed decode batches
+    (``draws`` seeded draws, mean) against the engine model's experts term."""
+    operator = next((op for op in problem.service.operators if op.name == "experts"), None)
+    if operator is None:
+        return []
+    family = problem.families[operator.family]
+    model = cost.model
+    rng = np.random.default_rng(seed)
+    rows = []
+    for batch in batches:
+        shape = {key: max(1, math.ceil(expr.evaluate(decode_variables(batch)))) for key, expr in operator.shape}
+        seconds = []
+        for _draw in range(draws):
+            counts = np.zeros(model.experts, dtype=int)
+            for _token in range(batch):
+                counts[rng.choice(model.experts, model.experts_per_token, replace=False)] += 1
+            variables = {**shape, "expert_counts": tuple(int(c) for c in counts)}
+            seconds.append(min(_seconds(config.profile, variables, problem.service.device) for config in family.configs))
+        engine = H100_VLLM_V1.gemm * float(cost._experts(np.array([float(batch)]))[0])
+        model_s = float(np.mean(seconds))
+        rows.append({"run": run_name, "batch": batch, "engine_us": 1e6 * engine, "model_us": 1e6 * model_s,
+                     "error_pct": 100.0 * (model_s / engine - 1.0)})
+    return rows
+
+
+def _seconds(profile: Any, variables: dict[str, Any], device: Any) -> float:
+    """A profile's launches back to back; ``inf`` for a config that cannot run."""
+    try:
+        launches = profile.launches(variables, device, "experts")
+    except IllegalConfigError:
+        return math.inf
+    return math.fsum(phase[0] for launch in launches for phase in launch[1])

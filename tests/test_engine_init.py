@@ -85,3 +85,34 @@ def test_init_cli_writes_validates_and_never_overwrites(tmp_path: Path):
     assert again.exit_code == 2 and "exists; pass --force" in again.output and out.read_text() == before
     bad = runner.invoke(main, ["init", "--model", str(config), "--tp", "3"])
     assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "--tp 3 must divide" in bad.output
+
+
+def test_init_replays_a_trace_with_prompt_ids_into_the_prefix_cache(tmp_path: Path):
+    """A trace numbering its prompts from 0 (as shared/data/serving_real's do): `tuner init
+    --prompt-id-column` maps the column to the `prompt_id` size field, ids of 0 are
+    accepted (an identity, not a size) and repeated prompts find their blocks cached:
+    60 requests cycling over 3 prompts of 592 tokens, one every 2 s, so every request
+    after the first three finds 36 blocks of 16 tokens (vLLM keeps the last token)."""
+    from tuner.sim.service import ServiceRun
+    from tuner.sim.program import bind
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA2_7B))
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens,prompt_id\n"
+                     + "".join(f"{2.0 * i},592,4,{i % 3}\n" for i in range(60)))
+    out = tmp_path / "replay.yaml"
+    done = CliRunner().invoke(main, ["init", "--model", str(config), "--trace", str(trace), "--time-column",
+                                     "arrival_s", "--prompt-column", "input_tokens", "--output-column",
+                                     "output_tokens", "--prompt-id-column", "prompt_id", "--rate", "0.5",
+                                     "--max-num-seqs", "16", "--max-num-batched-tokens", "2048", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    problem = load_problem(out)
+    regime = "rate_0_5"
+    bound = bind(problem.service_for(regime), resolve_assignment(problem), problem.size_fields)
+    run = ServiceRun(bound, problem.regimes[regime].workload(0, problem.service.jitter, 30.0),
+                     problem.memory_budget(regime), problem.size_fields)
+    run.run()
+    started = sum(1 for t in run.batching.start_t if t == t)
+    assert started > 6
+    assert run.batching.scheduler.cached_tokens == 576 * (started - 3)

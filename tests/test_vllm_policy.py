@@ -154,3 +154,35 @@ def test_a_request_beyond_max_context_is_refused_and_the_rest_served(tmp_path: P
     finished = sum(1 for t in run.finish_t if t == t)
     assert run.batching.scheduler.refused > 0
     assert finished == run.n - run.batching.scheduler.refused
+
+
+def _llama_with_prompts(tmp_path: Path, prompt_id: str | None) -> Path:
+    """Llama-2-7B on one H100 as ``tuner init`` writes it, lone 592-token requests (0.5
+    per second, 4 tokens out), all sending prompt ``prompt_id`` (None: no prompt identity)."""
+    from tuner.engine.init_problem import Deployment, problem_text
+    from tuner.engine.model_config import model_shape
+    from tuner.profile.devices import H100
+
+    from test_engine_replay import LLAMA2_7B
+
+    sizes = "{prompt: 592, output: 4" + ("" if prompt_id is None else f", prompt_id: {prompt_id}") + "}"
+    regimes = ("regimes:\n  lone:\n    arrivals: {process: poisson, rate: 0.5}\n"
+               f"    sizes: {sizes}\n    horizon: 40 s\n    warmup: 0 s\n")
+    deployment = Deployment(model_shape(LLAMA2_7B), H100, tp=1, max_num_seqs=16, max_num_batched_tokens=2048,
+                            name="prompts")
+    path = tmp_path / f"prompts_{prompt_id}.yaml"
+    path.write_text(problem_text(deployment, regimes))
+    return path
+
+
+def test_requests_with_one_prompt_id_share_its_cached_blocks(tmp_path: Path):
+    """vLLM's rule (tuner.engine): a 592-token prompt found whole in the cache (block 16:
+    37 full blocks) reuses 36 of them, never its last token, so every request after the
+    first finds 576 tokens cached; with no prompt identity, none."""
+    shared = load_problem(_llama_with_prompts(tmp_path, "7"))
+    run = _run(shared, "lone", horizon_s=40.0)
+    started = sum(1 for t in run.batching.start_t if t == t)
+    assert started > 5
+    assert run.batching.scheduler.cached_tokens == 576 * (started - 1)
+    alone = load_problem(_llama_with_prompts(tmp_path, None))
+    assert _run(alone, "lone", horizon_s=40.0).batching.scheduler.cached_tokens == 0

@@ -43,14 +43,19 @@ def _check_loads(text: str, directory: Path | None) -> None:
               help="One regime per request rate (req/s), replaying the trace at that rate.")
 @click.option("--trace", type=click.Path(dir_okay=False, exists=True), default=None,
               help="A CSV trace of prompt and output lengths [default: the bundled Azure conversation trace]")
+@click.option("--time-column", default="TIMESTAMP", show_default=True,
+              help="The trace's arrival times: datetimes or seconds.")
 @click.option("--prompt-column", default="ContextTokens", show_default=True)
 @click.option("--output-column", default="GeneratedTokens", show_default=True)
+@click.option("--prompt-id-column", default=None,
+              help="A column naming each request's prompt: requests with equal ids share it in the prefix cache "
+                   "[default: none, every prompt distinct]")
 @click.option("--name", default=None, help="The problem's name [default: from --out, else 'deployment']")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @one_line_errors
-def init(rates: tuple[float, ...], trace: str | None, prompt_column: str, output_column: str, name: str | None,
-         out: str | None, force: bool, **options: object) -> None:
+def init(rates: tuple[float, ...], trace: str | None, time_column: str, prompt_column: str, output_column: str,
+         prompt_id_column: str | None, name: str | None, out: str | None, force: bool, **options: object) -> None:
     """Write a problem file for MODEL served by vLLM V1 on --tp GPUs.
 
     Every operator of a layer with its tensor-parallel shard (QKV, O, gate/up and down, or
@@ -63,8 +68,9 @@ def init(rates: tuple[float, ...], trace: str | None, prompt_column: str, output
 
     stem = Path(out).stem if out else "deployment"
     deployment = deployment_from_options(
-        options, rates=rates, trace=Path(trace).resolve() if trace else BUNDLED_TRACE, prompt_column=prompt_column,
-        output_column=output_column, name=name or stem)
+        options, rates=rates, trace=Path(trace).resolve() if trace else BUNDLED_TRACE, time_column=time_column,
+        prompt_column=prompt_column,
+        output_column=output_column, prompt_id_column=prompt_id_column, name=name or stem)
     model, tp, gpu = deployment.model, deployment.tp, deployment.device.name
     text = problem_text(deployment)
     _check_loads(text, Path(out).parent if out else None)

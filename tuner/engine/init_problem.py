@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..profile.devices import DevicePreset
+from ..traffic.sizes import PROMPT_ID
 from ..units import gib_text
 from .model_config import ModelShape
 from .block_pool import blocks_in
@@ -51,8 +52,10 @@ class Deployment:
     max_model_len: int = 8192
     rates: tuple[float, ...] = (1.0, 4.0)
     trace: Path = BUNDLED_TRACE
+    time_column: str = "TIMESTAMP"
     prompt_column: str = "ContextTokens"
     output_column: str = "GeneratedTokens"
+    prompt_id_column: str | None = None  # None: no prompt identity (no prefix sharing)
     name: str = "deployment"
     num_gpu_blocks: int | None = None  # None: what the budget leaves (as vLLM computes it)
 
@@ -145,14 +148,17 @@ def problem_text(deployment: Deployment, regimes: str | None = None) -> str:
                       regimes or _regimes(deployment)]) + "\n"
 
 
-def poisson_regimes(rates: dict[str, float], prompt: int, output: int, horizon_s: float, warmup_s: float) -> str:
+def poisson_regimes(rates: dict[str, float], prompt: int, output: int, horizon_s: float, warmup_s: float,
+                    prompts: int | None = None) -> str:
     """A regimes block of Poisson arrivals at each named rate, every request ``prompt``
-    tokens in and ``output`` out (a measured run's shape, for comparing with it)."""
+    tokens in and ``output`` out (a measured run's shape, for comparing with it), sending
+    one of ``prompts`` distinct prompts at random when given (None: all distinct)."""
     lines = ["regimes:"]
+    shared = "" if prompts is None else f", {PROMPT_ID}: {{dist: uniform, low: 1, high: {prompts}}}"
     for name, rate in rates.items():
         lines += [f"  {name}:", f"    description: Poisson at {rate:g} req/s, {prompt} tokens in, {output} out",
                   f"    arrivals: {{process: poisson, rate: {rate:g}}}",
-                  f"    sizes: {{prompt: {prompt}, output: {output}}}",
+                  f"    sizes: {{prompt: {prompt}, output: {output}{shared}}}",
                   f"    horizon: {horizon_s:g} s", f"    warmup: {warmup_s:g} s"]
     return "\n".join(lines)
 
@@ -297,7 +303,10 @@ def _service(dep: Deployment) -> str:
 
 def _gemm_family(name: str, epilogue: str) -> str:
     """A GEMM family on the project's matmul kernel: the tile, warp, stage and split-K
-    choices of the bundled llm_decode problem."""
+    choices of the bundled llm_decode problem, and split-K 8, which a decode step's
+    skinny GEMMs at two ranks or more need to spread over the SMs (without it the model
+    priced Mixtral-8x7B's TP2 projections 30-50% above the measured engine's;
+    docs/sim2real.md)."""
     return f"""  {name}:
     kernel: matmul
     options: {{epilogue: {epilogue}}}
@@ -307,7 +316,7 @@ def _gemm_family(name: str, epilogue: str) -> str:
       BLOCK_K: [64]
       num_warps: [4, 8]
       num_stages: [3, 4]
-      SPLIT_K: [1, 4]
+      SPLIT_K: [1, 4, 8]
 """
 
 
@@ -365,13 +374,15 @@ def _families(dep: Deployment) -> str:
 
 def _regimes(dep: Deployment) -> str:
     lines = ["regimes:"]
+    shared = "" if dep.prompt_id_column is None else f", {PROMPT_ID}: {json.dumps(dep.prompt_id_column)}"
     for rate in dep.rates:
         name = f"rate_{rate:g}".replace(".", "_")
         lines += [f"  {name}:",
                   f"    description: {dep.trace.name} replayed at {rate:g} req/s",
-                  f"    arrivals: {{process: trace, file: {json.dumps(str(dep.trace))}, rate: {rate:g},",
+                  f"    arrivals: {{process: trace, file: {json.dumps(str(dep.trace))}, rate: {rate:g},"
+                  + ("" if dep.time_column == "TIMESTAMP" else f" time_column: {json.dumps(dep.time_column)},"),
                   f"               columns: {{prompt: {json.dumps(dep.prompt_column)}, "
-                  f"output: {json.dumps(dep.output_column)}}}}}",
+                  f"output: {json.dumps(dep.output_column)}{shared}}}}}",
                   "    horizon: 30 s",
                   "    warmup: 5 s"]
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import TraceError
 from ..traffic.routing import SUM_TOLERANCE, Routing, routing_problem
+from ..traffic.sizes import PROMPT_ID
 from ..traffic import (
     Diurnal, Empirical, Exponential, Fixed, Gamma, LogNormal, OnOff, Poisson,
     SizeDistribution, Trace, TraceReplay, Uniform, load_trace,
@@ -76,11 +77,13 @@ def _trace(spec: s.TraceSpec, base: Path, key: str) -> Trace:
         time_key=f"{key}.time_column", column_key=lambda field: f"{key}.columns.{field}",
     )
     for field, values in trace.columns.items():
-        if len(values) and values.min() < 1:
+        least = 0 if field == PROMPT_ID else 1  # an identity, not a count
+        if len(values) and values.min() < least:
             column = spec.columns[field] if spec.columns else field
             raise Invalid(
                 f"{key}.columns.{field}" if spec.columns else f"{key}.file",
-                f"trace column {s.show(column)} holds a size of {int(values.min())}; replayed sizes must be >= 1",
+                f"trace column {s.show(column)} holds a {'prompt id' if least == 0 else 'size'} of "
+                f"{int(values.min())}; replayed {'prompt ids' if least == 0 else 'sizes'} must be >= {least}",
             )
     return trace
 

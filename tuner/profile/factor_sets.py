@@ -46,7 +46,7 @@ A100_CUBLAS = FactorSet(
 #: tokens) against that step's GPU terms in the engine model fitted on the measured H100
 #: vLLM runs (tuner.engine.defaults.H100_VLLM_V1: GEMMs, KV cache read, per-layer cost).
 #: Read as: kernels stream at 90% of the H100's DRAM peak (the engine's GEMM term says
-#: 88%), 0.07 µs fixed per launch, and an effective memory latency of 0.06 µs: far below
+#: 88%), 0.13 µs fixed per launch, and an effective memory latency of 0.06 µs: far below
 #: the ~0.5 µs a load really waits, so the model's latency-bound regime (Little's law on
 #: the tiles a CTA keeps in flight) all but vanishes at decode. Only each step's sum is
 #: identified, so the three trade against one another: a description of decode steps
@@ -55,7 +55,7 @@ A100_CUBLAS = FactorSet(
 #: is the problem's ``launch_overhead`` (tuner init writes 0: the fixed cost is here).
 H100_VLLM_GRAPHS = FactorSet(
     name="h100-vllm-graphs",
-    factors=Efficiency(dram=0.9, fixed_s=7e-8, mem_latency_s=6e-8),
+    factors=Efficiency(dram=0.903, fixed_s=1.3e-7, mem_latency_s=6e-8),
     fitted_on="decode steps of the four shared/data/serving_real calibration deployments on an H100 (vLLM V1, "
               "CUDA graphs), through the engine model's fitted step terms (benchmarks/bench_sim2real.py)",
 )

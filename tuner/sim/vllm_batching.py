@@ -8,8 +8,9 @@ What it adds to continuous batching, each rule as :mod:`tuner.engine` documents 
   blocks are what the memory budget leaves after the weights and the reserved workspace
   (``service.engine.num_gpu_blocks`` overrides), so a workspace-hungry config costs KV
   blocks, as in vLLM, not admitted requests: requests are admitted on arrival;
-* prefix caching (requests of a regime share no prompt text, so it finds nothing unless
-  they do);
+* prefix caching: requests with the same ``prompt_id`` size field send the same prompt
+  (keyed as :func:`tuner.engine.measured_run.prefix_keys` keys a measured run's); without
+  that field no two requests share prompt text and the cache finds nothing;
 * the step's tokens padded to the next CUDA-graph capture size: the ``tokens`` the
   operators see (the GEMMs' M) is the padded count;
 * async scheduling: a request arriving while step n runs joins step n+2;
@@ -30,13 +31,28 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..engine.block_pool import blocks_in
+from ..engine.measured_run import prefix_keys
 from ..engine.scheduler import MAX_KV_BLOCKS, EngineArgs, EngineRequest, ScheduledStep, Scheduler
 from ..errors import ProblemError
+from ..traffic.sizes import PROMPT_ID
 from .batching import BatchingPolicy, Host
 from .gpu import left_to_right_sum
 
 if TYPE_CHECKING:
     from ..traffic import Workload
+
+
+def _requests(sizes: Mapping[str, list[Any]], args: EngineArgs) -> list[EngineRequest]:
+    """The workload's requests as the engine sees them, each prompt keyed for the prefix
+    cache by its ``prompt_id`` where the regime gives one."""
+    prompt, output = sizes["prompt"], sizes["output"]
+    ids = sizes.get(PROMPT_ID)
+    found = []
+    for r in range(len(prompt)):
+        p, o = int(prompt[r]), int(output[r])
+        prefix = () if ids is None else prefix_keys(int(ids[r]), args.keyed_blocks(p, o), args.block_size, {}, r)
+        found.append(EngineRequest(r, 0.0, p, o, prefix))
+    return found
 
 
 class VllmBatching(BatchingPolicy):
@@ -60,8 +76,7 @@ class VllmBatching(BatchingPolicy):
             enable_prefix_caching=engine.prefix_caching, cudagraph_capture_sizes=engine.capture_sizes,
             enforce_eager=not engine.cuda_graphs, async_scheduling=engine.async_scheduling))
         self.queue = self.scheduler.waiting  # type: ignore[assignment]  # its length is the queue depth
-        prompt, output = sizes["prompt"], sizes["output"]
-        self.requests = [EngineRequest(r, 0.0, int(prompt[r]), int(output[r])) for r in range(len(prompt))]
+        self.requests = _requests(sizes, self.scheduler.args)
         self.pending: deque[tuple[float, int]] = deque()  # admitted, not yet seen by a schedule
         self.scheduled_at: float | None = None  # when the running step was scheduled (async: what the next sees)
         self.step: ScheduledStep | None = None

@@ -12,6 +12,11 @@ from typing import Protocol
 
 import numpy as np
 
+#: The size field that names a request's prompt rather than counting anything: requests
+#: with equal ids send the same prompt (an engine's prefix cache finds it); a trace may
+#: number its prompts from 0.
+PROMPT_ID = "prompt_id"
+
 
 class SizeDistribution(Protocol):
     """A distribution of per-request sizes.
