@@ -113,6 +113,6 @@ def test_init_replays_a_trace_with_prompt_ids_into_the_prefix_cache(tmp_path: Pa
     run = ServiceRun(bound, problem.regimes[regime].workload(0, problem.service.jitter, 30.0),
                      problem.memory_budget(regime), problem.size_fields)
     run.run()
-    started = sum(1 for t in run.batching.start_t if t == t)
+    started = sum(1 for t in run.times.start_t if t == t)
     assert started > 6
     assert run.batching.scheduler.cached_tokens == 576 * (started - 3)

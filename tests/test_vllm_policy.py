@@ -71,11 +71,11 @@ def test_vllm_without_its_engine_features_is_continuous_batching(tmp_path: Path,
     vllm = _run(load_problem(_toy_llm(tmp_path, "engine", context_free=True, batching="vllm",
                                       engine=PLAIN_ENGINE)), regime)
     assert continuous.iterations == vllm.iterations > 100
-    finished = [t for t in continuous.finish_t if t == t]
+    finished = [t for t in continuous.times.finish_t if t == t]
     assert len(finished) > 10
-    assert continuous.finish_t == pytest.approx(vllm.finish_t, rel=1e-12, nan_ok=True)
-    assert continuous.batching.first_t == pytest.approx(vllm.batching.first_t, rel=1e-12, nan_ok=True)
-    assert continuous.batching.start_t == pytest.approx(vllm.batching.start_t, rel=1e-12, nan_ok=True)
+    assert continuous.times.finish_t == pytest.approx(vllm.times.finish_t, rel=1e-12, nan_ok=True)
+    assert continuous.times.first_t == pytest.approx(vllm.times.first_t, rel=1e-12, nan_ok=True)
+    assert continuous.times.start_t == pytest.approx(vllm.times.start_t, rel=1e-12, nan_ok=True)
 
 
 def test_the_kv_cache_is_what_the_budget_leaves(tmp_path: Path):
@@ -151,7 +151,7 @@ def test_a_request_beyond_max_context_is_refused_and_the_rest_served(tmp_path: P
     problem = load_problem(_toy_llm(tmp_path, "short", batching="vllm", engine=PLAIN_ENGINE, max_context=1024,
                                     max_batch=4))
     run = _run(problem, "heavy")
-    finished = sum(1 for t in run.finish_t if t == t)
+    finished = sum(1 for t in run.times.finish_t if t == t)
     assert run.batching.scheduler.refused > 0
     assert finished == run.n - run.batching.scheduler.refused
 
@@ -181,7 +181,7 @@ def test_requests_with_one_prompt_id_share_its_cached_blocks(tmp_path: Path):
     first finds 576 tokens cached; with no prompt identity, none."""
     shared = load_problem(_llama_with_prompts(tmp_path, "7"))
     run = _run(shared, "lone", horizon_s=40.0)
-    started = sum(1 for t in run.batching.start_t if t == t)
+    started = sum(1 for t in run.times.start_t if t == t)
     assert started > 5
     assert run.batching.scheduler.cached_tokens == 576 * (started - 1)
     alone = load_problem(_llama_with_prompts(tmp_path, None))

@@ -1,9 +1,11 @@
 """Batching policies: how admitted requests become batches on executors.
 
 A policy owns the scheduling state: the queue of admitted requests not running yet, the
-idle executors, and when each request started and gave its first token. It reaches the
-run that hosts it only through :class:`Host`'s three calls and its current assignment,
-so the service layer sits above the policies and the policies never touch its lists.
+idle executors, and its own progress through each request (prompt left, tokens made).
+Each request's timeline is kept once for the run, in :class:`RequestTimes`, which the
+host and its policy share: the host writes admission and finish, the policy start and
+first token. A policy reaches the run that hosts it only through :class:`Host`'s calls,
+its current assignment and those times, so the service layer sits above the policies.
 Contract:
 
 * ``admitted(request, now)`` queues a request the run admitted (its memory is held);
@@ -31,6 +33,21 @@ if TYPE_CHECKING:
     from .program import BoundService, Program
 
 
+class RequestTimes:
+    """Each request's timeline, one list per event indexed by request, NaN until it
+    happens: admitted (its memory held), started (first scheduled), first token, finished;
+    and ``jitter``, the factor its batches' kernel work is scaled by. One per run: the
+    host, its policy and the metrics read the same lists."""
+
+    def __init__(self, workload: Workload) -> None:
+        n = len(workload)
+        self.admit_t: list[float] = [math.nan] * n
+        self.start_t: list[float] = [math.nan] * n
+        self.first_t: list[float] = [math.nan] * n
+        self.finish_t: list[float] = [math.nan] * n
+        self.jitter: list[float] = workload.jitter.tolist()
+
+
 class Host:
     """What a batching policy may ask of the run that hosts it: the assignment in force
     and three calls. :class:`tuner.sim.service.ServiceRun` is the one host; it derives
@@ -39,6 +56,7 @@ class Host:
 
     bound: BoundService  # the assignment in force (a switch replaces it between batches)
     capacity: float  # bytes the budget leaves after the fixed part and the reserved workspace
+    times: RequestTimes  # each request's timeline, shared with the policy
 
     def wake_at(self, t: float) -> None:
         """Call the policy's ``dispatch`` again at ``t``."""
@@ -64,10 +82,7 @@ class BatchingPolicy:
         self.host = host
         self.queue: deque[int] = deque()  # admitted, waiting to run
         self.idle: list[int] = list(range(executors - 1, -1, -1))  # popped from the end: executor 0 first
-        n = len(workload)
-        self.start_t: list[float] = [math.nan] * n
-        self.first_t: list[float] = [math.nan] * n
-        self.jitter: list[float] = workload.jitter.tolist()
+        self.times = host.times
 
     def admitted(self, request: int, now: float) -> None:
         """Queue ``request``, admitted at ``now`` (its memory is held from now on)."""
@@ -92,7 +107,6 @@ class DynamicBatching(BatchingPolicy):
     def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
                  size_fields: frozenset[str]) -> None:
         super().__init__(host, executors, workload)
-        self.admit_t: list[float] = [math.nan] * len(workload)  # each request's admission time
         self.batches: list[list[int]] = [[] for _ in range(executors)]
         service = host.bound.service
         self.max_batch = service.max_batch
@@ -101,13 +115,10 @@ class DynamicBatching(BatchingPolicy):
         self._by_size: dict[int, Program] = {}  # programs by batch size, when sizes don't matter
         self._bound = host.bound
 
-    def admitted(self, request: int, now: float) -> None:
-        self.queue.append(request)
-        self.admit_t[request] = now
-
     def dispatch(self, now: float) -> None:
-        host, queue, admit_t, idle, max_batch = self.host, self.queue, self.admit_t, self.idle, self.max_batch
-        jitter, start_t = self.jitter, self.start_t
+        times = self.times
+        host, queue, admit_t, idle, max_batch = self.host, self.queue, times.admit_t, self.idle, self.max_batch
+        jitter, start_t = times.jitter, times.start_t
         while queue and idle:
             if len(queue) < max_batch:
                 oldest_admitted_at = admit_t[queue[0]]
@@ -202,11 +213,11 @@ class ContinuousBatching(BatchingPolicy):
                 chunk = min(left, room)
                 room -= chunk
                 plan.append((r, chunk))
-        start_t = self.start_t
+        start_t = self.times.start_t
         for r, _ in plan:
             if start_t[r] != start_t[r]:  # NaN: scheduled for the first time
                 start_t[r] = now
-        jitter = self.jitter
+        jitter = self.times.jitter
         scale = left_to_right_sum([jitter[r] for r, _ in plan]) / len(plan)
         self.plans[executor] = plan
         bound = self.host.bound
@@ -242,7 +253,7 @@ class ContinuousBatching(BatchingPolicy):
         return variables
 
     def program_done(self, executor: int, now: float) -> None:
-        prefill_left, generated, output, first_t = self.prefill_left, self.generated, self.output, self.first_t
+        prefill_left, generated, output, first_t = self.prefill_left, self.generated, self.output, self.times.first_t
         done = []
         for r, chunk in self.plans[executor]:
             if prefill_left[r] > 0:

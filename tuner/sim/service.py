@@ -27,7 +27,7 @@ from ..phases import Phase
 from ..problem.assignment import Assignment
 from ..problem.model import Problem, Slo
 from ..traffic import Workload
-from .batching import BatchingPolicy, Host
+from .batching import BatchingPolicy, Host, RequestTimes
 from .policies import batching_policy
 from .gpu import FluidGPU, Kernel, phase_rate
 from .policy import SwitchPolicy
@@ -144,8 +144,7 @@ class ServiceRun(Host):
         self.state = np.broadcast_to(np.asarray(state, dtype=np.float64), (n,)).tolist()
         self.base_memory = service.memory.fixed + bound.reserved_workspace
         self.capacity = budget - self.base_memory
-        self.admit_t = [math.nan] * n
-        self.finish_t = [math.nan] * n
+        self.times = RequestTimes(workload)
         # Streams: lane l of executor e is stream l·E + e; the neighbours come after them.
         # Each stream's kernels run on its partition (an index into the GPU's caps).
         partitions = service.partitions()
@@ -281,7 +280,7 @@ class ServiceRun(Host):
             self._on_program_done(executor, now)
 
     def finish(self, request: int, now: float) -> None:
-        self.finish_t[request] = now
+        self.times.finish_t[request] = now
         self._memory_used -= self.state[request]
         self._admitted -= 1
         self._judged += 1
@@ -300,7 +299,7 @@ class ServiceRun(Host):
         service, arrival = self.bound.service, self.arrival[request]
         if not service.kind.token_level:
             return bool(service.slo.met(now - arrival))
-        first = self.batching.first_t[request]
+        first = self.times.first_t[request]
         return bool(service.slo.met(now - arrival, first - arrival, _tpot(now, first, self.sizes["output"][request])))
 
     def _missed(self) -> None:
@@ -320,12 +319,12 @@ class ServiceRun(Host):
                         self.bound.service.launch_overhead_s, now, self._neighbor_part[index])
 
     def _admit(self, now: float) -> None:
-        queue, state, capacity = self._queue, self.state, self.capacity
+        queue, state, capacity, admit_t = self._queue, self.state, self.capacity, self.times.admit_t
         admitted_any = False
         while queue and self._memory_used + state[queue[0]] <= capacity:
             r = queue.popleft()
             self._memory_used += state[r]
-            self.admit_t[r] = now
+            admit_t[r] = now
             self._admitted += 1
             self.batching.admitted(r, now)
             admitted_any = True
@@ -493,15 +492,16 @@ class ServiceRun(Host):
     def _metrics(self) -> Metrics:
         service = self.bound.service
         arrival = np.asarray(self.arrival)
-        finish = np.asarray(self.finish_t)
-        admit = np.asarray(self.admit_t)
-        start = np.asarray(self.batching.start_t)
+        times = self.times
+        finish = np.asarray(times.finish_t)
+        admit = np.asarray(times.admit_t)
+        start = np.asarray(times.start_t)
         done = ~np.isnan(finish)
         latency = finish - arrival
         horizon, warmup = self.horizon, self.workload.warmup_s
         judged = arrival >= warmup
         good, ttft, tpot = _judge(service.slo, service.kind.token_level, arrival, finish,
-                                  np.asarray(self.batching.first_t), self.workload.sizes, judged)
+                                  np.asarray(times.first_t), self.workload.sizes, judged)
         window = horizon - warmup
         n_judged = int(judged.sum())
         admitted = ~np.isnan(admit)

@@ -134,7 +134,7 @@ class VllmBatching(BatchingPolicy):
             step = scheduler.schedule()
         self.scheduled_at = now
         self._show_memory()
-        start_t = self.start_t
+        start_t = self.times.start_t
         for request, _, _ in step.entries:
             if start_t[request.rid] != start_t[request.rid]:
                 start_t[request.rid] = now
@@ -143,7 +143,7 @@ class VllmBatching(BatchingPolicy):
     def _launch(self, now: float) -> None:
         step = self.step
         assert step is not None
-        jitter = self.jitter
+        jitter = self.times.jitter
         entries = step.entries
         scale = left_to_right_sum([jitter[request.rid] for request, _, _ in entries]) / len(entries)
         self.host.start_program(0, self.host.bound.program(self._variables(step)), scale, now)
@@ -173,7 +173,7 @@ class VllmBatching(BatchingPolicy):
         self.step = None
         overhead = self.settings.request_overhead_s
         end = self.scheduler.finish_step(step, now)
-        first_t = self.first_t
+        first_t = self.times.first_t
         for request in end.first:
             first_t[request.rid] = now + overhead
         for request in end.finished:
