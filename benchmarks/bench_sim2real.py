@@ -134,8 +134,9 @@ def _served_problem(run: MeasuredRun, workdir: Path, factors: str | None = None,
         text = text.replace("factors: h100-vllm-graphs", f"factors: {factors}")
     if coefficients is not None:
         engine = "  engine:\n"
-        text = text.replace(engine, engine + f"    step_cpu: {coefficients.step!r}\n    request_cpu: "
-                            f"{coefficients.requests!r}\n    request_overhead: {coefficients.request_overhead_s!r}\n", 1)
+        cpu = (f"    step_cpu: {coefficients.step!r}\n    request_cpu: {coefficients.requests!r}\n"
+               f"    request_overhead: {coefficients.request_overhead_s!r}\n")
+        text = text.replace(engine, engine + cpu, 1)
     with tempfile.TemporaryDirectory(dir=workdir) as folder:
         path = Path(folder) / "sim2real.yaml"
         path.write_text(text)

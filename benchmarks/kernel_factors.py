@@ -167,7 +167,8 @@ def experts_check(run_name: str, problem: Any, cost: StepCost, batches: Sequence
             for _token in range(batch):
                 counts[rng.choice(model.experts, model.experts_per_token, replace=False)] += 1
             variables = {**shape, "expert_counts": tuple(int(c) for c in counts)}
-            seconds.append(min(_seconds(config.profile, variables, problem.service.device) for config in family.configs))
+            device = problem.service.device
+            seconds.append(min(_seconds(config.profile, variables, device) for config in family.configs))
         engine = H100_VLLM_V1.gemm * float(cost._experts(np.array([float(batch)]))[0])
         model_s = float(np.mean(seconds))
         rows.append({"run": run_name, "batch": batch, "engine_us": 1e6 * engine, "model_us": 1e6 * model_s,

@@ -35,12 +35,13 @@ if TYPE_CHECKING:
 
 class RequestTimes:
     """Each request's timeline, one list per event indexed by request, NaN until it
-    happens: admitted (its memory held), started (first scheduled), first token, finished;
-    and ``jitter``, the factor its batches' kernel work is scaled by. One per run: the
-    host, its policy and the metrics read the same lists."""
+    happens: arrived (the workload's), admitted (its memory held), started (first
+    scheduled), first token, finished; and ``jitter``, the factor its batches' kernel work
+    is scaled by. One per run: the host, its policy and the metrics read the same lists."""
 
     def __init__(self, workload: Workload) -> None:
         n = len(workload)
+        self.arrival_t: list[float] = workload.arrivals_s.tolist()
         self.admit_t: list[float] = [math.nan] * n
         self.start_t: list[float] = [math.nan] * n
         self.first_t: list[float] = [math.nan] * n

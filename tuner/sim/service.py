@@ -135,7 +135,6 @@ class ServiceRun(Host):
         self.executors = service.executors
         n = len(workload)
         self.n = n
-        self.arrival = workload.arrivals_s.tolist()
         self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
         # an engine policy (vllm) keeps its KV cache itself: requests are admitted on arrival
         state = 0.0 if service.kind.engine else service.memory.per_request.evaluate_array(
@@ -284,7 +283,8 @@ class ServiceRun(Host):
         self._memory_used -= self.state[request]
         self._admitted -= 1
         self._judged += 1
-        if self._misses_allowed < _INF and self.arrival[request] >= self._warmup and not self._good(request, now):
+        if (self._misses_allowed < _INF and self.times.arrival_t[request] >= self._warmup
+                and not self._good(request, now)):
             self._missed()
 
     def hold(self, nbytes: float) -> None:
@@ -296,7 +296,7 @@ class ServiceRun(Host):
             self._memory_peak = memory
 
     def _good(self, request: int, now: float) -> bool:
-        service, arrival = self.bound.service, self.arrival[request]
+        service, arrival = self.bound.service, self.times.arrival_t[request]
         if not service.kind.token_level:
             return bool(service.slo.met(now - arrival))
         first = self.times.first_t[request]
@@ -418,7 +418,7 @@ class ServiceRun(Host):
             self.gpu.sm_trace = self.recording.sm
         for index in range(len(self.bound.service.neighbors)):
             self._launch_neighbor(index, 0.0)
-        arrival, n, gpu, timers = self.arrival, self.n, self.gpu, self._timers
+        arrival, n, gpu, timers = self.times.arrival_t, self.n, self.gpu, self._timers
         recording, horizon, queue = self.recording, self.horizon, self._queue
         waiting = self.batching.queue
         run_until, launch = gpu.run_until, gpu.launch
@@ -491,7 +491,7 @@ class ServiceRun(Host):
 
     def _metrics(self) -> Metrics:
         service = self.bound.service
-        arrival = np.asarray(self.arrival)
+        arrival = np.asarray(self.times.arrival_t)
         times = self.times
         finish = np.asarray(times.finish_t)
         admit = np.asarray(times.admit_t)
