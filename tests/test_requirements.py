@@ -291,6 +291,22 @@ def test_unknown_ops_families_and_shapes_give_none_with_one_warning_each(tmp_pat
     assert "reservation() cannot judge" in messages[2]
 
 
+def test_an_unbounded_shape_gives_none_with_one_warning(tmp_path, caplog):
+    """requirements() with M = inf used to raise OverflowError (a grid of inf CTAs) out of
+    the serving path; a NaN is a value that is not a number: the row's shape, as "x" is."""
+    good = {"family": "matmul", "family_options": {"epilogue": "none", "dtype": "bf16"}, "sms": 132,
+            "workspace_bytes": 0.0}
+    d = rt.load_table(_table(tmp_path, [row(r, "qkv", **good) for r in ("light", "heavy")]))
+    with caplog.at_level(logging.WARNING, LOGGER):
+        assert d.requirements("qkv", {"M": float("inf")}) is None
+        for value in (float("nan"), float("-inf")):  # not a positive number: the row's shape
+            assert d.requirements("qkv", {"M": value}).shape == (("M", 64), ("N", 48), ("K", 64))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1 and "M=inf is not a finite number" in messages[0]
+    with pytest.raises(RequirementsError, match="M=nan is not a finite number"):
+        requirements("matmul", MATMUL, {"M": float("nan"), "N": 64, "K": 64}, sms=132)
+
+
 def test_a_declared_profile_has_no_requirements_but_its_reserved_workspace_counts(tmp_path, caplog):
     rows = [row(r, "qkv", workspace_bytes=1000.0 if r == "heavy" else 10.0) for r in ("light", "heavy")]
     d = rt.load_table(_table(tmp_path, rows))

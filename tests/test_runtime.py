@@ -176,7 +176,7 @@ def test_the_bucket_of_a_value_that_is_not_an_integer_or_is_missing():
     assert pick({"M": 16.0}) == {"i": 0} and pick({"M": 16.5}) == {"i": 1} and pick({"M": 1e9}) == {"i": 3}
     assert pick({"M": -5}) == {"i": 0} and pick({"M": True}) == {"i": 0}
     assert pick(None) == pick({}) == pick({"N": 3}) == pick({"M": None}) == pick({"M": "big"}) == {"i": 3}
-    assert pick({"M": float("nan")}) in params  # never raises
+    assert pick({"M": float("nan")}) == {"i": 3}  # not a number: the last bucket (bisect alone gave the first)
     np = pytest.importorskip("numpy")
     assert pick({"M": np.int64(17)}) == {"i": 1} and pick({"M": np.float32(300.5)}) == {"i": 3}
     assert entry.name({"M": 100}) == "c2" and entry.bucket(1024) == 3 and entry.bucket(1025) == 3
@@ -200,6 +200,39 @@ def test_a_missing_shape_or_key_value_serves_the_last_bucket_and_never_raises(tm
             raise RuntimeError("no")
 
     assert d.config("qkv", Exploding()) == last
+
+
+def test_a_nan_shape_serves_the_last_bucket_on_every_path(tmp_path):
+    """NaN compares with nothing, so a bisect puts it in the first bucket (split-K at M..16
+    here) where the docs promise a value that is not a number the last; the dispatcher's
+    fast path, the entry's pick and name, and a two-dimensional key all agree."""
+    nan = float("nan")
+    d = rt.load_table(export_json("toy", bucketed([16, 64, 8192]), tmp_path / "b.json"))
+    assert d.config("qkv", {"M": nan}) == bucket_params("light", 2) == d.config("qkv", {"M": float("inf")})
+    assert d.config_name("qkv", {"M": nan}) == "qkv-light@M65..8192"
+    two = rt.OpConfigs(("B", "L"), ((8, 64), (1024, 4096)), tuple({"i": i} for i in range(4)),
+                       tuple(f"c{i}" for i in range(4)), None)
+    assert two.pick({"B": nan, "L": 100}) == {"i": 2} and two.pick({"B": 1, "L": nan}) == {"i": 1}
+
+
+def test_observations_that_are_not_finite_numbers_are_ignored_with_one_warning_each(exported, caplog):
+    """A serving engine's bad reading (NaN, inf, a string) must not raise inside it:
+    ignored, the estimates kept, one warning per kind of observation."""
+    d = rt.load_table(exported)
+    for i in range(20):
+        d.observe_arrival(i / 10.0)
+    d.observe_queue(7)
+    d.observe_free_memory(1 << 30)
+    before = d.load(now=1.9)
+    with caplog.at_level(logging.WARNING, "tuner.runtime"):
+        for bad in (float("nan"), float("inf"), "x", None, [1]):
+            d.observe_queue(bad)  # type: ignore[arg-type]
+            d.observe_free_memory(bad)  # type: ignore[arg-type]
+            if bad is not None:  # None is "now" for an arrival
+                d.observe_arrival(bad)  # type: ignore[arg-type]
+    assert d.load(now=1.9) == before and before.queue_depth == 7 and before.free_memory == 1 << 30
+    assert sorted(r.getMessage().split("(")[0] for r in caplog.records) == [
+        "tuner.runtime: observe_arrival", "tuner.runtime: observe_free_memory", "tuner.runtime: observe_queue"]
 
 
 def test_a_two_dimensional_key_picks_the_bucket_of_each_value(tmp_path):

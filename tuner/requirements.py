@@ -324,6 +324,9 @@ def requirements(family: str, config: Mapping[str, Any], shape: Mapping[str, Any
     options = options or {}
     resources = resources or {}
     try:
+        unbounded = [k for k, v in shape.items() if isinstance(v, float) and not math.isfinite(v)]
+        if unbounded:
+            raise RequirementsError(f"shape {unbounded[0]}={shape[unbounded[0]]!r} is not a finite number")
         dims = {k: int(math.ceil(v)) for k, v in shape.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         sized = sized_sms(config, int(sms))
         buffers = workspace_buffers(family, options, config, dims, sized)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from bisect import bisect_left
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from ..store.row import TableRow, short_repr
 from .arguments import check_dispatcher, check_load, split_fallback
 from .classify import RateClassifier
 from .monitor import LoadMonitor, LoadSnapshot
-from .served import OpConfigs, Table, read_table
+from .served import OpConfigs, Table, position, read_table
 
 __all__ = ["Dispatcher", "load_table"]
 
@@ -153,7 +152,7 @@ class Dispatcher:
                         value = shape[dim]
                         if 0 <= value < size:  # (a negative index would wrap around)
                             return params[index[value]]
-                        i = bisect_left(entry.edges[0], value)
+                        i = position(entry.edges[0], value)
                         return params[i] if i < len(params) else params[-1]  # above the last edge: the last
                     return params[-1]
                 elif index is not None:  # two: an integer index per dimension (no value: its last edge's)

@@ -8,10 +8,15 @@ since the last arrival, so an idle service reads as light load.
 
 Thread safety: observations take a lock; :meth:`LoadMonitor.snapshot` returns a frozen
 value. Times are seconds on one clock: ``clock()`` unless the caller passes ``t``/``now``.
+
+An observation is never allowed to raise inside a serving engine: a time, depth or byte
+count that is not a finite number is ignored, with one warning per kind of observation
+(logger ``tuner.runtime``), and the estimates keep what they had.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -19,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["LoadMonitor", "LoadSnapshot"]
+
+logger = logging.getLogger("tuner.runtime")
 
 
 @dataclass(frozen=True)
@@ -60,10 +67,27 @@ class LoadMonitor:
         self._arrivals = 0
         self._queue: int | None = None
         self._free: int | None = None
+        self._warned: set[str] = set()
+
+    def _finite(self, value: object, observation: str) -> float | None:
+        """``value`` as a finite float, else None with one warning per ``observation``."""
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            number = math.nan
+        if math.isfinite(number):
+            return number
+        if observation not in self._warned:
+            self._warned.add(observation)
+            logger.warning("tuner.runtime: %s(%r) is not a finite number; ignored (and every later one, silently)",
+                           observation, value)
+        return None
 
     def observe_arrival(self, t: float | None = None) -> None:
         """One request arrived at ``t`` (default: now). Out-of-order times count as a 0 gap."""
-        now = self._clock() if t is None else t
+        now = self._clock() if t is None else self._finite(t, "observe_arrival")
+        if now is None:
+            return
         with self._lock:
             self._arrivals += 1
             last, self._last = self._last, now if self._last is None else max(self._last, now)
@@ -78,10 +102,14 @@ class LoadMonitor:
             self._var_gap = (1.0 - self._alpha) * (self._var_gap + self._alpha * delta * delta)
 
     def observe_queue(self, depth: int) -> None:
-        self._queue = int(depth)  # one reference store: atomic, no lock needed
+        value = self._finite(depth, "observe_queue")
+        if value is not None:
+            self._queue = int(value)  # one reference store: atomic, no lock needed
 
     def observe_free_memory(self, free_bytes: int) -> None:
-        self._free = int(free_bytes)
+        value = self._finite(free_bytes, "observe_free_memory")
+        if value is not None:
+            self._free = int(value)
 
     def snapshot(self, now: float | None = None) -> LoadSnapshot:
         """The current estimates; ``now`` (default: the clock) sets the idle decay."""

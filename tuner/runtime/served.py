@@ -53,6 +53,14 @@ Params = Mapping[str, Any]
 Grid = tuple[tuple[str, ...], tuple[tuple[float, ...], ...]]
 
 
+def position(edges: Sequence[Any], value: Any) -> int:
+    """Where ``value`` falls among ascending ``edges`` (``bisect_left``), a NaN counting
+    as above them all: it compares with nothing, so bisect would put it in the first
+    bucket, where a value that is not a number is documented to get the last."""
+    i = bisect_left(edges, value)
+    return len(edges) if value != value else i
+
+
 @dataclass(frozen=True, slots=True)
 class OpConfigs:
     """One operator's configs in one regime, by shape bucket, ready for lookups.
@@ -141,7 +149,7 @@ class OpConfigs:
         for dim, edges in zip(self.key, self.edges):
             last = len(edges) - 1
             try:
-                i = min(bisect_left(edges, shape[dim]), last) if dim in shape else last
+                i = min(position(edges, shape[dim]), last) if dim in shape else last
             except Exception:  # noqa: BLE001 - no value, or a value edges cannot be compared with
                 i = last
             flat = flat * len(edges) + i
@@ -149,12 +157,13 @@ class OpConfigs:
 
     def bucket(self, value: Any) -> int:
         """The bucket of ``value`` of the one key dimension (never raises): from the
-        integer index when it has ``value``, else by bisect; not comparable: the last."""
+        integer index when it has ``value``, else by bisect; not comparable (NaN
+        included): the last."""
         dense = self.dense
         if dense is not None and type(value) is int and 0 <= value < len(dense):
             return dense[value]
         try:
-            i = bisect_left(self.edges[0], value)
+            i = position(self.edges[0], value)
         except Exception:  # noqa: BLE001 - a value the edges cannot be compared with
             return self.last
         return i if i <= self.last else self.last
