@@ -504,3 +504,42 @@ def test_an_unusable_table_is_one_warning_naming_the_cause(tmp_path, caplog, cas
         rt.autotune(configs=configs, key=["M"], op=op, table=d, names="matmul")(fn)
     [warning] = caplog.records
     assert ("'gemm' is not in the table" if case == "unknown op" else "is not among configs=") in warning.getMessage()
+
+
+def with_runtime_k(a, M, N, K, BLOCK_M: "tl.constexpr", BLOCK_N: "tl.constexpr"):
+    pass
+
+
+def test_a_table_parameter_naming_a_runtime_argument_is_refused_and_the_fallback_serves(tmp_path, caplog):
+    """A table whose config carries ``K`` (a runtime argument the caller passes) made every
+    launch raise "got multiple values for argument 'K'": now it is refused with one
+    warning naming it, and ``fallback=`` launches."""
+    path = export_json("toy", [row(r, "qkv", params={"BLOCK_M": 16, "BLOCK_N": 32, "K": 64, "num_warps": 4})
+                               for r in TILES], tmp_path / "t.json")
+    d = rt.load_table(path, fallback={"BLOCK_M": 64, "BLOCK_N": 64})
+    fn = Kernel(with_runtime_k)
+    with caplog.at_level(logging.WARNING, LOGGER):
+        kernel = rt.autotune(key=["M"], op="qkv", table=d)(fn)
+        for m in (8, 80, 800):
+            kernel[(1,)]("a", m, 8, 8)
+    assert fn.calls == [{"BLOCK_M": 64, "BLOCK_N": 64}] * 3
+    [warning] = caplog.records
+    assert "K=64" in warning.getMessage() and "runtime argument of 'with_runtime_k'" in warning.getMessage()
+
+
+def test_configs_given_as_a_generator_are_read_once_and_kept(tmp_path):
+    """A generator was spent by the argument checks, leaving no configs, so a table config
+    outside the list was launched; now the list is kept and such a config is refused."""
+
+    class Config:  # triton.Config's interface, as the checks and the matching read it
+        def __init__(self, kwargs, num_warps=4):
+            self.kwargs, self.num_warps, self.num_stages, self.pre_hook = kwargs, num_warps, 3, None
+
+        def all_kwargs(self):
+            return {**self.kwargs, "num_warps": self.num_warps}
+
+    d = table_of(tmp_path, {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4})
+    kernel = rt.autotune(configs=(Config({"BLOCK_M": m, "BLOCK_N": 64}) for m in (16, 32)), key=["M"], op="qkv",
+                         table=d)(Kernel(with_runtime_k))
+    assert [c.kwargs["BLOCK_M"] for c in kernel.configs] == [16, 32]
+    assert "is not among configs=" in kernel._served_for(d.config("qkv", {"M": 8})).reason

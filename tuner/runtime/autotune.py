@@ -192,6 +192,9 @@ class Autotuned:
                                  use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results)
         self._constexprs, required, _ = _constexprs(fn)
         self._declared = set(self._constexprs if self._constexprs is not None else ()) | set(self.arg_names)
+        #: the kernel's runtime (non-constexpr) arguments, which the caller passes: a table
+        #: parameter of that name would be passed twice (known only for a Triton kernel)
+        self._runtime = set(self.arg_names) - set(self._constexprs) if self._constexprs is not None else set()
         self._required = [(n, self._positions.get(n, len(self.arg_names))) for n in required]
         self._served: dict[int, tuple[Any, _Served]] = {}
         self._seen: tuple[Any, str | None] = (object(), None)
@@ -278,6 +281,10 @@ class Autotuned:
         stand_in = not self.arg_names
         for table_name, value in params.items():
             name = self.names.get(table_name, table_name)
+            if name in self._runtime:
+                return _Served({}, {}, reason=f"the table's config for {self.op!r} sets {table_name}={value!r}, "
+                               + (f"named {name!r}, " if name != table_name else "")
+                               + f"a runtime argument of {self.__name__!r} (not a meta-parameter); it is not served")
             if name in LAUNCH_OPTIONS:
                 options[name] = value
             elif stand_in or name in self._declared:
@@ -396,6 +403,8 @@ class Autotuned:
                 self._best = getattr(delegate, "best_config", None)
         params = self.dispatcher.config(self.op, self.shape(*args, **kwargs)) \
             if self.dispatcher is not None and self.op is not None else {}
+        if params and self._served_for(params).reason is not None:  # the table's, refused: the fallback=
+            params = self.dispatcher.fallback(self.op) if self.dispatcher is not None and self.op is not None else {}
         if not params:
             raise RuntimeError(f"tuner.runtime: {self.__name__!r} (op {self.op!r}) has no config to launch: {reason}, "
                                "and autotune() was given no configs= to fall back on")
@@ -482,6 +491,8 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] | Mapping[
     Raises:
         TypeError, ValueError: an argument of the wrong type or value (at decoration).
     """
+    if configs is not None and not isinstance(configs, (str, bytes, Mapping)) and hasattr(configs, "__iter__"):
+        configs = list(configs)  # once: a generator would be spent by the checks below
     check_autotune(op=op, configs=configs, names=names, known_names=NAMES, prune_configs_by=prune_configs_by,
                    lists={"reset_to_zero": reset_to_zero, "restore_value": restore_value},
                    hooks={"pre_hook": pre_hook, "post_hook": post_hook, "do_bench": do_bench})

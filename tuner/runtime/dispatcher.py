@@ -300,6 +300,12 @@ class Dispatcher:
     def table(self) -> Table | None:
         return self._state.table
 
+    def fallback(self, op: str) -> Params:
+        """What ``fallback=`` gives ``op`` (its own entry, else the default): what is
+        served without a table, and what a kernel launches when the table's config
+        cannot be (``tuner.runtime.autotune``)."""
+        return self._per_op.get(op, self._default)
+
     @property
     def fallback_reason(self) -> str | None:
         """Why the fallback is served, or None when the table is."""
@@ -421,7 +427,7 @@ class Dispatcher:
         self._lookup = {op: entry.fast for op, entry in table.configs[regime].items()}  # a plain dict of tuples
 
     def _missing(self, op: str) -> Params:
-        params = self._per_op.get(op, self._default)
+        params = self.fallback(op)
         if self._state.table is not None and op not in self._warned:
             self._warn_once(op, f"tuner.runtime: operator {op!r} is not in the table "
                             f"{self._state.table.source}; serving its fallback {dict(params)!r}")
