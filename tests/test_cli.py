@@ -352,8 +352,67 @@ def test_an_export_never_overwrites_a_database(tmp_path: Path) -> None:
     before = hashlib.sha256(database.read_bytes()).hexdigest()
     for fmt in ("json", "vllm"):
         result = run("table", "export", "--format", fmt, "--storage", database, "--problem", "seed_example", database)
-        one_line_error(result, str(database), "is a SQLite database", "an export never overwrites one")
+        one_line_error(result, str(database), "is a SQLite database", "never overwrites one")
     assert hashlib.sha256(database.read_bytes()).hexdigest() == before
+
+
+def _special_targets(tmp_path: Path) -> dict[str, Path]:
+    """Targets a write must refuse, all made inside ``tmp_path``: a FIFO (opening it to
+    read blocked forever), a link to it, a link to nothing, a directory, a database and a
+    link to the database."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    database = tmp_path / "results.db"
+    database.write_bytes((ROOT / "results.db.example").read_bytes())
+    (tmp_path / "folder").mkdir()
+    targets = {"fifo": fifo, "link to fifo": tmp_path / "to-fifo", "dangling link": tmp_path / "dangling",
+               "directory": tmp_path / "folder", "database": database, "link to database": tmp_path / "to-db"}
+    targets["link to fifo"].symlink_to(fifo)
+    targets["dangling"] = targets.pop("dangling link")
+    targets["dangling"].symlink_to(tmp_path / "nowhere")
+    targets["link to database"].symlink_to(database)
+    return targets
+
+
+@pytest.mark.parametrize("command", [
+    ("simulate", "seed_example", "--regime", "light", "--horizon", "1", "--trace"),
+    ("table", "export", "--format", "json", "--storage", str(ROOT / "results.db.example"), "--problem",
+     "seed_example"),
+    ("gate", "stage=lean", "stage=fast", "--problem", "seed_example", "--regime", "heavy", "--seeds", "2",
+     "--horizon", "1", "--report"),
+    ("report", "--storage", str(ROOT / "results.db.example"), "--problem", "seed_example", "--html"),
+], ids=["simulate --trace", "table export", "gate --report", "report --html"])
+def test_no_output_replaces_a_special_file_a_link_or_a_database(tmp_path: Path, command) -> None:
+    """Found by the second fuzz round: as root `table export /dev/full` turned the device
+    into a regular file, a FIFO target hung forever, and `simulate --trace`, `gate
+    --report`, `report --html` replaced the tuning database. Each target is refused with
+    one line before any work, and nothing there changes."""
+    import hashlib
+    import os
+
+    targets = _special_targets(tmp_path)
+    before = {name: (os.lstat(p).st_mode, hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None)
+              for name, p in targets.items()}
+    for name, target in targets.items():
+        result = run(*command, target)
+        one_line_error(result, str(target))
+    after = {name: (os.lstat(p).st_mode, hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None)
+             for name, p in targets.items()}
+    assert after == before
+
+
+def test_an_output_through_a_link_writes_the_file_it_names(tmp_path: Path) -> None:
+    """A link to a regular file is written through (the link stays a link), not replaced."""
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    result = run("table", "export", "--format", "json", "--storage", ROOT / "results.db.example", "--problem",
+                 "seed_example", link)
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and '"rows"' in real.read_text()
 
 
 def test_a_very_long_path_is_shown_cut(tmp_path: Path) -> None:

@@ -77,16 +77,21 @@ class Choice(click.Choice):
 
 
 class OutputFile(click.Path):
-    """A file to write (a :class:`~pathlib.Path`): a directory is refused before any work."""
+    """A file to write (a :class:`~pathlib.Path`): a directory, a special file or a SQLite
+    database is refused before any work (:func:`tuner.outputs.output_problem`); a link to
+    a regular file is written through."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False, path_type=Path)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        from ..outputs import output_problem, output_target
+
         path = Path(value)
-        if path.is_dir():
-            self.fail(f"{shown_value(value)} is a directory; name a file", param, ctx)
-        return path
+        problem = output_problem(path)
+        if problem is not None:
+            self.fail(f"{shown_value(value)} {problem}", param, ctx)
+        return output_target(path)
 
 
 #: ``--seed``: numpy seeds workloads from non-negative integers, so every command takes the same.

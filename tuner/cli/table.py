@@ -231,16 +231,16 @@ def _with_defaults(options: dict[str, Any], key: str) -> dict[str, Any]:
 @one_line_errors
 def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file: Path | None) -> None:
     """Export one problem's config table to OUT (a file for json, a directory for vllm)."""
-    from ..readonly_sqlite import is_sqlite_file
+    from ..outputs import output_problem, output_target
     from ..store.export import export_json, export_vllm
 
     chosen, rows = _rows(storage, problem, one_problem=True)
-    if is_sqlite_file(out):
-        raise TunerError(f"{out}: is a SQLite database (the table's own, or another); an export never overwrites "
-                         "one: name another OUT")
+    problem_with_out = output_problem(out)
+    if fmt == "json" or (problem_with_out is not None and not out.is_dir()):
+        if problem_with_out is not None:
+            raise TunerError(f"{out}: {problem_with_out}")
+        out = output_target(out)
     if fmt == "json":
-        if out.is_dir():
-            raise TunerError(f"{out}: is a directory; --format json writes one file")
         export_json(chosen, rows, out)
         click.echo(f"{len(rows)} rows of {chosen} written to {out}")
         return

@@ -1,0 +1,44 @@
+"""What a command may write over.
+
+A command that writes a file writes a temporary sibling and renames it over the target,
+so a target that is not a regular file would be replaced, not written: as root, a device
+node becomes a regular file; a link is replaced by a file instead of written through; and
+merely opening a FIFO to read its first bytes blocks forever. The tuning database is the
+one file a user cannot recreate, so no output ever overwrites a SQLite database. This is
+the one rule every writing command applies before any work.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .readonly_sqlite import is_sqlite_file
+
+__all__ = ["output_problem", "output_target"]
+
+
+def output_problem(path: Path) -> str | None:
+    """Why ``path`` must not be written, in words that follow it ("is a directory; ..."),
+    or None for a new path or a regular file (reached through links) that is not a SQLite
+    database."""
+    try:
+        mode = os.stat(path).st_mode  # through links: what a write would reach
+    except FileNotFoundError:
+        return "is a link to nothing; name the file itself" if path.is_symlink() else None
+    except OSError as exc:
+        return f"cannot be checked ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "is a directory; name a file"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a device, FIFO or socket, or a link to one); name a file"
+    if is_sqlite_file(path):  # (a regular file: reading its first bytes cannot block)
+        return "is a SQLite database (the tuning database, or another); an output never overwrites one: name another file"
+    return None
+
+
+def output_target(path: Path) -> Path:
+    """Where to write for ``path`` once :func:`output_problem` passed: the file a link
+    points to (written through, the link kept), else ``path``."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
