@@ -85,6 +85,13 @@ def test_init_cli_writes_validates_and_never_overwrites(tmp_path: Path):
     assert again.exit_code == 2 and "exists; pass --force" in again.output and out.read_text() == before
     bad = runner.invoke(main, ["init", "--model", str(config), "--tp", "3"])
     assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "--tp 3 must divide" in bad.output
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    forced = runner.invoke(main, ["init", "--model", str(config), "--out", str(fifo), "--force"])
+    assert forced.exit_code == 2 and "is not a regular file" in forced.output and stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 def test_init_replays_a_trace_with_prompt_ids_into_the_prefix_cache(tmp_path: Path):

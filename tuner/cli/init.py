@@ -65,6 +65,7 @@ def init(rates: tuple[float, ...], trace: str | None, time_column: str, prompt_c
     Edit it, then `tuner validate` and `tuner tune` it.
     """
     from ..engine.init_problem import BUNDLED_TRACE, problem_text
+    from ..outputs import output_problem, output_target
 
     stem = Path(out).stem if out else "deployment"
     deployment = deployment_from_options(
@@ -78,10 +79,12 @@ def init(rates: tuple[float, ...], trace: str | None, time_column: str, prompt_c
         click.echo(text, nl=False)
         return
     target = Path(out)
+    problem = output_problem(target)
+    if problem is not None:
+        fail(f"{out}: {problem}")
     if target.exists() and not force:
         fail(f"{out}: exists; pass --force to replace it")
-    if target.exists() and not target.is_file():
-        fail(f"{out}: not a regular file")
+    target = output_target(target)
     partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     partial.write_text(text)
     os.replace(partial, target)
