@@ -415,6 +415,19 @@ def test_an_output_through_a_link_writes_the_file_it_names(tmp_path: Path) -> No
     assert link.is_symlink() and '"rows"' in real.read_text()
 
 
+def test_more_processes_than_cores_need_force(tmp_path: Path, monkeypatch) -> None:
+    """`--jobs 40` on 2 cores started 41 processes and 1.6 GB in 12 s: refused in one line
+    (before any process starts) unless --force."""
+    import tuner.search.parallel as parallel
+
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
+    storage = f"sqlite:///{tmp_path / 'r.db'}"
+    for flag in ("--jobs", "--sim-jobs"):
+        one_line_error(run("tune", "seed_example", "--storage", storage, flag, 3), f"{flag} 3", "2 usable cores",
+                       "--force")
+    assert not (tmp_path / "r.db").exists()
+
+
 def test_a_very_long_path_is_shown_cut(tmp_path: Path) -> None:
     """A 5,000-character --storage path: the one error line shows its head and length."""
     long = "x" * 5000

@@ -116,7 +116,7 @@ def test_ctrl_c_with_seed_processes_exits_at_once_and_leaves_none_behind(tmp_pat
     problem.write_text(yaml.safe_dump(tradeoff_problem(horizon="6 s"), sort_keys=False))
     url = f"sqlite:///{tmp_path / 'r.db'}"
     command = subprocess.Popen([sys.executable, "-m", "tuner", "tune", str(problem), "--storage", url, "--regimes",
-                                "heavy", "--trials", "12", "--sim-jobs", "3", "-q"], stdout=subprocess.PIPE,
+                                "heavy", "--trials", "12", "--sim-jobs", "3", "--force", "-q"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 120

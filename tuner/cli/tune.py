@@ -37,6 +37,8 @@ def tune_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Processes simulating each evaluation's seeds side by side, each worker included "
                           "(default: its share of the usable cores plus one, at most --seeds; 1: the worker "
                           "alone). Unlike --jobs, the table is the same for any number."),
+        click.option("--force", "force_jobs", is_flag=True,
+                     help="Allow --jobs and --sim-jobs beyond this machine's usable cores."),
         click.option("--heartbeat", default=5, show_default=True, type=COUNT, metavar="SECONDS",
                      help="Seconds between a running trial's heartbeats; a trial silent for 4x this is "
                           "marked failed and retried."),
@@ -74,9 +76,24 @@ def worker(problem: Path | None, storage: str, **options: Any) -> None:
     _tune(problem, storage, fresh=False, salt=f":{os.getpid()}", **options)
 
 
+def _check_processes(jobs: int, sim_jobs: int | None, force: bool) -> None:
+    """Refuse more processes than the machine's usable cores unless told: each is a
+    Python interpreter with the problem loaded (tens to hundreds of MB), and beyond the
+    cores they only take turns (the fuzz round's `--jobs 40` started 41 processes and
+    1.6 GB in 12 s on 2 cores)."""
+    from ..search.parallel import usable_cores
+
+    cores = usable_cores()
+    for name, count in (("--jobs", jobs), ("--sim-jobs", sim_jobs)):
+        if count is not None and count > cores and not force:
+            raise TunerError(f"{name} {count}: this machine has {cores} usable cores; more processes only take "
+                             "turns (pass --force to start them anyway)")
+
+
 def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials: int, seeds: int,
           regimes: str | None, oracle: bool, oracle_limit: int, horizon: float | None, seed: int, jobs: int,
-          sim_jobs: int | None, heartbeat: int, quiet: bool) -> None:
+          sim_jobs: int | None, force_jobs: bool, heartbeat: int, quiet: bool) -> None:
+    _check_processes(jobs, sim_jobs, force_jobs)
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
