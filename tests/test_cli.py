@@ -48,6 +48,9 @@ POISSON = {"process": "poisson", "rate": 10}
 FILE_CASES = [
     # (id, base, edits, key, reason)
     ("unknown key", "seed_example", [("service.memory.spare", "1 GiB")], "service.memory.spare", "unknown key"),
+    # 100,000 experts passed parsing and took 16.6 GiB at load (second fuzz round)
+    ("experts beyond the bound", "moe_serving", [("service.router", {"experts": 100000, "top_k": 2})],
+     "service.router.experts", "less than or equal to 4096"),
     ("unknown top key", "seed_example", [("regime", {})], "regime", "did you mean 'regimes'?"),
     ("wrong type", "seed_example", [("service.executors", "eight")], "service.executors", "must be an integer"),
     ("wrong type list", "seed_example", [("service.operators", {"name": "stage"})], "service.operators",

@@ -314,10 +314,17 @@ class JitterSpec(Strict):
     cv: float = Field(0.0, ge=0)
 
 
-class RouterSpec(Strict):
-    """``service.router``: a mixture-of-experts layer's expert count and experts per token."""
+#: The most experts ``service.router`` takes (see :class:`RouterSpec`).
+MAX_EXPERTS = 4096
 
-    experts: int = Field(ge=2)
+
+class RouterSpec(Strict):
+    """``service.router``: a mixture-of-experts layer's expert count and experts per token.
+    At most :data:`MAX_EXPERTS`: twice the 2,048 of Switch Transformer's largest model,
+    the most experts of any published MoE layer; the simulator's routing draws and the
+    fused-MoE plans grow with the count (100,000 took 16.6 GiB at load)."""
+
+    experts: int = Field(ge=2, le=MAX_EXPERTS)
     top_k: int = Field(ge=1)
 
 
