@@ -48,6 +48,10 @@ POISSON = {"process": "poisson", "rate": 10}
 FILE_CASES = [
     # (id, base, edits, key, reason)
     ("unknown key", "seed_example", [("service.memory.spare", "1 GiB")], "service.memory.spare", "unknown key"),
+    # a 1 ns neighbour with no gap made `simulate --horizon 1` run without end (second fuzz round)
+    ("neighbour launching too often", "toy_llm", [("service.neighbors", [{"name": "n", "profile": {"latency": "1 ns"},
+                                                                           "gap": 0}])],
+     "service.neighbors[0].profile.latency", "at most one a microsecond"),
     # 100,000 experts passed parsing and took 16.6 GiB at load (second fuzz round)
     ("experts beyond the bound", "moe_serving", [("service.router", {"experts": 100000, "top_k": 2})],
      "service.router.experts", "less than or equal to 4096"),

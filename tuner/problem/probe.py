@@ -120,13 +120,25 @@ def check_operators(
                     _check_profile(config.profile, values, key, f"for operator {s.show(op.name)} {where}")
 
 
+#: The shortest a neighbour's launch cycle (its kernel's latency plus its gap) may be: a
+#: GPU runs at most about a million back-to-back launches a second (even a CUDA graph's
+#: nodes are ~1 µs apart), and every launch is simulated events: a 1 ns kernel with no gap
+#: made a one-second simulation run without end.
+MIN_NEIGHBOR_CYCLE_S = 1e-6
+
+
 def check_neighbors(neighbors: Sequence[Neighbor]) -> None:
-    """A neighbour's kernel must take time, or its closed loop would never let time pass."""
+    """A neighbour's kernel must take time, or its closed loop would never let time pass,
+    and a launch cycle of at least :data:`MIN_NEIGHBOR_CYCLE_S`."""
     for i, neighbor in enumerate(neighbors):
         key = f"service.neighbors[{i}].profile"
         _check_profile(neighbor.profile, {}, key, f"for neighbour {s.show(neighbor.name)}")
-        if neighbor.profile.latency.evaluate({}) <= 0:
+        latency = neighbor.profile.latency.evaluate({})
+        if latency <= 0:
             raise Invalid(f"{key}.latency", "a neighbour's kernel needs a latency greater than 0")
+        if latency + neighbor.gap_s < MIN_NEIGHBOR_CYCLE_S:
+            raise Invalid(f"{key}.latency", f"a kernel every {latency + neighbor.gap_s:.3g} s (latency + gap): a GPU "
+                          "launches at most one a microsecond back to back; make the latency or the gap longer")
 
 
 def check_per_request(per_request: Expr, size_fields: frozenset[str], largest: float) -> None:
