@@ -422,6 +422,14 @@ def test_an_output_through_a_link_writes_the_file_it_names(tmp_path: Path) -> No
     assert link.is_symlink() and '"rows"' in real.read_text()
 
 
+def test_regimes_naming_nothing_is_refused(tmp_path: Path) -> None:
+    """`--regimes ,` tuned every regime (second fuzz round): refused before any work."""
+    storage = f"sqlite:///{tmp_path / 'r.db'}"
+    for value in (",", " ", ", ,"):
+        one_line_error(run("tune", "seed_example", "--storage", storage, "--regimes", value), "names no regime")
+    assert not (tmp_path / "r.db").exists()
+
+
 def test_more_processes_than_cores_need_force(tmp_path: Path, monkeypatch) -> None:
     """`--jobs 40` on 2 cores started 41 processes and 1.6 GB in 12 s: refused in one line
     (before any process starts) unless --force."""

@@ -137,10 +137,15 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
 
 
 def _regimes(text: str | None) -> list[str] | None:
-    """``--regimes A,B`` as names, each once (``light,light`` tunes and counts light once)."""
-    if not text:
+    """``--regimes A,B`` as names, each once (``light,light`` tunes and counts light once);
+    None when not given. A value naming nothing (``,``, a blank) is refused: it used to
+    mean every regime, the opposite of what was typed."""
+    if text is None:
         return None
-    return list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip())) or None
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names:
+        raise TunerError(f"--regimes {text!r} names no regime; leave it out to tune every regime")
+    return names
 
 
 class TrialProgress:
