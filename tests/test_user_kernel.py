@@ -205,6 +205,11 @@ def test_a_memory_bound_cost_prices_the_bytes_moved(tmp_path, resources):
     ({"user.cost": {"memory_bound": {"bytes": "M * Q"}}},
      "families.tutorial.user.cost.memory_bound.bytes", "unknown variable 'Q'"),
     ({"user": None}, "families.tutorial", "module:function"),
+    # the second fuzz round: a 4-dimensional grid and 2**40 CTAs were accepted, a grid
+    # function raising KeyError was a traceback
+    ({"user.arguments": "tutorial_matmul:four_dimensional"}, "families.tutorial", "one to three positive integers"),
+    ({"user.arguments": "tutorial_matmul:beyond_cuda"}, "families.tutorial", "beyond CUDA's limits: x=1,099,511,627,776"),
+    ({"user.arguments": "tutorial_matmul:grid_raises"}, "families.tutorial", "raised KeyError: 'NO_SUCH_PARAMETER'"),
 ])
 def test_user_code_that_cannot_work_is_one_line_naming_the_key(tmp_path, resources, change, key, reason):
     doc = json.loads(json.dumps(PROBLEM))

@@ -70,3 +70,16 @@ def arguments(shape, device):
 def broken(shape, device):
     """An argument builder that fails, as one that needs a GPU would on the meta device."""
     raise RuntimeError("no GPU buffers here")
+
+
+def _with_grid(grid):
+    """An argument builder like ``arguments`` whose grid is ``grid`` (the fuzz round's bad grids)."""
+    def build(shape, device):
+        args, kwargs, _ = arguments(shape, device)
+        return args, kwargs, grid
+    return build
+
+
+four_dimensional = _with_grid((1, 1, 1, 1))
+beyond_cuda = _with_grid((2**40,))
+grid_raises = _with_grid(lambda META: (META["NO_SUCH_PARAMETER"],))

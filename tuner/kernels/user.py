@@ -169,7 +169,7 @@ class UserKernelFamily:
         call = self.call(shape)
         constexprs = self._constexprs(config, call.values)
         meta = {**call.values, **constexprs, **{k: v for k, v in config.items() if k in LAUNCH_OPTIONS}}
-        grid_dims = _grid(call.grid, meta)
+        grid_dims = _grid(call.grid, meta, self.name)
         in_bytes, out_bytes = operand_bytes(tuple((p.name, call.types[p.name]) for p in self._fn.params
                                                   if p.name in call.types))
         dims = {k: int(shape[k]) for k in self.shape_keys}
@@ -273,10 +273,26 @@ def _argument_type(name: str, value: Any) -> str:
     raise KernelError(f"argument {name} is a {type(value).__name__}; tuner types tensors, ints, floats and bools")
 
 
-def _grid(grid: Any, meta: Mapping[str, Any]) -> tuple[int, ...]:
-    """The grid's dimensions: ``grid(META)`` when it is callable, as Triton launches it."""
-    dims = grid(dict(meta)) if callable(grid) else grid
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    if not dims or not all(isinstance(d, int) and d >= 1 for d in dims):
-        raise KernelError(f"the grid must be positive integers but is {dims!r}")
+#: CUDA's largest grid, x, y and z (``maxGridSize`` on every GPU since sm_30): a launch
+#: beyond it fails, so a plan beyond it is refused rather than priced.
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+def _grid(grid: Any, meta: Mapping[str, Any], name: str) -> tuple[int, ...]:
+    """The grid's dimensions: ``grid(META)`` when it is callable, as Triton launches it;
+    one to three positive integers within :data:`GRID_LIMITS`.
+
+    Raises:
+        KernelError: the grid function raised, or gave anything else (one line).
+    """
+    try:
+        dims = grid(dict(meta)) if callable(grid) else grid
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    except Exception as exc:  # noqa: BLE001 - the user's grid function: one line, not a traceback
+        raise KernelError(f"the grid of {name} raised {type(exc).__name__}: {exc}") from None
+    if not dims or len(dims) > 3 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims):
+        raise KernelError(f"the grid of {name} must be one to three positive integers but is {dims!r}")
+    over = [f"{axis}={d:,} (at most {top:,})" for axis, d, top in zip("xyz", dims, GRID_LIMITS) if d > top]
+    if over:
+        raise KernelError(f"the grid of {name} is beyond CUDA's limits: {', '.join(over)}")
     return dims
