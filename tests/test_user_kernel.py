@@ -210,6 +210,8 @@ def test_a_memory_bound_cost_prices_the_bytes_moved(tmp_path, resources):
     ({"user.arguments": "tutorial_matmul:four_dimensional"}, "families.tutorial", "one to three positive integers"),
     ({"user.arguments": "tutorial_matmul:beyond_cuda"}, "families.tutorial", "beyond CUDA's limits: x=1,099,511,627,776"),
     ({"user.arguments": "tutorial_matmul:grid_raises"}, "families.tutorial", "raised KeyError: 'NO_SUCH_PARAMETER'"),
+    ({"user.cost": {"memory_bound": {"bytes": "0 - M * N"}}}, "families.tutorial", "must be a finite number >= 0"),
+    ({"user.workspace": "0 - M"}, "families.tutorial", "the workspace of tutorial_matmul:matmul_kernel at M="),
 ])
 def test_user_code_that_cannot_work_is_one_line_naming_the_key(tmp_path, resources, change, key, reason):
     doc = json.loads(json.dumps(PROBLEM))

@@ -24,6 +24,7 @@ families.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -179,8 +180,9 @@ class UserKernelFamily:
             flops, dram = 2.0 * m * n * k, float((m * k + k * n) * in_bytes + m * n * out_bytes)
         else:
             modeled = ()
-            flops = self._cost.flops(dims) if self._cost.flops is not None else 0.0
-            dram = self._cost.bytes(dims)
+            flops = _amount(f"the cost's flops of {self.name}",
+                            self._cost.flops(dims) if self._cost.flops is not None else 0.0, dims)
+            dram = _amount(f"the cost's bytes of {self.name}", self._cost.bytes(dims), dims)
         step = make_launch(
             self.name.rsplit(":", 1)[-1], self.fn, call.types, constexprs,
             num_warps=int(config.get("num_warps", 4)), num_stages=int(config.get("num_stages", 3)),
@@ -189,8 +191,9 @@ class UserKernelFamily:
                       if name in call.types},
         )
         launch = step.launch.modeled_as(modeled)
-        workspace = self._workspace(dims) if self._workspace is not None else 0.0
-        return LaunchPlan((launch,), float(workspace))
+        workspace = _amount(f"the workspace of {self.name}",
+                            self._workspace(dims) if self._workspace is not None else 0.0, dims)
+        return LaunchPlan((launch,), workspace)
 
     def make_inputs(self, shape: Shape, *, seed: int, dtype: Any, device: str) -> dict[str, Any]:
         """The builder's real arguments on ``device`` (``dtype`` is the builder's own
@@ -271,6 +274,18 @@ def _argument_type(name: str, value: Any) -> str:
     if isinstance(value, float):
         return "fp32"
     raise KernelError(f"argument {name} is a {type(value).__name__}; tuner types tensors, ints, floats and bools")
+
+
+def _amount(what: str, value: Any, dims: Mapping[str, int]) -> float:
+    """A count a user's expression gave (FLOPs, bytes): a finite number >= 0, else one line."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        number = math.nan
+    if not (math.isfinite(number) and number >= 0.0):
+        shown = ", ".join(f"{k}={v}" for k, v in dims.items())
+        raise KernelError(f"{what} at {shown} is {value!r}; it must be a finite number >= 0")
+    return number
 
 
 #: CUDA's largest grid, x, y and z (``maxGridSize`` on every GPU since sm_30): a launch
