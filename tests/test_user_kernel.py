@@ -211,6 +211,9 @@ def test_a_memory_bound_cost_prices_the_bytes_moved(tmp_path, resources):
     ({"user.arguments": "tutorial_matmul:beyond_cuda"}, "families.tutorial", "beyond CUDA's limits: x=1,099,511,627,776"),
     ({"user.arguments": "tutorial_matmul:grid_raises"}, "families.tutorial", "raised KeyError: 'NO_SUCH_PARAMETER'"),
     ({"user.cost": {"memory_bound": {"bytes": "0 - M * N"}}}, "families.tutorial", "must be a finite number >= 0"),
+    ({"user.configs": [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8,
+                        "num_warps": 4, "num_stages": 3}] * 2},
+     "families.tutorial.user.configs", "configs 0 and 1 are the same config"),
     ({"user.workspace": "0 - M"}, "families.tutorial", "the workspace of tutorial_matmul:matmul_kernel at M="),
 ])
 def test_user_code_that_cannot_work_is_one_line_naming_the_key(tmp_path, resources, change, key, reason):

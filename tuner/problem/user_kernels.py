@@ -105,5 +105,19 @@ def _configs(written: str | list[dict[str, Any]], base: Path, key: str) -> tuple
             if not hasattr(config, "kwargs") or not hasattr(config, "num_warps"):
                 raise Invalid(key, f"item {i} of {s.show(written)} is a {type(config).__name__}, not a triton.Config")
             configs.append({**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages})
-        return tuple(configs)
-    return tuple(dict(config) for config in written)
+        return _distinct(tuple(configs), key, "as tuner keeps them (parameters, num_warps, num_stages: it does "
+                                              "not model maxnreg or num_ctas)")
+    return _distinct(tuple(dict(config) for config in written), key, "")
+
+
+def _distinct(configs: tuple[dict[str, Any], ...], key: str, kept: str) -> tuple[dict[str, Any], ...]:
+    """``configs``, refused when two are the same: one name for two trials' configs failed
+    the tune midway (the second fuzz round)."""
+    seen: dict[tuple[tuple[str, str], ...], int] = {}
+    for i, config in enumerate(configs):
+        identity = tuple(sorted((name, repr(value)) for name, value in config.items()))
+        if identity in seen:
+            raise Invalid(key, f"configs {seen[identity]} and {i} are the same config{' ' + kept if kept else ''}; "
+                               "remove one")
+        seen[identity] = i
+    return configs
