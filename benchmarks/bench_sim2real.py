@@ -144,8 +144,10 @@ def _served_problem(run: MeasuredRun, workdir: Path, factors: str | None = None,
 
 
 def _distinct_prompts(run: MeasuredRun) -> int:
-    """How many distinct prompts the run sent (requests sharing one share its prefix keys)."""
-    return len({request.prefix for request in run.requests})
+    """How many distinct prompts the run sent: its trace's prompt ids (one id's prompt
+    varies by a few tokens between requests, so its prefix keys would count it twice)."""
+    ids = {request.prompt_id for request in run.requests}
+    return len(ids) if None not in ids else len({request.prefix for request in run.requests})
 
 
 def _mean_lengths(run: MeasuredRun) -> tuple[int, int]:

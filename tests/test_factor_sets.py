@@ -46,13 +46,28 @@ def test_init_picks_the_serving_fit_on_h100_and_the_event_timed_fit_elsewhere(tm
     assert {p.factors for p in _profiles(a100)} == {A100_CUBLAS.factors}
 
 
-def test_an_unknown_factor_set_is_one_line_naming_the_key(tmp_path: Path):
-    path = _llama(tmp_path)
-    path.write_text(path.read_text().replace("factors: h100-vllm-graphs", "factors: h100-fast"))
-    with pytest.raises(Exception) as caught:
-        load_problem(path)
-    text = str(caught.value)
-    assert "device.factors" in text and "h100-fast" in text and all(name in text for name in FACTOR_SETS)
+@pytest.mark.parametrize("base", ["llama", "seed_example"])
+def test_an_unknown_factor_set_is_one_line_naming_the_key(tmp_path: Path, base: str):
+    """With built-in kernel families and without (seed_example declares its profiles: the
+    name was not checked there at first)."""
+    import yaml
+    from click.testing import CliRunner
+
+    from tuner.bundled import problem_file
+    from tuner.cli import main
+
+    if base == "llama":
+        path = _llama(tmp_path)
+        path.write_text(path.read_text().replace("factors: h100-vllm-graphs", "factors: h100-fast"))
+    else:
+        document = yaml.safe_load(problem_file("seed_example").read_text())
+        document["device"]["factors"] = "h100-fast"
+        path = tmp_path / "seed.yaml"
+        path.write_text(yaml.safe_dump(document))
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "device.factors" in result.stderr and "h100-fast" in result.stderr
+    assert all(name in result.stderr for name in FACTOR_SETS)
 
 
 def test_vllm_all_reduce_is_the_engine_models_per_all_reduce_cost():
@@ -86,3 +101,35 @@ def test_serving_fit_prices_a_decode_step_near_the_fitted_engine(tmp_path: Path)
     engine = (H100_VLLM_V1.gemm * (cost._layers_gemm[batch] + cost._head[batch])
               + H100_VLLM_V1.kv_read * batch * context * cost._kv_per_token + H100_VLLM_V1.layers * model.layers)
     assert step == pytest.approx(engine, rel=0.10)
+
+
+def _seed_with_sizes(tmp_path: Path, sizes: dict, batching: str | None = None) -> Path:
+    import yaml
+
+    from tuner.bundled import problem_file
+
+    document = yaml.safe_load(problem_file("toy_llm").read_text())
+    for regime in document["regimes"].values():
+        regime["arrivals"] = {"process": "poisson", "rate": 5}
+        regime["sizes"] = sizes
+    path = tmp_path / "sized.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_prompt_id_is_refused_where_no_prefix_cache_reads_it(tmp_path: Path):
+    """toy_llm runs continuous batching: a prompt id there was silently ignored."""
+    from tuner.errors import ProblemError
+
+    with pytest.raises(ProblemError, match=r"sizes\.prompt_id: a prompt id only means something to an engine's "
+                                           r"prefix cache \(batching: vllm\), not to batching: continuous"):
+        load_problem(_seed_with_sizes(tmp_path, {"prompt": 600, "output": 50, "prompt_id": 3}))
+
+
+def test_a_size_beyond_int64_is_refused_at_load(tmp_path: Path):
+    """numpy draws int64: a uniform high of 1e20 passed validation and crashed simulate."""
+    from tuner.errors import ProblemError
+
+    huge = {"dist": "uniform", "low": 1, "high": 10**20}
+    with pytest.raises(ProblemError, match=r"sizes\.output.*less than or equal to 9223372036854775807"):
+        load_problem(_seed_with_sizes(tmp_path, {"prompt": 600, "output": huge}))

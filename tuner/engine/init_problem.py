@@ -188,16 +188,21 @@ description: >
 
 
 #: The kernel-model factors and all-reduce a served deployment gets per GPU: fitted on H100
-#: vLLM runs, so sm_90 parts take them; others keep the event-timed A100 fit and NCCL.
+#: vLLM runs, so sm_90 parts take them (an H200 carried over: same SMs, its own bandwidth
+#: peak); others keep the event-timed A100 fit and NCCL on their own fabric.
 SERVING_FACTORS = {"h100": "h100-vllm-graphs", "h200": "h100-vllm-graphs"}
 SERVING_INTERCONNECT = {"h100": "nvlink4_vllm", "h200": "nvlink4_vllm"}
+#: (interconnect, NCCL's channels, why) where no serving fit applies.
+NCCL_INTERCONNECT = {"a100": ("nvlink3", 24, "NCCL on NVLink 3, 24 channels (2 per NVLink)")}
+NCCL_DEFAULT = ("nvlink4", 16, "NCCL on NVLink 4, its NVLS default of 16 channels on sm_90")
 
 
 def _device(dep: Deployment) -> str:
     name = dep.device.name
     if name in SERVING_FACTORS:
-        return (f"# [FIT] the kernel model's factors for decode steps under CUDA graphs (docs/sim2real.md)\n"
-                f"device: {{name: {name}, factors: {SERVING_FACTORS[name]}}}")
+        carried = "" if name == "h100" else f", carried over from H100 runs to {name.upper()}"
+        return (f"# [FIT] the kernel model's factors for decode steps under CUDA graphs{carried} "
+                f"(docs/sim2real.md)\ndevice: {{name: {name}, factors: {SERVING_FACTORS[name]}}}")
     return (f"# assumption: no serving fit for {name}; the kernel model's event-timed A100 factors\n"
             f"device: {{name: {name}, factors: a100-cublas}}")
 
@@ -349,13 +354,17 @@ def _families(dep: Deployment) -> str:
       FUSE_RESIDUAL: [true, false]
 """
     if dep.tp > 1:
-        link = SERVING_INTERCONNECT.get(dep.device.name, "nvlink4")
+        if dep.device.name in SERVING_INTERCONNECT:
+            link, channels, why = SERVING_INTERCONNECT[dep.device.name], 16, "[FIT] vLLM's custom all-reduce on NVLink 4"
+        else:
+            link, channels, why = NCCL_INTERCONNECT.get(dep.device.name, NCCL_DEFAULT)
+            why = f"assumption: {why}"
         text += f"""  allreduce:
     kernel: comm
-    # {"[FIT] vLLM's custom all-reduce on NVLink 4" if link != "nvlink4" else "assumption: NCCL on NVLink 4"}
+    # {why}
     options: {{collective: all_reduce, ranks: {dep.tp}, interconnect: {link}, dtype: bf16}}
     space:
-      CHANNELS: [16]     # NCCL's NVLS default on sm_90
+      CHANNELS: [{channels}]
 """
     efficiency = 1.0 / StepCoefficients().prefill_attention
     rate = efficiency * dep.device.bf16_flops_per_s

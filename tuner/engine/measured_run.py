@@ -197,7 +197,7 @@ def _read_trace(path: Path, engine: EngineArgs, prompts: dict[str, Any]):
             raise RunError(f"{where}: line {line}: arrival_s must be finite and >= 0, token counts between 1 and "
                            f"{MAX_TOKENS:,}")
         requests.append(TraceRequest(arrival, prompt, output, prefix_keys(
-            prompt_id, engine.keyed_blocks(prompt, output), engine.block_size, prompts, line)))
+            prompt_id, engine.keyed_blocks(prompt, output), engine.block_size, prompts, line), prompt_id))
         stages.append(stage)
     order = sorted(range(len(requests)), key=lambda k: requests[k].arrival_s)
     pick = lambda values: tuple(values[k] for k in order)  # noqa: E731

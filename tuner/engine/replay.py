@@ -26,13 +26,15 @@ from .step_cost import FEATURES, StepCoefficients, StepCost
 
 @dataclass(frozen=True)
 class TraceRequest:
-    """One request of a trace: when it arrives (s), its prompt and output lengths, and a
-    key per full block of its prompt for prefix caching (equal keys: equal tokens)."""
+    """One request of a trace: when it arrives (s), its prompt and output lengths, a key
+    per full block of its prompt for prefix caching (equal keys: equal tokens), and the
+    prompt's id where the trace names one (requests sending the same prompt)."""
 
     arrival_s: float
     prompt: int
     output: int
     prefix: tuple[Hashable, ...] = ()
+    prompt_id: int | None = None
 
 
 @dataclass(frozen=True)

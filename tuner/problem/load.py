@@ -87,6 +87,7 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     size_fields = regimes.size_fields(spec.regimes, base, batching)
     batch_vars = service_variables(batching, size_fields)
     constants = _constants(spec.constants, batch_vars)
+    kernels.factor_set(spec.device.factors)  # named even where no built-in family prices with it
     device = Device(spec.device.name, spec.device.sms, spec.device.saturating_share or Device.saturating_share)
     partitions = _partitions(spec)
     operators = _operators(spec, batch_vars, constants, partitions)

@@ -23,7 +23,7 @@ from ..traffic import (
 )
 from . import bounds
 from . import schema as s
-from .batching import batching_kind
+from .batching import BATCHING, batching_kind
 from .explain import Invalid, checked
 from .model import ArrivalSpec, Regime, Service
 
@@ -60,6 +60,10 @@ def _common_size_fields(per_regime: dict[str, frozenset[str]], batching: str) ->
                 f"size fields {sorted(per_regime[name])} differ from those of regime {s.show(names[0])} "
                 f"({sorted(first)}); every regime describes the same requests",
             )
+    if PROMPT_ID in first and not batching_kind(batching).engine:
+        raise Invalid(f"regimes.{names[0]}.sizes.{PROMPT_ID}",
+                      f"a prompt id only means something to an engine's prefix cache (batching: "
+                      f"{', '.join(k for k, kind in BATCHING.items() if kind.engine)}), not to batching: {batching}")
     if batching_kind(batching).token_level:
         for name, fields in per_regime.items():
             if not {"prompt", "output"} <= fields:

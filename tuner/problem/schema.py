@@ -430,19 +430,23 @@ ArrivalSpecs = Annotated[
 ]
 
 
+#: The largest size (or prompt id) a distribution may give: numpy draws int64.
+INT64_MAX = 2**63 - 1
+
+
 class FixedSize(Strict):
     """``{dist: fixed}``: every request the same size."""
 
     dist: Literal["fixed"]
-    value: int = Field(ge=1)
+    value: int = Field(ge=1, le=INT64_MAX)
 
 
 class UniformSize(Strict):
     """``{dist: uniform}``: sizes uniform between ``low`` and ``high``."""
 
     dist: Literal["uniform"]
-    low: int = Field(ge=1)
-    high: int = Field(ge=1)
+    low: int = Field(ge=1, le=INT64_MAX)
+    high: int = Field(ge=1, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformSize:
@@ -470,7 +474,7 @@ class EmpiricalSize(Strict):
     """``{dist: empirical}``: sizes drawn from listed values or a trace's column."""
 
     dist: Literal["empirical"]
-    values: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1)
+    values: list[Annotated[int, Field(ge=1, le=INT64_MAX)]] | None = Field(None, min_length=1)
     trace: str | None = None
     column: str | None = None
 
