@@ -241,3 +241,24 @@ def test_validate_exits_2_with_one_line(tmp_path):
     done = cli("validate", "problem.yaml", cwd=tmp_path, env={"TUNER_STORAGE": f"sqlite:///{tmp_path / 'r.db'}"})
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "problem.yaml: families.tutorial.user" in done.stderr
+
+
+def test_user_code_that_prints_or_exits_is_fenced(tmp_path, resources, capsys):
+    """The second fuzz round: a kernel module printing at import corrupted `simulate
+    --json`, and `sys.exit()` in a builder ended tuner silently with its code. Prints go
+    to stderr; an exit is one line naming the family."""
+    (tmp_path / "noisy_module.py").write_text(
+        'print("hello from a user module")\n'
+        "from tutorial_matmul import matmul_kernel, arguments, CONFIGS  # noqa: F401\n\n\n"
+        "def exits(shape, device):\n    raise SystemExit(3)\n")
+    doc = json.loads(json.dumps(PROBLEM))
+    family = doc["families"]["tutorial"]
+    family["kernel"] = "noisy_module:matmul_kernel"
+    load_problem(write(tmp_path, doc), resources=resources)
+    captured = capsys.readouterr()
+    assert "hello from a user module" not in captured.out and "hello from a user module" in captured.err
+    family["user"]["arguments"] = "noisy_module:exits"
+    with pytest.raises(ProblemError) as info:
+        load_problem(write(tmp_path, doc), resources=resources)
+    message = str(info.value)
+    assert "\n" not in message and "families.tutorial" in message and "SystemExit: 3" in message, message

@@ -24,7 +24,9 @@ families.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -220,9 +222,10 @@ class UserKernelFamily:
 
     def _built(self, shape: Shape, device: str) -> tuple[tuple, dict, Any]:
         try:
-            built = self._arguments({k: int(shape[k]) for k in self.shape_keys}, device)
+            with contextlib.redirect_stdout(sys.stderr):  # its prints never reach --json
+                built = self._arguments({k: int(shape[k]) for k in self.shape_keys}, device)
             args, kwargs, grid = built
-        except Exception as exc:  # noqa: BLE001 - user code: name it, never a traceback
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code: name it, never a traceback or an exit
             raise KernelError(f"the argument builder of {self.name} at {dict(shape)} on {device!r} failed: "
                               f"{type(exc).__name__}: {exc}") from None
         return tuple(args), dict(kwargs), grid
@@ -301,9 +304,10 @@ def _grid(grid: Any, meta: Mapping[str, Any], name: str) -> tuple[int, ...]:
         KernelError: the grid function raised, or gave anything else (one line).
     """
     try:
-        dims = grid(dict(meta)) if callable(grid) else grid
+        with contextlib.redirect_stdout(sys.stderr):
+            dims = grid(dict(meta)) if callable(grid) else grid
         dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    except Exception as exc:  # noqa: BLE001 - the user's grid function: one line, not a traceback
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's grid function: one line, not a traceback
         raise KernelError(f"the grid of {name} raised {type(exc).__name__}: {exc}") from None
     if not dims or len(dims) > 3 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims):
         raise KernelError(f"the grid of {name} must be one to three positive integers but is {dims!r}")

@@ -10,6 +10,7 @@ naming the key, so ``tuner validate`` prints one line and exits 2.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from collections.abc import Mapping
@@ -79,8 +80,9 @@ def resolve(path: str, base: Path, key: str) -> Any:
     base = base.resolve()
     sys.path.insert(0, str(base))
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - user code: one line, never a traceback
+        with contextlib.redirect_stdout(sys.stderr):  # its prints never reach --json
+            module = importlib.import_module(module_name)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code: one line, never a traceback or a silent exit
         raise Invalid(key, f"cannot import {s.show(module_name)} (searched {base} first): "
                            f"{type(exc).__name__}: {exc}") from None
     finally:
