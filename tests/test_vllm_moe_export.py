@@ -235,3 +235,24 @@ def test_the_command_with_another_problems_file_is_one_line(tmp_path):
                                        "--problem-file", str(problem)])
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.output
     assert "is problem 'other', not 'moe'" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_file_that_cannot_be_written_leaves_every_folder_as_it_was(tmp_path):
+    """The second fuzz round: an export that could not write one file left the regime
+    folders half old, half new, and its error named a temporary file. Two regimes, the
+    second's target made a directory (it cannot be replaced by a file): nothing changes,
+    the error names that target, and no staging folder is left behind."""
+    options = {"experts": {"experts": 64}}
+    rows = moe_rows([16, 128], regime="light") + moe_rows([16, 128], regime="heavy")
+    files, _ = export_vllm_moe(rows, tmp_path, options)
+    assert len(files) == 2
+    before = {p: p.read_text() for p in files}
+    blocked = files[1]
+    blocked.unlink()
+    blocked.mkdir()  # a directory where the heavy regime's file goes
+    changed = moe_rows([16, 128], regime="light", params=moe_params(7)) + moe_rows([16, 128], regime="heavy")
+    with pytest.raises(StorageError) as info:
+        export_vllm_moe(changed, tmp_path, options)
+    assert str(blocked) in str(info.value) and ".tmp" not in str(info.value) and "nothing was written" in str(info.value)
+    assert files[0].read_text() == before[files[0]] and blocked.is_dir()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tuner-export-")]

@@ -59,6 +59,7 @@ import json
 import math
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -265,12 +266,7 @@ def export_vllm(rows: Sequence[TableRow], out_dir: str | Path,
         files[out / (_safe(f"{problem}_requirements") + ".json")] = needs
         notes.append(f"vLLM's config files have no place for requirements (workspace, launches, SMs): they are in "
                      f"{_safe(f'{problem}_requirements')}.json beside them, which vLLM does not read")
-    out.mkdir(parents=True, exist_ok=True)
-    for path, content in files.items():
-        _write_atomic(path, json.dumps(content, indent=4) + "\n")
-    for path, content in moe_files.items():
-        path.parent.mkdir(exist_ok=True)
-        _write_atomic(path, json.dumps(content, indent=4) + "\n")
+    _write_all({**files, **moe_files}, out)
     return list(files) + list(moe_files), notes + moe_notes
 
 
@@ -475,11 +471,41 @@ def export_vllm_moe(rows: Sequence[TableRow], out_dir: str | Path,
     if out.exists() and not out.is_dir():
         raise StorageError(f"{out}: exists and is not a directory")
     files, notes = _moe_contents([r for r in rows if r.op in moe], out, moe)
-    out.mkdir(parents=True, exist_ok=True)
-    for path, content in files.items():
-        path.parent.mkdir(exist_ok=True)
-        _write_atomic(path, json.dumps(content, indent=4) + "\n")
+    _write_all(files, out)
     return list(files), notes
+
+
+def _write_all(files: Mapping[Path, Any], out: Path) -> None:
+    """Every file of a multi-file export, or none: each target checked first (not a
+    directory, special file or database: :func:`tuner.outputs.output_problem`), every
+    file written into a staging folder inside ``out``, and only then each moved into
+    place (a rename within one file system). A file that cannot be written (a full disk,
+    no permission) leaves ``out`` as it was, and the error names that file, not a
+    temporary one; before, one regime folder could end half old, half new."""
+    from ..outputs import output_problem
+
+    for path in files:
+        problem = output_problem(path)
+        if problem is not None:
+            raise StorageError(f"{path}: {problem}; nothing was written")
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tuner-export-", dir=out))
+    try:
+        staged = []
+        for i, (path, content) in enumerate(files.items()):
+            part = staging / f"{i}.json"
+            try:
+                part.write_text(json.dumps(content, indent=4) + "\n")
+                os.chmod(part, 0o666 & ~_umask())  # an export is an ordinary file
+            except OSError as exc:
+                raise StorageError(f"{path}: cannot be written ({exc.strerror or exc}); nothing in {out} "
+                                   "changed") from None
+            staged.append((part, path))
+        for part, path in staged:
+            path.parent.mkdir(exist_ok=True)
+            os.replace(part, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _safe(name: str) -> str:
