@@ -113,10 +113,18 @@ def _configs(written: str | list[dict[str, Any]], base: Path, key: str) -> tuple
 
 
 def _distinct(configs: tuple[dict[str, Any], ...], key: str, kept: str) -> tuple[dict[str, Any], ...]:
-    """``configs``, refused when two are the same: one name for two trials' configs failed
-    the tune midway (the second fuzz round)."""
+    """``configs``, refused when two are the same (one name for two trials' configs failed
+    the tune midway) or when a value is not a constexpr's (a list, None: a traceback
+    later), as the second fuzz round found."""
     seen: dict[tuple[tuple[str, str], ...], int] = {}
     for i, config in enumerate(configs):
+        for name, value in config.items():
+            if not isinstance(value, (bool, int, float, str)):
+                raise Invalid(key, f"configs {i} sets {name} to {value!r}; a config's values are numbers, "
+                                   "booleans or strings")
+            if name in ("num_warps", "num_stages") and (isinstance(value, bool) or not isinstance(value, int)
+                                                        or value < 1):
+                raise Invalid(key, f"configs {i} sets {name} to {value!r}; it must be a positive integer")
         identity = tuple(sorted((name, repr(value)) for name, value in config.items()))
         if identity in seen:
             raise Invalid(key, f"configs {seen[identity]} and {i} are the same config{' ' + kept if kept else ''}; "
