@@ -214,11 +214,9 @@ def test_a_memory_bound_cost_prices_the_bytes_moved(tmp_path, resources):
     ({"user.configs": [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8,
                         "num_warps": 4, "num_stages": 3}] * 2},
      "families.tutorial.user.configs", "configs 0 and 1 are the same config"),
-    ({"user.configs": [{"BLOCK_SIZE_M": [16, 32], "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8,
-                        "num_warps": 4, "num_stages": 3}]},
+    ({"user.configs": "tutorial_matmul:LIST_VALUE_CONFIGS"},
      "families.tutorial.user.configs", "configs 0 sets BLOCK_SIZE_M to [16, 32]"),
-    ({"user.configs": [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8,
-                        "num_warps": None, "num_stages": 3}]},
+    ({"user.configs": "tutorial_matmul:NO_WARPS_CONFIGS"},
      "families.tutorial.user.configs", "configs 0 sets num_warps to None"),
     ({"user.workspace": "0 - M"}, "families.tutorial", "the workspace of tutorial_matmul:matmul_kernel at M="),
 ])

@@ -83,3 +83,9 @@ def _with_grid(grid):
 four_dimensional = _with_grid((1, 1, 1, 1))
 beyond_cuda = _with_grid((2**40,))
 grid_raises = _with_grid(lambda META: (META["NO_SUCH_PARAMETER"],))
+
+#: Configs the loader must refuse in one line (the second fuzz round: tracebacks later).
+LIST_VALUE_CONFIGS = [triton.Config({"BLOCK_SIZE_M": [16, 32], "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32,
+                                     "GROUP_SIZE_M": 8}, num_warps=4, num_stages=3)]
+NO_WARPS_CONFIGS = [triton.Config({"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8},
+                                  num_warps=None, num_stages=3)]
