@@ -280,6 +280,20 @@ def test_simulate_with_the_tuned_table_as_policy(tuned):
     assert goodput["light"] == goodput["fastest"]  # light's row is fast, the isolated-fastest choice
     missing = run(*common, "--policy", "static:nope", "--storage", db(tuned))
     one_line_error(missing, "no regime 'nope'")
+    assert "tuned from another version" not in table.stderr
+
+
+def test_a_table_tuned_from_another_version_of_the_file_is_said_so(tuned, tmp_path):
+    """The rows carry the problem file's hash: a file edited since (here one comment; a
+    changed `device.factors` reprices every kernel) still simulates the stored configs,
+    with one warning that the tuned figures are not this file's."""
+    edited = tmp_path / "seed_example.yaml"
+    edited.write_text((SPACES / "seed_example.yaml").read_text() + "\n# edited after tuning\n")
+    result = run("simulate", edited, "--regime", "heavy", "--horizon", 5, "--json", "--policy", "table",
+                 "--storage", db(tuned))
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("tuned from another version") == 1 and "run `tuner tune` again" in result.stderr
+    json.loads(result.stdout)  # the figures still come, on stdout
 
 
 @pytest.mark.parametrize("quiet", [False, True])

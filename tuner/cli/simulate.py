@@ -223,6 +223,10 @@ def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str]
             raise TunerError(f"--policy {policy_text}: cannot read the table in {storage}: {exc}") from None
         assignments = {regime: Assignment.from_rows(problem, table.regime_rows(regime), table.source)
                        for regime in table.regimes}
+        drift = Assignment.drift(problem, [row for regime in table.regimes for row in table.regime_rows(regime)],
+                                 table.source)
+        if drift is not None:
+            warn([drift])
         if policy_text == "table":
             make = lambda: DispatcherPolicy(Dispatcher(table))  # noqa: E731
         else:

@@ -168,6 +168,19 @@ class Assignment:
                                "the table was tuned for another version of the problem: run `tuner tune` again")
         return cls(tuple(ops))
 
+    @staticmethod
+    def drift(problem: Problem, rows: Iterable[RowLike], where: str) -> str | None:
+        """A warning when ``rows`` were tuned from another version of the problem file
+        (their ``problem_hash`` is not the file's): their configs still load, but the
+        file's device factors, shapes or spaces may have changed since, so the figures the
+        tune stored do not describe what is simulated now. None when they match (or the
+        rows do not say)."""
+        tuned = {getattr(row, "problem_hash", None) for row in rows} - {None}
+        if not tuned or problem.file_hash in tuned:
+            return None
+        return (f"{where}: the table was tuned from another version of {problem.path} (the file changed since: "
+                "its factors, shapes or spaces may differ); run `tuner tune` again for figures of this one")
+
     def to_rows(self, problem: Problem, regime: str, provenance: Mapping[str, Any],
                 baseline: Assignment) -> list[TableRow]:
         """One row per (operator, bucket), each with the regime's ``provenance`` fields
