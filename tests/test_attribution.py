@@ -359,7 +359,7 @@ def test_attribute_by_bucket_on_the_command_line(buckets):
 def _table_rows(problem, per_regime_assignments):
     from datetime import datetime, timezone
 
-    provenance = dict(device="generic", triton_version=None, problem_hash="0" * 64, study_name="s",
+    provenance = dict(device="generic", triton_version=None, problem_hash=problem.file_hash, study_name="s",
                       trial_number=0, seeds=1, horizon_s=1.0, goodput_rps=1.0, goodput_ci_rps=None,
                       baseline_goodput_rps=1.0, delta_ci_rps=None, one_config_goodput_rps=None,
                       oracle_goodput_rps=None, regime_rate_rps=None, created_at=datetime.now(timezone.utc),
@@ -425,3 +425,20 @@ def test_a_spec_longer_than_a_file_name_is_read_as_a_spec(problem) -> None:
     assert len(text) > 255
     with pytest.raises(AssignmentError, match="norm0"):
         per_regime(problem, text)
+
+
+def test_a_table_tuned_from_another_version_of_the_file_is_said_so(tmp_path):
+    """BASE is results.db.example's table, the problem file edited since (one comment):
+    the gate still runs on the stored configs, with one warning naming BASE."""
+    from pathlib import Path
+
+    edited = tmp_path / "seed_example.yaml"
+    edited.write_text(Path(SEED_EXAMPLE).read_text() + "\n# edited after tuning\n")
+    example = Path(__file__).resolve().parents[1] / "results.db.example"
+    result = cli("gate", str(example), "stage=lean", "--problem", str(edited), "--horizon", "2", "--seeds", "2",
+                 "--regime", "heavy")
+    assert result.exit_code in (0, 1), result.output
+    assert result.stderr.count("tuned from another version") == 1 and ": BASE:" in result.stderr
+    same = cli("gate", str(example), "stage=lean", "--problem", str(SEED_EXAMPLE), "--horizon", "2", "--seeds", "2",
+               "--regime", "heavy")
+    assert "tuned from another version" not in same.stderr

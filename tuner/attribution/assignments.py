@@ -45,6 +45,22 @@ def _is_file(text: str) -> bool:
         return False
 
 
+def table_drift(problem: Problem, text: str, what: str) -> str | None:
+    """When ``text`` names a table tuned from another version of the problem file, the
+    warning :meth:`Assignment.drift` gives (None otherwise, or when it cannot be read:
+    :func:`assignments_per_regime` says why)."""
+    if not _is_table(text):
+        return None
+    from ..runtime.served import read_table
+
+    try:
+        table = read_table(text, problem=problem.name)
+    except Exception:  # noqa: BLE001 - reading it again below names the cause
+        return None
+    return Assignment.drift(problem, [row for regime in table.regimes for row in table.regime_rows(regime)],
+                            f"{table.source}: {what}")
+
+
 def assignments_per_regime(problem: Problem, text: str, regimes: Iterable[str],
                            what: str = "assignment") -> dict[str, Assignment]:
     """``regime -> Assignment`` for ``text`` (see the module doc): a table's own rows for
