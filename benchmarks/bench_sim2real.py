@@ -161,17 +161,16 @@ def _kernel_factors(runs: list[MeasuredRun], problems: list[Any], left_out: dict
     run left out (targets from the engine coefficients fitted without it: ``left_out``);
     see benchmarks/kernel_factors.py; shipped as ``h100-vllm-graphs``. Each left-out fit
     then prices its run in the service simulator, with that run's left-out CPU terms."""
-    from kernel_factors import FITTED, decode_cases, experts_check, fit, rounded, step_errors
-
-    from tuner.profile.factor_sets import FACTOR_SETS, FactorSet
+    from kernel_factors import FITTED, decode_cases, experts_check, fit, retargeted, rounded, step_errors
 
     from tuner.engine.calibrate import step_cost_for
-    from tuner.profile.factor_sets import A100_CUBLAS, H100_VLLM_GRAPHS
+    from tuner.profile.factor_sets import A100_CUBLAS, FACTOR_SETS, H100_VLLM_GRAPHS, FactorSet
     from tuner.profile.modeled import LazyCompileCache
 
     device = PRESETS["h100"]
     resources = LazyCompileCache.from_environment()
-    cases = {run.name: decode_cases(run.name, problem, step_cost_for(run), device, resources)
+    costs = {run.name: step_cost_for(run) for run in runs}
+    cases = {run.name: decode_cases(run.name, problem, costs[run.name], device, resources)
              for run, problem in zip(runs, problems)}
     every = [case for found in cases.values() for case in found]
     progress(f"fitting the kernel model's factors on {len(every)} decode steps")
@@ -184,13 +183,13 @@ def _kernel_factors(runs: list[MeasuredRun], problems: list[Any], left_out: dict
         "steps_a100_cublas": step_errors(every, device, A100_CUBLAS.factors),
         "leave_one_run_out": [],
         "experts": [row for run, problem in zip(runs, problems)
-                    for row in experts_check(run.name, problem, step_cost_for(run))],
+                    for row in experts_check(run.name, problem, costs[run.name])],
     }
-    for held, held_problem in zip(runs, problems):
+    for held in runs:
         progress(f"kernel factors without {held.name}")
         coefficients = left_out[held.name]
-        others = [case for run, problem in zip(runs, problems) if run is not held
-                  for case in decode_cases(run.name, problem, step_cost_for(run), device, resources, coefficients)]
+        others = [retargeted(case, costs[name], coefficients) for name, found in cases.items() if name != held.name
+                  for case in found]
         factors = fit(others, device)
         name = f"left-out-{held.name}"
         FACTOR_SETS[name] = FactorSet(name, factors, "bench_sim2real: fitted without this run")

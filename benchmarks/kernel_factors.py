@@ -70,9 +70,9 @@ def engine_gpu_seconds(cost: StepCost, batch: int, coefficients: StepCoefficient
 
 
 def decode_cases(run_name: str, problem: Any, cost: StepCost, device: DevicePreset, resources: Any,
-                 coefficients: StepCoefficients = H100_VLLM_V1, batches: Sequence[int] = BATCHES) -> list[StepCase]:
+                 batches: Sequence[int] = BATCHES) -> list[StepCase]:
     """The decode steps of one deployment (a problem ``tuner init`` wrote for it), priced
-    by the engine model with ``coefficients``."""
+    by the engine model with the shipped coefficients (:func:`retargeted` for others)."""
     found = []
     for batch in batches:
         variables = decode_variables(batch)
@@ -85,8 +85,14 @@ def decode_cases(run_name: str, problem: Any, cost: StepCost, device: DevicePres
             kernel_family = family.configs[0].profile.family
             cands = candidates(kernel_family, [dict(c.params) for c in family.configs], shape, device, resources)
             kernels.append((op.name, op.repeat, shape, tuple(cands)))
-        found.append(StepCase(run_name, batch, engine_gpu_seconds(cost, batch, coefficients), tuple(kernels)))
+        found.append(StepCase(run_name, batch, engine_gpu_seconds(cost, batch), tuple(kernels)))
     return found
+
+
+def retargeted(case: StepCase, cost: StepCost, coefficients: StepCoefficients) -> StepCase:
+    """``case`` priced by the engine model with ``coefficients`` (its kernels' planned
+    candidates kept: only the target depends on the coefficients)."""
+    return replace(case, target_s=engine_gpu_seconds(cost, case.batch, coefficients))
 
 
 def modeled_step(case: StepCase, device: DevicePreset, factors: Efficiency) -> dict[str, float]:

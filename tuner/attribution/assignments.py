@@ -11,7 +11,7 @@ word ``default`` alone is the default assignment.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import StorageError
@@ -45,26 +45,13 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def table_drift(problem: Problem, text: str, what: str) -> str | None:
-    """When ``text`` names a table tuned from another version of the problem file, the
-    warning :meth:`Assignment.drift` gives (None otherwise, or when it cannot be read:
-    :func:`assignments_per_regime` says why)."""
-    if not _is_table(text):
-        return None
-    from ..runtime.served import read_table
-
-    try:
-        table = read_table(text, problem=problem.name)
-    except Exception:  # noqa: BLE001 - reading it again below names the cause
-        return None
-    return Assignment.drift(problem, [row for regime in table.regimes for row in table.regime_rows(regime)],
-                            f"{table.source}: {what}")
-
-
 def assignments_per_regime(problem: Problem, text: str, regimes: Iterable[str],
-                           what: str = "assignment") -> dict[str, Assignment]:
+                           what: str = "assignment", warn: Callable[[str], None] | None = None
+                           ) -> dict[str, Assignment]:
     """``regime -> Assignment`` for ``text`` (see the module doc): a table's own rows for
     each regime (one config per operator and bucket), or the same specs in every regime.
+    ``warn`` is told when the table was tuned from another version of the problem file
+    (:meth:`Assignment.drift`).
 
     Raises:
         StorageError: an unreadable table, one without rows for a regime, or rows that do
@@ -83,6 +70,10 @@ def assignments_per_regime(problem: Problem, text: str, regimes: Iterable[str],
                 raise StorageError(f"{table.source}: {what}: the table has no row for regime {regime!r} "
                                    f"(regimes: {', '.join(table.regimes)})")
             out[regime] = Assignment.from_rows(problem, rows, where=f"{table.source}: {what}: regime {regime}")
+        drift = Assignment.drift(problem, [row for regime in regimes for row in table.regime_rows(regime)],
+                                 f"{table.source}: {what}")
+        if drift is not None and warn is not None:
+            warn(drift)
         return out
     specs = [] if text.strip() == "default" else [s for s in re.split(r"[;\s]+", text) if s]
     assignment = resolve_assignment(problem, specs)

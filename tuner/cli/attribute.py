@@ -48,17 +48,14 @@ def load_inputs(problem: Path | None, base: str, cand: str, regimes: tuple[str, 
     """What ``tuner attribute`` and ``tuner gate`` share: the problem (its warnings
     printed), the checked regimes, and BASE's and CAND's assignment per regime."""
     from ..attribution import assignments_per_regime, check_regimes
-    from ..attribution.assignments import table_drift
     from ..problem import load_problem
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     warn(loaded.warnings)
     chosen = check_regimes(loaded, regimes)
-    found = (loaded, chosen, assignments_per_regime(loaded, base, chosen, "BASE"),
-             assignments_per_regime(loaded, cand, chosen, "CAND"))
-    warn([drift for text, what in ((base, "BASE"), (cand, "CAND"))
-          if (drift := table_drift(loaded, text, what)) is not None])
-    return found
+    told = lambda message: warn([message])  # noqa: E731
+    return (loaded, chosen, assignments_per_regime(loaded, base, chosen, "BASE", told),
+            assignments_per_regime(loaded, cand, chosen, "CAND", told))
 
 
 @main.command(epilog=ASSIGNMENT_HELP)

@@ -70,8 +70,8 @@ def init(rates: tuple[float, ...], trace: str | None, time_column: str, prompt_c
     stem = Path(out).stem if out else "deployment"
     deployment = deployment_from_options(
         options, rates=rates, trace=Path(trace).resolve() if trace else BUNDLED_TRACE, time_column=time_column,
-        prompt_column=prompt_column,
-        output_column=output_column, prompt_id_column=prompt_id_column, name=name or stem)
+        prompt_column=prompt_column, output_column=output_column, prompt_id_column=prompt_id_column,
+        name=name or stem)
     model, tp, gpu = deployment.model, deployment.tp, deployment.device.name
     text = problem_text(deployment)
     _check_loads(text, Path(out).parent if out else None)

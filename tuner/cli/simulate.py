@@ -221,10 +221,9 @@ def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str]
             table = read_table(storage, problem=problem.name)
         except Exception as exc:  # noqa: BLE001 - any unreadable table is one line for the user
             raise TunerError(f"--policy {policy_text}: cannot read the table in {storage}: {exc}") from None
-        assignments = {regime: Assignment.from_rows(problem, table.regime_rows(regime), table.source)
-                       for regime in table.regimes}
-        drift = Assignment.drift(problem, [row for regime in table.regimes for row in table.regime_rows(regime)],
-                                 table.source)
+        rows = {regime: table.regime_rows(regime) for regime in table.regimes}
+        assignments = {regime: Assignment.from_rows(problem, found, table.source) for regime, found in rows.items()}
+        drift = Assignment.drift(problem, [row for found in rows.values() for row in found], table.source)
         if drift is not None:
             warn([drift])
         if policy_text == "table":

@@ -235,12 +235,11 @@ def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file:
     from ..store.export import export_json, export_vllm
 
     chosen, rows = _rows(storage, problem, one_problem=True)
-    problem_with_out = output_problem(out)
-    if fmt == "json" or (problem_with_out is not None and not out.is_dir()):
-        if problem_with_out is not None:
-            raise TunerError(f"{out}: {problem_with_out}")
-        out = output_target(out)
+    why = None if fmt == "vllm" and out.is_dir() else output_problem(out)  # (vllm writes into a folder)
+    if why is not None:
+        raise TunerError(f"{out}: {why}")
     if fmt == "json":
+        out = output_target(out)
         export_json(chosen, rows, out)
         click.echo(f"{len(rows)} rows of {chosen} written to {out}")
         return

@@ -57,7 +57,7 @@ def config_name(params: Mapping[str, Any]) -> str:
 
 
 def kernel_families(
-    spec: s.ProblemSpec, operators: tuple[Operator, ...], preset: Any, resources: object | None,
+    spec: s.ProblemSpec, operators: tuple[Operator, ...], preset: Any, factors: Any, resources: object | None,
     base: Path, constants: Mapping[str, float],
 ) -> dict[str, Family]:
     """Families declared as ``kernel: NAME`` (built in) or ``kernel: module:function`` (a
@@ -65,14 +65,14 @@ def kernel_families(
     model's price where the family is not a Triton kernel (``priced_profile``: the `comm`
     family's collectives), else a Triton :class:`ModeledProfile`. A built-in family's
     configs are its narrowed space's product; a user kernel's are its own list (those
-    inside ``space`` when the file narrows it)."""
+    inside ``space`` when the file narrows it). ``factors``: the efficiency factors the
+    Triton profiles price with (:func:`factor_set`)."""
     from ..kernels import FAMILIES, get_family
     from ..kernels.family import all_configs
     from ..profile.collective import priced_profile
     from ..profile.measured import MeasuredStore
     from ..profile.modeled import LazyCompileCache, ModeledProfile
 
-    factors = factor_set(spec.device.factors)
     source = resources if resources is not None else LazyCompileCache.from_environment()
     url = getattr(source, "url", None)
     measured = MeasuredStore(url) if url else None

@@ -87,7 +87,7 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     size_fields = regimes.size_fields(spec.regimes, base, batching)
     batch_vars = service_variables(batching, size_fields)
     constants = _constants(spec.constants, batch_vars)
-    kernels.factor_set(spec.device.factors)  # named even where no built-in family prices with it
+    factors = kernels.factor_set(spec.device.factors)  # checked even where no built-in family prices with it
     device = Device(spec.device.name, spec.device.sms, spec.device.saturating_share or Device.saturating_share)
     partitions = _partitions(spec)
     operators = _operators(spec, batch_vars, constants, partitions)
@@ -95,7 +95,7 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     if any(fam.kernel is not None for fam in spec.families.values()):
         preset = kernels.device_preset(device_override or spec.device.name)
         device = Device(preset.name, preset.sms, spec.device.saturating_share or preset.saturating_share)
-        families.update(kernels.kernel_families(spec, operators, preset, resources, base, constants))
+        families.update(kernels.kernel_families(spec, operators, preset, factors, resources, base, constants))
     service = _service(spec, operators, size_fields, constants, device, partitions)
     built = {name: regimes.regime(name, r, base, service) for name, r in spec.regimes.items()}
     points = probe.probe_points(service, size_fields)

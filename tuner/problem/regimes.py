@@ -81,13 +81,13 @@ def _trace(spec: s.TraceSpec, base: Path, key: str) -> Trace:
         time_key=f"{key}.time_column", column_key=lambda field: f"{key}.columns.{field}",
     )
     for field, values in trace.columns.items():
-        least = 0 if field == PROMPT_ID else 1  # an identity, not a count
+        least, what = (0, "prompt id") if field == PROMPT_ID else (1, "size")  # an id is an identity, not a count
         if len(values) and values.min() < least:
             column = spec.columns[field] if spec.columns else field
             raise Invalid(
                 f"{key}.columns.{field}" if spec.columns else f"{key}.file",
-                f"trace column {s.show(column)} holds a {'prompt id' if least == 0 else 'size'} of "
-                f"{int(values.min())}; replayed {'prompt ids' if least == 0 else 'sizes'} must be >= {least}",
+                f"trace column {s.show(column)} holds a {what} of {int(values.min())}; replayed {what}s must be "
+                f">= {least}",
             )
     return trace
 
