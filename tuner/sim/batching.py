@@ -79,7 +79,7 @@ class Host:
 class BatchingPolicy:
     """The scheduling state every policy keeps (see the module's contract)."""
 
-    def __init__(self, host: Host, executors: int, workload: Workload) -> None:
+    def __init__(self, host: Host, executors: int) -> None:
         self.host = host
         self.queue: deque[int] = deque()  # admitted, waiting to run
         self.idle: list[int] = list(range(executors - 1, -1, -1))  # popped from the end: executor 0 first
@@ -107,7 +107,7 @@ class DynamicBatching(BatchingPolicy):
 
     def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
                  size_fields: frozenset[str]) -> None:
-        super().__init__(host, executors, workload)
+        super().__init__(host, executors)
         self.batches: list[list[int]] = [[] for _ in range(executors)]
         service = host.bound.service
         self.max_batch = service.max_batch
@@ -170,7 +170,7 @@ class ContinuousBatching(BatchingPolicy):
     chunks (chunked prefill); new requests join at iteration boundaries."""
 
     def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]]) -> None:
-        super().__init__(host, executors, workload)
+        super().__init__(host, executors)
         service = host.bound.service
         self.max_batch = service.max_batch
         self.max_tokens = service.max_tokens

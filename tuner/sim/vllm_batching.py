@@ -60,7 +60,7 @@ class VllmBatching(BatchingPolicy):
 
     def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
                  size_fields: frozenset[str]) -> None:
-        super().__init__(host, executors, workload)
+        super().__init__(host, executors)
         service = host.bound.service
         engine = service.engine
         assert engine is not None, "the problem loader gives a vllm service its engine settings"
