@@ -231,10 +231,12 @@ def _llm_decode_with(tmp_path: Path, max_batch: int) -> Path:
 
 def test_decode_attention_buckets_are_reached_where_the_kv_cache_fits_them_together(tmp_path):
     """llm_decode keeps 24 − 16 = 8 GiB for the KV cache at 128 KiB per token: 65,536
-    tokens. 256 sequences and 8,192 tokens of context are each reachable, not together:
-    B129..256 meets L129..256 (256 × 256 = 65,536) but not L513..1024 (129 × 513 > 65,536);
-    B65..128 × L513..1024 is reached at 120 sequences of floor(65,536 / 120) = 546 tokens,
-    in 16-token pages L = 560 (127 sequences make 516 → 528, a smaller product)."""
+    tokens, 4,096 of vLLM's 16-token blocks, a sequence holding whole blocks. 256 sequences
+    and 8,192 tokens of context are each reachable, not together: B129..256 meets L129..256
+    (256 × 16 blocks = 4,096) but not L513..1024 (129 × 33 blocks > 4,096); B65..128 ×
+    L513..1024 is reached at 117 sequences of 35 blocks (4,095), L = 560 (120 sequences of
+    546 tokens would take 120 × 35 = 4,200 blocks; 118 get 34 blocks, L = 544, a smaller
+    product)."""
     problem = load_problem(_llm_decode_with(tmp_path, 256))
     bucketing = problem.operator("decode_attn").bucketing
     by_label = {b.label: b for b in bucketing.buckets}
@@ -242,7 +244,7 @@ def test_decode_attention_buckets_are_reached_where_the_kv_cache_fits_them_toget
     assert {"B129..256/L129..256", "B..1/L4097..8192", "B65..128/L513..1024"} <= reached
     assert not reached & {"B129..256/L513..1024", "B129..256/L4097..8192", "B65..128/L1025..2048",
                           "B33..64/L2049..4096"}
-    assert bucketing.representative(by_label["B65..128/L513..1024"]) == {"B": 120.0, "L": 560.0}
+    assert bucketing.representative(by_label["B65..128/L513..1024"]) == {"B": 117.0, "L": 560.0}
     assert bucketing.representative(by_label["B129..256/L129..256"]) == {"B": 256.0, "L": 256.0}
     # a bucket the service does not reach keeps the family default in every baseline
     space = JointSpace.of(problem)
