@@ -508,6 +508,33 @@ def test_an_edited_problem_file_is_simulated_afresh(db: Path, tmp_path: Path) ->
     board.close()
 
 
+def test_a_table_tuned_from_another_version_of_the_file_is_flagged_on_its_pages(db: Path, tmp_path: Path) -> None:
+    """The rows store the hash of the file they were tuned from; the pages simulate the
+    file as it is now, so a changed file (here one comment: a changed device.factors
+    would reprice every kernel) gets one warning on the problem's and each regime's page."""
+    from tuner.dashboard import Dashboard
+    from tuner.dashboard.render import problem_body, regime_body
+
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    source = (ROOT / "search_spaces" / "seed_example.yaml").read_text()
+    (problems / "seed_example.yaml").write_text(source)
+    (problems / "traces").symlink_to(ROOT / "search_spaces" / "traces")
+    board = Dashboard(f"sqlite:///{db}", problems, sweep_points=3, sweep_seeds=1, sweep_max_horizon_s=1.0)
+    rows = board.rows()
+    warning = "the table was tuned from another version of"
+    assert warning not in problem_body(board, "seed_example", rows)
+    assert warning not in regime_body(board, "seed_example", "heavy", rows)
+    board.close()
+
+    (problems / "seed_example.yaml").write_text(source + "# edited after tuning\n")
+    board = Dashboard(f"sqlite:///{db}", problems, sweep_points=3, sweep_seeds=1, sweep_max_horizon_s=1.0)
+    rows = board.rows()
+    assert problem_body(board, "seed_example", rows).count(warning) == 1
+    assert regime_body(board, "seed_example", "heavy", rows).count(warning) == 1
+    board.close()
+
+
 def test_rows_become_assignments_through_the_table_codec(db: Path, tmp_path: Path, monkeypatch) -> None:
     """A regime's rows are one Assignment (Assignment.from_rows); the baseline drawn beside
     it is THE baseline, the per-bucket isolated-fastest one. A problem file whose buckets

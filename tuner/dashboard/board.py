@@ -159,6 +159,15 @@ class Dashboard:
         except StorageError:
             return None
 
+    def drift(self, problem_name: str, rows: list[TableRow]) -> str | None:
+        """The warning :meth:`Assignment.drift` gives when ``rows`` were tuned from another
+        version of the problem file than the one shown (None when they match, or without
+        a file): the plots simulate the file as it is now, the stored figures do not."""
+        problem = self.problem(problem_name)
+        if problem is None:
+            return None
+        return Assignment.drift(problem, rows, f"{self.storage}: {problem_name}")
+
     def baseline(self, problem) -> Assignment:
         """THE baseline: the per-bucket isolated-fastest assignment
         (:data:`tuner.search.baselines.PER_BUCKET`)."""

@@ -89,6 +89,12 @@ def _missing(board: Dashboard, problem: str, what: str) -> str:
             f"(or it no longer matches the table): no {what}.</p>")
 
 
+def _drift(board: Dashboard, problem: str, rows: list[TableRow]) -> list[str]:
+    """A warning paragraph when the rows were tuned from another version of the file."""
+    warning = board.drift(problem, rows)
+    return [] if warning is None else [f"<p class=error>{_e(warning)}</p>"]
+
+
 def problem_body(board: Dashboard, problem: str, rows: list[TableRow], link: Link = server_link) -> str:
     """A problem's page: goodput versus offered load of the tuned tables and baselines, and its regimes.
 
@@ -99,7 +105,8 @@ def problem_body(board: Dashboard, problem: str, rows: list[TableRow], link: Lin
         raise PageNotFound(f"no rows for problem {problem!r}")
     regimes = [regime for _, regime in regimes_of(rows)]
     out = [f"<h2>{_e(problem)}: goodput versus offered load</h2>",
-           "<p>Regimes: " + ", ".join(f'<a href="{link("regime", problem, r)}">{_e(r)}</a>' for r in regimes) + "</p>"]
+           "<p>Regimes: " + ", ".join(f'<a href="{link("regime", problem, r)}">{_e(r)}</a>' for r in regimes) + "</p>",
+           *_drift(board, problem, rows)]
     sweep = board.sweep(problem, rows)
     if sweep is None:
         out.append(_missing(board, problem, "simulated plot"))
@@ -143,6 +150,7 @@ def regime_body(board: Dashboard, problem: str, regime: str, rows: list[TableRow
            f'<p><a href="{link("problem", problem)}">goodput vs load of {_e(problem)}</a> · '
            f'<a href="{link("study", problem, regime)}">study of {_e(regime)}</a></p>',
            f'<p class="verdict {verdicts.kind(rows)}" title="{_e(full)}">{_e(verdicts.verdict(rows, short))}</p>',
+           *_drift(board, problem, rows),
            assignment_table(rows),
            summary_table(rows)]
     timelines = board.timelines(problem, regime, rows)
