@@ -187,6 +187,10 @@ DERIVED: dict[str, Callable[[], Any]] = {
                                  / lookup("bench_policy/workloads/problem=seed_example/per_bucket_isolated_fastest")),
     "llm_decode_capacity_ratios": lambda: [r["capacity_ratio"] for r in lookup("headline/rows")
                                            if r["problem"] == "llm_decode"],
+    # capacity ratios of the rows whose paired interval spans zero (not significant)
+    "insignificant_capacity_ratios": lambda: [
+        r["capacity_ratio"] for r in lookup("headline/rows")
+        if r["capacity_ratio"] is not None and abs(r["capacity_delta_rps"]) <= r["capacity_delta_ci_rps"]],
     "horizon_llm_goodput_vs_baseline": lambda: [
         h["goodput"]["tuned_over_per_bucket_isolated_fastest"] for h in lookup("bench_horizon_llm_decode_heavy/horizons")],
     "horizon_llm_seconds": lambda: sum(h["seconds"] for h in lookup("bench_horizon_llm_decode_heavy/horizons")),
