@@ -99,6 +99,8 @@ def measure(storage: str) -> dict:
                 "cells": [{"op": r.op, "bucket": r.bucket, "config": r.config} for r in regime_rows],
                 "latency_p50_s": latencies(storage, first.study_name, space, tuned, base),
                 "mechanism": mechanism(space, tuned, base),
+                # why the guard stored the baseline's configs here (None: the study's passed)
+                "guard": first.guard,
             })
     return {"storage": storage, "rows": rows}
 
@@ -218,6 +220,10 @@ def _mechanisms(rows: list[dict]) -> str:
 def _verdict_text(rows: list[dict]) -> str:
     row = _largest(rows)
     verdict = _verdict(row)
+    kept = sum(bool(r.get("guard")) for r in rows)
+    if verdict == "none" and kept:
+        return ("no difference: the baseline's configs kept (guard)" if kept == len(rows)
+                else f"no difference: the baseline's configs kept in {kept} of {len(rows)} (guard)")
     if verdict == "none":
         return "no difference"
     text = f"{verdict}: {_percent(_effect(row))} capacity over {row['seeds']} seeds"
@@ -296,7 +302,10 @@ def latencies(storage: str, study: str, space, tuned, base) -> dict | None:
 
 
 def _why(row: dict) -> str:
-    """Which paired difference is significant at 95%: goodput, capacity, both or neither."""
+    """Which paired difference is significant at 95%: goodput, capacity, both or neither;
+    first, where the guard kept the baseline's configs, why."""
+    if row.get("guard"):
+        return f"{row['guard']}; "
     goodput = row["delta_ci_rps"] is not None and abs(row["goodput_rps"] - row["baseline_goodput_rps"]) > row["delta_ci_rps"]
     capacity = (row["capacity_delta_ci_rps"] is not None and row["capacity_rps"] is not None
                 and row["baseline_capacity_rps"] is not None

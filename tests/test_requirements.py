@@ -366,8 +366,7 @@ def test_a_version_3_table_is_refused_in_one_line(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, LOGGER):
         d = rt.load_table(path, problem="llm_decode")
     [warning] = caplog.records
-    assert SCHEMA_VERSION == 4
-    assert "tuner schema version 3 found, this tuner reads and writes version 4" in warning.getMessage()
+    assert f"tuner schema version 3 found, this tuner reads and writes version {SCHEMA_VERSION}" in warning.getMessage()
     assert d.requirements("qkv") is None and d.reservation() is None
 
 

@@ -51,7 +51,8 @@ def assignments_per_regime(problem: Problem, text: str, regimes: Iterable[str],
     """``regime -> Assignment`` for ``text`` (see the module doc): a table's own rows for
     each regime (one config per operator and bucket), or the same specs in every regime.
     ``warn`` is told when the table was tuned from another version of the problem file
-    (:meth:`Assignment.drift`).
+    (:meth:`Assignment.drift`), and for each regime whose rows are THE baseline's configs
+    kept by the guard (:mod:`tuner.search.guard`), why.
 
     Raises:
         StorageError: an unreadable table, one without rows for a regime, or rows that do
@@ -72,8 +73,13 @@ def assignments_per_regime(problem: Problem, text: str, regimes: Iterable[str],
             out[regime] = Assignment.from_rows(problem, rows, where=f"{table.source}: {what}: regime {regime}")
         drift = Assignment.drift(problem, [row for regime in regimes for row in table.regime_rows(regime)],
                                  f"{table.source}: {what}")
-        if drift is not None and warn is not None:
-            warn(drift)
+        if warn is not None:
+            if drift is not None:
+                warn(drift)
+            for regime in regimes:  # the table holds the baseline's configs there, and says why
+                guarded = table.regime_rows(regime)[0].guard
+                if guarded:
+                    warn(f"{table.source}: {what}: regime {regime}: {guarded}")
         return out
     specs = [] if text.strip() == "default" else [s for s in re.split(r"[;\s]+", text) if s]
     assignment = resolve_assignment(problem, specs)

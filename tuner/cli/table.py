@@ -67,6 +67,9 @@ def show(storage: str, problem: str | None, as_json: bool) -> None:
         console.print(f"config table in {storage}: no rows yet")
         return
     console.print(regime_table(rows, storage))
+    for row in _first_of_each_regime(rows):  # the regimes that hold THE baseline's configs, and why
+        if row.guard:
+            console.print(f"{row.problem} / {row.regime}: {row.guard}", highlight=False, soft_wrap=True)
     console.print(config_table(rows))
 
 

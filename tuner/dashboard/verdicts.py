@@ -110,6 +110,8 @@ def verdict(rows: Sequence[TableRow], why: str | None = None) -> str:
     """A regime in words: ``+62% capacity (792 vs 488 req/s) — memory: lean admits 2×
     more requests at once (…)``, or ``no significant difference (6 of 85 cells differ)``.
     ``why`` (:func:`mechanism_text`) follows the significant effects."""
+    if rows and rows[0].guard:
+        return rows[0].guard  # the baseline's configs are stored: the rejected study's figures are in it
     significant = [e for e in effects(rows) if e.significant]
     if not significant:
         differing = sum(r.config != r.baseline_config for r in rows)

@@ -23,6 +23,7 @@ An infeasible assignment is scored 0 requests/s and kept, never dropped.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -90,6 +91,9 @@ class Evaluation:
     depends on the window's length). For capacity, ``lower_bounds`` counts the seeds whose
     search stopped at its ceiling with the SLO still met, so their value (and the mean)
     is only a lower bound, and ``limit`` says why (:mod:`tuner.search.capacity`).
+    ``latency_p90_s`` holds each goodput seed's 90th-percentile latency of its judged
+    requests (infinite where none completed; empty when not measured), so that the
+    guard (:mod:`tuner.search.guard`) can pair them by seed.
     """
 
     values: tuple[float, ...]
@@ -101,6 +105,7 @@ class Evaluation:
     overloaded: int = 0
     lower_bounds: int = 0
     limit: str | None = None
+    latency_p90_s: tuple[float, ...] = ()
 
     @property
     def feasible(self) -> bool:
@@ -144,6 +149,7 @@ def evaluate(
         return Evaluation((), constraints, metric=metric)
     values: list[float] = []
     latencies: list[float] = []
+    tails: list[float] = []
     rates: list[float] = []
     overloaded = lower_bounds = 0
     limit: str | None = None
@@ -160,6 +166,7 @@ def evaluate(
         if metric == "goodput" and metrics is not None:
             rates.append(metrics.arrival_rate_rps)
             overloaded += metrics.overloaded
+            tails.append(math.inf if metrics.latency_p90_s is None else metrics.latency_p90_s)
         if done.limit is not None:
             lower_bounds, limit = lower_bounds + 1, done.limit
         visited |= done.visited
@@ -169,4 +176,4 @@ def evaluate(
         if on_seed is not None:
             on_seed(step, done.value, done.simulations)
     return Evaluation(tuple(values), constraints, statistics.fmean(latencies) if latencies else None,
-                      frozenset(visited), metric, tuple(rates), overloaded, lower_bounds, limit)
+                      frozenset(visited), metric, tuple(rates), overloaded, lower_bounds, limit, tuple(tails))

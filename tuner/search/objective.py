@@ -11,6 +11,7 @@ same point, and an earlier trial whose run this point repeats
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -83,6 +84,8 @@ class Objective:
         if evaluation.rates:
             trial.set_user_attr("rates", list(evaluation.rates))
             trial.set_user_attr("overloaded", evaluation.overloaded)
+        if evaluation.latency_p90_s:  # JSON has no infinity: a seed that completed nothing is None
+            trial.set_user_attr("latency_p90_s", [v if math.isfinite(v) else None for v in evaluation.latency_p90_s])
         if evaluation.lower_bound:  # a capacity the search could only bound from below
             trial.set_user_attr("lower_bounds", evaluation.lower_bounds)
             trial.set_user_attr("limit", evaluation.limit)

@@ -21,6 +21,7 @@ from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, ROUTING_AWARE, routing_aware
 from .evaluate import Evaluation, check_constraints, evaluate
+from .guard import guard
 from .objective import SimulationCount
 from .ranking import Choice, best_of, evaluation_of, finished_trials, select_best
 from .same_run import repeats_run
@@ -47,7 +48,11 @@ class OracleResult:
 
 @dataclass(frozen=True)
 class RegimeOutcome:
-    """Everything a regime's tuning produced, for the table and the report."""
+    """Everything a regime's tuning produced, for the table and the report.
+
+    ``tuned`` is what the table stores: the study's best, or THE baseline where the guard
+    (:mod:`tuner.search.guard`) kept it, ``guard`` saying why and ``candidate`` holding
+    the study's best it turned down."""
 
     problem: Problem
     regime: str
@@ -62,6 +67,8 @@ class RegimeOutcome:
     study_simulations: int
     run_simulations: int
     objective: str = "goodput"
+    guard: str | None = None
+    candidate: Choice | None = None
 
     @property
     def baseline(self) -> Choice:
@@ -140,9 +147,11 @@ def regime_outcome(
     oracle = None
     if settings.oracle:
         oracle = exhaustive(problem, regime, space, seeds, horizon, settings.oracle_limit, known, counter)
+    guarded = guard(tuned, baselines[PER_BUCKET.name], problem.objective)
     return RegimeOutcome(
         problem=problem, regime=regime, study_name=study.study_name, space=space, settings=settings,
-        horizon_s=horizon, tuned=tuned, baselines=baselines, oracle=oracle,
+        horizon_s=horizon, tuned=guarded.stored, baselines=baselines, oracle=oracle,
+        guard=guarded.reason, candidate=tuned if guarded.kept_baseline else None,
         trials=len(finished), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in finished),
         run_simulations=counter.simulations, objective=problem.objective,
     )

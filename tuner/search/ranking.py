@@ -96,7 +96,9 @@ def evaluation_of(trial: FrozenTrial, metric: str) -> Evaluation:
     return Evaluation(values if constraints.feasible else (), constraints, trial.user_attrs.get("latency_p50_s"),
                       metric=metric, rates=tuple(trial.user_attrs.get("rates", ())),
                       overloaded=trial.user_attrs.get("overloaded", 0),
-                      lower_bounds=trial.user_attrs.get("lower_bounds", 0), limit=trial.user_attrs.get("limit"))
+                      lower_bounds=trial.user_attrs.get("lower_bounds", 0), limit=trial.user_attrs.get("limit"),
+                      latency_p90_s=tuple(math.inf if v is None else float(v)
+                                          for v in trial.user_attrs.get("latency_p90_s", ())))
 
 
 def finished_trials(study: optuna.Study) -> list[FrozenTrial]:

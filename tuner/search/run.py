@@ -224,7 +224,7 @@ def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> li
         baseline_capacity_rps=_mean(base_capacity),
         capacity_delta_ci_rps=paired_delta(capacity, base_capacity).half_width if capacity and base_capacity else None,
         one_config_capacity_rps=_mean(one_capacity),
-        created_at=created_at or datetime.now(timezone.utc),
+        created_at=created_at or datetime.now(timezone.utc), guard=outcome.guard,
     )
     return outcome.tuned.assignment.to_rows(problem, outcome.regime, provenance, baseline=outcome.baseline.assignment)
 

@@ -234,8 +234,14 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
             parts.append(f"oracle not computed: the joint space has {o.oracle.size} assignments "
                          f"(more than --oracle-limit {o.oracle.limit})")
         parts.append(f"{o.trials} trials, {o.study_simulations} simulations")
-        console.print(f"  {o.regime}: tuned {_rate(tuned.mean, tuned.ci)} (study maximised {o.objective})",
-                      highlight=False, soft_wrap=soft)
+        if o.guard is None:
+            head = f"tuned {_rate(tuned.mean, tuned.ci)} (study maximised {o.objective})"
+        else:  # the figures below are the stored configs', the baseline's
+            trial = "" if o.candidate is None or o.candidate.trial is None else f", trial {o.candidate.trial}"
+            head = (f"stored the {PER_BUCKET.label} configs, {_rate(tuned.mean, tuned.ci)} (study maximised "
+                    f"{o.objective}; its best{trial}, did not pass the guard)")
+            parts.insert(0, o.guard)
+        console.print(f"  {o.regime}: {head}", highlight=False, soft_wrap=soft)
         for part in parts:
             console.print(f"    {part}", highlight=False, soft_wrap=soft)
     rows = sum(sum(1 for _ in o.tuned.assignment.cells()) for o in outcomes)

@@ -7,7 +7,7 @@ leaves a half-written file.
 Project JSON, one row per line::
 
     {
-      "schema_version": 4,
+      "schema_version": 5,
       "problem": "toy_llm",
       "rows": [
         {"problem": "toy_llm", "regime": "light", "op": "qkv", "bucket": 0, "config": ..., "params": ...},

@@ -93,6 +93,7 @@ class ConfigEntry(Base):
     sms: Mapped[int | None] = mapped_column(Integer, nullable=True)
     workspace_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
     resources: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    guard: Mapped[str | None] = mapped_column(String(1000), nullable=True)
 
 
 class Lease(Base):

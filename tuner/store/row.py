@@ -75,6 +75,11 @@ class TableRow:
             the bucket, else 0 (schema version 4).
         resources: per launch name, ``shared_bytes`` and ``registers`` per CTA and
             ``ctas_per_sm`` from the compiled kernel at ``shape``; None when unknown.
+        guard: why the regime stores THE baseline's configs instead of the study's best
+            (:mod:`tuner.search.guard`: not a gain beyond the paired interval, or a loss
+            in goodput, capacity or p90 latency); None when the study's configs passed,
+            or were the baseline's (schema version 5). The figures above are then the
+            baseline's, the stored configs'.
     """
 
     problem: str
@@ -121,6 +126,7 @@ class TableRow:
     sms: int | None = None
     workspace_bytes: float | None = None
     resources: dict[str, Any] | None = None
+    guard: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A flat JSON-ready record (``created_at`` in ISO 8601)."""

@@ -3,7 +3,9 @@
 Kept apart so readers of exports and the runtime need no SQLAlchemy. Version 2 keys
 rows by shape bucket; version 3 adds capacity at the SLO, realised rates, the warm-up
 and overload flags, and judges goodput on one accounting base; version 4 adds what a
-config needs to run (family, options, SMs, reserved workspace, compiled resources). A database or export of
+config needs to run (family, options, SMs, reserved workspace, compiled resources);
+version 5 stores THE baseline's configs where the study's did not beat them, with the
+reason (``guard``), so a version-4 table may hold configs that lose to the baseline. A database or export of
 another version is refused, never read silently (a version-1 table has one config per
 operator and no buckets; a version-2 one counts goodput from an empty start).
 """
@@ -15,7 +17,7 @@ from typing import Any
 from ..errors import SchemaMismatchError, StorageError
 
 #: Version of the tuner tables this code reads and writes; ``tuner_schema`` holds it.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 #: The fix for a database of an older version (or none recorded).
@@ -44,7 +46,7 @@ def check_version(found: Any, where: object, *, fix: str = RETUNE_DATABASE) -> N
     shown = "unknown" if found is None else found if isinstance(found, int) and not isinstance(found, bool) \
         else repr(found)
     raise SchemaMismatchError(f"{where}: tuner schema version {shown} found, this tuner reads and writes "
-                              f"version {SCHEMA_VERSION} (per-shape buckets, capacity at the SLO, requirements): {fix}")
+                              f"version {SCHEMA_VERSION} (per-shape buckets, capacity at the SLO, requirements, the guard): {fix}")
 
 
 def check_export(document: Any, path: object) -> None:
