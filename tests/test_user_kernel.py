@@ -178,6 +178,62 @@ def test_configs_compile_for_the_target_and_time_by_the_gemm_model(tmp_path, res
     assert configs[0].profile.source == "modeled"
 
 
+def _autotuned(**user) -> dict:
+    """PROBLEM naming the kernel under @triton.autotune and @triton.heuristics, its
+    ``user`` block without configs and key (the decorator's), with ``user`` changes."""
+    document = json.loads(json.dumps(PROBLEM))
+    family = document["families"]["tutorial"]
+    family["kernel"] = "tutorial_matmul:autotuned_kernel"
+    del family["user"]["configs"], family["user"]["key"]
+    family["user"]["arguments"] = "tutorial_matmul:arguments_without_activation"
+    family["user"].update(user)
+    return document
+
+
+def test_a_kernel_under_triton_autotune_brings_its_configs_key_and_heuristics(tmp_path, resources):
+    """The decorator's configs (as the tutorial's CONFIGS) and key serve where the file
+    names none; the heuristic computes ACTIVATION, which the builder leaves out (without
+    it the kernel would not compile: a constexpr without a value)."""
+    sys.path.insert(0, str(KERNEL.parent))
+    try:
+        import tutorial_matmul as t
+    finally:
+        sys.path.remove(str(KERNEL.parent))
+    problem = load_problem(write(tmp_path, _autotuned()), resources=resources)
+    configs = problem.families["tutorial"].configs
+    assert [c.profile.config for c in configs] == [
+        {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages} for c in t.CONFIGS]
+    assert problem.operator("proj").bucketing.key == ("M",)  # the decorator's M, N, K; N and K are fixed
+    timing = configs[0].profile.at({"M": 64, "N": 4096, "K": 4096})
+    assert timing.plan.launches[0].grid == 4 * 128  # BLOCK_SIZE 16 x 32: 4 x 128 tiles
+
+
+def test_a_jit_kernel_needs_its_configs_and_key_in_the_file(tmp_path):
+    document = json.loads(json.dumps(PROBLEM))
+    del document["families"]["tutorial"]["user"]["configs"]
+    with pytest.raises(ProblemError, match=r"families\.tutorial\.user\.configs: required"):
+        load_problem(write(tmp_path, document))
+    document = json.loads(json.dumps(PROBLEM))
+    del document["families"]["tutorial"]["user"]["key"]
+    with pytest.raises(ProblemError, match=r"families\.tutorial\.user\.key: required"):
+        load_problem(write(tmp_path, document))
+
+
+def test_tuner_autotune_over_triton_autotune_is_refused_at_decoration() -> None:
+    """The reverse mistake used to pass decoration and fail at the first launch with
+    Triton's "Conflicting meta-parameters"."""
+    import tuner.runtime as rt
+
+    sys.path.insert(0, str(KERNEL.parent))
+    try:
+        import tutorial_matmul as t
+    finally:
+        sys.path.remove(str(KERNEL.parent))
+    with pytest.raises(TypeError, match="matmul_kernel is already wrapped by @triton.autotune.*remove "
+                                        r"@triton.autotune and give its configs and key to tuner.runtime.autotune"):
+        rt.autotune(configs=t.CONFIGS, key=["M", "N", "K"], op="proj")(t.autotuned_kernel)
+
+
 def test_a_memory_bound_cost_prices_the_bytes_moved(tmp_path, resources):
     """``memory_bound`` times the kernel on the roofline of the bytes it moves: doubling
     them roughly doubles a large launch's time."""

@@ -67,6 +67,19 @@ def arguments(shape, device):
             {"ACTIVATION": ""}, grid)
 
 
+#: The same kernel as users often have it (issue 38, item 2): under ``@triton.autotune``
+#: (its configs and key) and ``@triton.heuristics`` (``ACTIVATION`` computed from the
+#: arguments, as Triton's own kernels compute ``EVEN_K``).
+autotuned_kernel = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(
+    triton.heuristics({"ACTIVATION": lambda args: ""})(matmul_kernel))
+
+
+def arguments_without_activation(shape, device):
+    """``arguments`` leaving ``ACTIVATION`` to the kernel's ``@triton.heuristics``."""
+    args, _, grid = arguments(shape, device)
+    return args, {}, grid
+
+
 def broken(shape, device):
     """An argument builder that fails, as one that needs a GPU would on the meta device."""
     raise RuntimeError("no GPU buffers here")

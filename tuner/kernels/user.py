@@ -91,10 +91,13 @@ class UserKernelFamily:
 
     def __init__(self, path: str, fn: Any, configs: tuple[dict[str, Any], ...], key: tuple[str, ...],
                  arguments: ArgumentBuilder, cost: GemmCost | StreamCost,
-                 workspace: Dimension | None = None, output: str | None = None) -> None:
+                 workspace: Dimension | None = None, output: str | None = None,
+                 heuristics: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None) -> None:
         # Private, so the measured store keys this family by its name alone (measured.family_options).
         self._name, self._fn, self._configs, self._key = path, fn, configs, key
         self._arguments, self._cost, self._workspace, self._output = arguments, cost, workspace, output
+        # @triton.heuristics: meta-parameters computed from the arguments at each launch
+        self._heuristics = dict(heuristics or {})
         params = {p.name: p for p in fn.params}
         self._constexpr_names = frozenset(p.name for p in fn.params if p.is_constexpr)
         for i, config in enumerate(configs):
@@ -257,9 +260,15 @@ class UserKernelFamily:
                 found[p.name] = values[p.name]
             elif p.has_default:
                 found[p.name] = p.default
-            else:
+            elif p.name not in self._heuristics:
                 raise KernelError(f"{self.name}'s constexpr {p.name} has no value: neither the config "
                                   "nor the argument builder sets it, and it has no default")
+        for name, heuristic in self._heuristics.items():  # as Heuristics.run: over the arguments and config
+            try:
+                found[name] = heuristic({**values, **found, **{k: v for k, v in config.items() if k not in found}})
+            except Exception as exc:  # noqa: BLE001 - user code: one line naming it
+                raise KernelError(f"{self.name}'s @triton.heuristics for {name} raised "
+                                  f"{type(exc).__name__}: {exc}") from None
         return found
 
 

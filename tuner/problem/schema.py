@@ -228,10 +228,11 @@ class UserKernelSpec(Strict):
     its configs (``module:NAME`` of a ``triton.Config`` list, or inline parameter maps with
     ``num_warps``/``num_stages``), its autotune key's dimensions, the argument builder
     (``module:function``, shape and device → args, kwargs, grid), its cost class, its
-    workspace in bytes (an expression of the shape) and the argument it writes."""
+    workspace in bytes (an expression of the shape) and the argument it writes. For a
+    kernel under ``@triton.autotune``, ``configs`` and ``key`` default to the decorator's."""
 
-    configs: str | list[dict[str, Scalar]] = Field(min_length=1)
-    key: list[str] = Field(min_length=1)
+    configs: str | list[dict[str, Scalar]] | None = Field(None, min_length=1)
+    key: list[str] | None = Field(None, min_length=1)
     arguments: str
     cost: CostSpec
     workspace: ExprText = 0

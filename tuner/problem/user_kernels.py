@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +35,22 @@ def user_family(fam: s.FamilySpec, key: str, base: Path, constants: Mapping[str,
 
     spec = fam.user
     assert spec is not None and fam.kernel is not None
-    fn = resolve(fam.kernel, base, f"{key}.kernel")
-    if not hasattr(fn, "params") or not hasattr(fn, "arg_names"):
-        raise Invalid(f"{key}.kernel", f"{s.show(fam.kernel)} is a {type(fn).__name__}, not a @triton.jit kernel")
-    configs = _configs(spec.configs, base, f"{key}.user.configs")
+    kernel = unwrap(resolve(fam.kernel, base, f"{key}.kernel"), fam.kernel, f"{key}.kernel")
+    if spec.configs is not None:
+        configs = _configs(spec.configs, base, f"{key}.user.configs")
+    elif kernel.configs is not None:
+        configs = _triton_configs(kernel.configs, f"{s.show(fam.kernel)}'s @triton.autotune", f"{key}.kernel")
+    else:
+        raise Invalid(f"{key}.user.configs", "required: name a triton.Config list or write the configs "
+                                             "(only a kernel under @triton.autotune brings its own)")
+    spec_key = spec.key if spec.key is not None else kernel.key
+    if not spec_key:
+        raise Invalid(f"{key}.user.key", "required: the kernel arguments a config is chosen by (only a kernel "
+                                         "under @triton.autotune brings its own)")
     arguments = resolve(spec.arguments, base, f"{key}.user.arguments")
     if not callable(arguments):
         raise Invalid(f"{key}.user.arguments", f"{s.show(spec.arguments)} is not a function")
-    dims = frozenset(spec.key)
+    dims = frozenset(spec_key)
 
     def dimension(value: object, where: str) -> Any:
         expr = checked(where, lambda: compile_expr(value, dims, constants))
@@ -63,9 +72,46 @@ def user_family(fam: s.FamilySpec, key: str, base: Path, constants: Mapping[str,
                           dimension(m.flops, f"{where}.flops") if m.flops is not None else None)
     workspace = dimension(spec.workspace, f"{key}.user.workspace")
     try:
-        return UserKernelFamily(fam.kernel, fn, configs, tuple(spec.key), arguments, cost, workspace, spec.output)
+        return UserKernelFamily(fam.kernel, kernel.fn, configs, tuple(spec_key), arguments, cost, workspace,
+                                spec.output, kernel.heuristics)
     except TunerError as exc:
         raise Invalid(f"{key}.user", str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Unwrapped:
+    """A kernel as a problem file names it, its decorators taken off: the ``@triton.jit``
+    function, the configs and key of an ``@triton.autotune`` over it (None without one),
+    and the meta-parameters ``@triton.heuristics`` computes from the arguments."""
+
+    fn: Any
+    configs: tuple[Any, ...] | None = None
+    key: tuple[str, ...] | None = None
+    heuristics: Mapping[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
+
+
+def unwrap(found: Any, path: str, key: str) -> Unwrapped:
+    """``found`` without its ``@triton.autotune`` and ``@triton.heuristics`` (told by what
+    they hold: an Autotuner its ``configs``, ``keys`` and ``fn``, a Heuristics its
+    ``values`` and ``fn``), in any order; what remains must be a ``@triton.jit`` function.
+
+    Raises:
+        Invalid: what remains is not a ``@triton.jit`` kernel.
+    """
+    configs = autotune_key = None
+    heuristics: dict[str, Any] = {}
+    for _ in range(8):  # decorators stack a few deep; a cycle of .fn would not end
+        if all(hasattr(found, name) for name in ("configs", "keys", "fn")):
+            configs, autotune_key, found = tuple(found.configs), tuple(found.keys), found.fn
+        elif isinstance(getattr(found, "values", None), Mapping) and hasattr(found, "fn"):
+            heuristics = {**found.values, **heuristics}  # the outer decorator's run last, and win
+            found = found.fn
+        else:
+            break
+    if not hasattr(found, "params") or not hasattr(found, "arg_names"):
+        raise Invalid(key, f"{s.show(path)} is a {type(found).__name__}, not a @triton.jit kernel "
+                           "(under @triton.autotune or @triton.heuristics, or neither)")
+    return Unwrapped(found, configs, autotune_key, heuristics)
 
 
 def resolve(path: str, base: Path, key: str) -> Any:
@@ -99,17 +145,21 @@ def _configs(written: str | list[dict[str, Any]], base: Path, key: str) -> tuple
     """The configs as parameter maps: a ``triton.Config`` list named ``module:NAME``
     (parameters and launch options), or the file's own maps."""
     if isinstance(written, str):
-        found = resolve(written, base, key)
-        if not isinstance(found, (list, tuple)) or not found:
-            raise Invalid(key, f"{s.show(written)} is not a non-empty list of triton.Config")
-        configs = []
-        for i, config in enumerate(found):
-            if not hasattr(config, "kwargs") or not hasattr(config, "num_warps"):
-                raise Invalid(key, f"item {i} of {s.show(written)} is a {type(config).__name__}, not a triton.Config")
-            configs.append({**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages})
-        return _distinct(tuple(configs), key, "as tuner keeps them (parameters, num_warps, num_stages: it does "
-                                              "not model maxnreg or num_ctas)")
+        return _triton_configs(resolve(written, base, key), s.show(written), key)
     return _distinct(tuple(dict(config) for config in written), key, "")
+
+
+def _triton_configs(found: Any, what: str, key: str) -> tuple[dict[str, Any], ...]:
+    """A ``triton.Config`` list as parameter maps (its parameters and launch options)."""
+    if not isinstance(found, (list, tuple)) or not found:
+        raise Invalid(key, f"{what} is not a non-empty list of triton.Config")
+    configs = []
+    for i, config in enumerate(found):
+        if not hasattr(config, "kwargs") or not hasattr(config, "num_warps"):
+            raise Invalid(key, f"item {i} of {what} is a {type(config).__name__}, not a triton.Config")
+        configs.append({**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages})
+    return _distinct(tuple(configs), key, "as tuner keeps them (parameters, num_warps, num_stages: it does "
+                                          "not model maxnreg or num_ctas)")
 
 
 def _distinct(configs: tuple[dict[str, Any], ...], key: str, kept: str) -> tuple[dict[str, Any], ...]:
