@@ -66,6 +66,22 @@ def gib_text(nbytes: float) -> str:
     return f"{nbytes / BYTE_UNITS['GiB']:.2f} GiB"
 
 
+def duration_text(seconds: float) -> str:
+    """``0.1`` → ``'100 ms'``: the largest unit that keeps the number at least 1."""
+    for unit in ("h", "min", "s", "ms", "us", "ns"):
+        if seconds >= TIME_UNITS[unit] or unit == "ns":
+            return f"{seconds / TIME_UNITS[unit]:.4g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def size_text(nbytes: float) -> str:
+    """``4294967296`` → ``'4 GiB'``: binary units, the largest that keeps the number at least 1."""
+    for unit in ("TiB", "GiB", "MiB", "KiB", "B"):
+        if nbytes >= BYTE_UNITS[unit] or unit == "B":
+            return f"{nbytes / BYTE_UNITS[unit]:.4g} {unit}"
+    raise AssertionError("unreachable")
+
+
 def parse_seconds(value: object) -> float:
     """``'10 ms'`` → 0.01; a bare number is seconds.
 
@@ -73,6 +89,16 @@ def parse_seconds(value: object) -> float:
         ValueError: not a number with a time unit, an unknown unit, or not finite.
     """
     return _parse(value, TIME_UNITS, "s", "duration", "10 ms")
+
+
+def is_bare_number(value: object) -> bool:
+    """A number without a unit: ``60``, ``2.5`` or ``"60"``."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    match = _QUANTITY.match(value) if isinstance(value, str) else None
+    return bool(match) and not match.group(2)
 
 
 def is_quantity(value: str, units: dict[str, float]) -> bool:

@@ -30,6 +30,7 @@ def validate(problem: Path | None) -> None:
     """Check a problem file and summarise it."""
     from ..problem import load_problem
     from ..console import bucket_lines, terminal_width, wrapped
+    from ..problem.echo import resolved_lines
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     warn(loaded.warnings)
@@ -38,6 +39,9 @@ def validate(problem: Path | None) -> None:
                f"regimes {', '.join(loaded.regimes)}")
     for line in wrapped(summary, terminal_width()):
         click.echo(line)
+    for line in resolved_lines(loaded):
+        for part in wrapped(line, terminal_width(), indent=4):
+            click.echo(part)
     for line in bucket_lines(loaded):
         click.echo(line)
 

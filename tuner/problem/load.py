@@ -21,7 +21,7 @@ from .. import bundled
 from ..errors import ProblemError
 from ..expr import FUNCTIONS, UNIT_CONSTANTS, Expr, compile_expr, is_identifier, names_read
 from ..traffic import Jitter
-from ..units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds
+from ..units import BYTE_UNITS, TIME_UNITS, is_quantity, parse_bytes, parse_seconds, size_text
 from ..engine.defaults import H100_VLLM_V1
 from . import bounds, bucket_rules, kernels, probe, regimes
 from .batching import BATCHING, batching_kind
@@ -342,7 +342,7 @@ def _service(
     if sv.memory.fixed > sv.memory.budget:
         raise Invalid(
             "service.memory.fixed",
-            f"{sv.memory.fixed:.0f} bytes exceed the budget of {sv.memory.budget:.0f} bytes",
+            f"{size_text(sv.memory.fixed)} exceed the budget of {size_text(sv.memory.budget)}",
         )
     per_request = _expr(sv.memory.per_request, "service.memory.per_request", size_fields, constants, unit="bytes")
     slo = Slo(sv.slo.deadline, sv.slo.ttft, sv.slo.tpot, sv.slo.attainment)

@@ -21,6 +21,7 @@ from ..traffic import (
     Diurnal, Empirical, Exponential, Fixed, Gamma, LogNormal, OnOff, Poisson,
     SizeDistribution, Trace, TraceReplay, Uniform, load_trace,
 )
+from ..units import size_text
 from . import bounds
 from . import schema as s
 from .batching import BATCHING, batching_kind
@@ -127,7 +128,7 @@ def regime(name: str, r: s.RegimeSpec, base: Path, service: Service) -> Regime:
     if r.memory_budget is not None and r.memory_budget < service.memory.fixed:
         raise Invalid(
             f"{key}.memory_budget",
-            f"{r.memory_budget:.0f} bytes is below service.memory.fixed ({service.memory.fixed:.0f} bytes)",
+            f"{size_text(r.memory_budget)} is below service.memory.fixed ({size_text(service.memory.fixed)})",
         )
     bounds.check_sample(key, arrivals.busiest(), r.horizon)
     if r.warmup is not None and r.warmup >= r.horizon:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import reprlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, model_validator
 
 from ..errors import SHOWN_CHARS, shown_value
-from ..units import parse_bytes, parse_seconds
+from ..units import BYTE_UNITS, TIME_UNITS, is_bare_number, parse_bytes, parse_seconds
 from .batching import BATCHING
 
 
@@ -51,11 +51,17 @@ def show(value: object) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
 
 
-def _quantity(parse: Callable[[object], float], positive: bool) -> Callable[[object], float]:
-    """A validator that parses a quantity and refuses negative (or, if asked, zero) values."""
+def _quantity(parse: Callable[[object], float], positive: bool, units: Mapping[str, float],
+              example: str) -> Callable[[object], float]:
+    """A validator that parses a quantity and refuses negative (or, if asked, zero) values,
+    and a bare number other than 0: ``tpot: 60`` read as 60 seconds and ``budget: 80``
+    as 80 bytes, silently, where their writers meant milliseconds and gigabytes."""
 
     def check(value: object) -> float:
         number = parse(value)
+        if number != 0 and is_bare_number(value):
+            raise ValueError(f"{show(value)} has no unit: write it with one, e.g. '{value} {example}' "
+                             f"(units: {', '.join(units)})")
         if number < 0:
             raise ValueError(f"must not be negative but got {show(value)}")
         if positive and number == 0:
@@ -129,10 +135,10 @@ def _bare_size(value: object) -> object:
     return value
 
 
-Seconds = Annotated[float, BeforeValidator(_quantity(parse_seconds, positive=False))]
-PositiveSeconds = Annotated[float, BeforeValidator(_quantity(parse_seconds, positive=True))]
-Bytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, positive=False))]
-PositiveBytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, positive=True))]
+Seconds = Annotated[float, BeforeValidator(_quantity(parse_seconds, False, TIME_UNITS, "ms"))]
+PositiveSeconds = Annotated[float, BeforeValidator(_quantity(parse_seconds, True, TIME_UNITS, "ms"))]
+Bytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, False, BYTE_UNITS, "GiB"))]
+PositiveBytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, True, BYTE_UNITS, "GiB"))]
 ExprText = Annotated[Union[int, float, str], PlainValidator(_expr_text)]
 BatchingName = Annotated[str, PlainValidator(_batching_name)]
 Scalar = Annotated[Union[int, float, str, bool], PlainValidator(_scalar)]
