@@ -215,6 +215,25 @@ def test_a_nan_shape_serves_the_last_bucket_on_every_path(tmp_path):
     assert two.pick({"B": nan, "L": 100}) == {"i": 2} and two.pick({"B": 1, "L": nan}) == {"i": 1}
 
 
+def test_numbers_written_as_text_are_read_as_numbers_with_one_warning_per_operator(tmp_path, caplog):
+    """``config("down", {"M": "4"})`` used to serve the last bucket silently (a prefill
+    config for a decode launch); now "4" is read as 4, and anything else that is not a
+    number still gets the last bucket, each operator warned once."""
+    edges = [16, 64, 8192]
+    d = rt.load_table(export_json("toy", bucketed(edges) + bucketed(edges, op="o"), tmp_path / "b.json"))
+    with caplog.at_level(logging.WARNING, "tuner.runtime"):
+        assert d.config("qkv", {"M": "4"}) == bucket_params("light", 0) == d.config("qkv", {"M": 4})
+        assert d.config("qkv", {"M": "100.0"}) == bucket_params("light", 2)
+        assert d.config("qkv", {"M": 40.0}) == bucket_params("light", 1)  # a float is a number: no warning
+        assert d.config("o", {"M": "four"}) == bucket_params("light", 2)
+        assert d.config("o", {"M": "4"}) == bucket_params("light", 0)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2
+    assert "config('qkv', ...): shape {'M': '4'} has numbers written as text; read as numbers" in messages[0]
+    assert "config('o', ...): shape {'M': 'four'} is not a mapping of M to numbers; serving the last bucket" \
+        in messages[1]
+
+
 def test_observations_that_are_not_finite_numbers_are_ignored_with_one_warning_each(exported, caplog):
     """A serving engine's bad reading (NaN, inf, a string) must not raise inside it:
     ignored, the estimates kept, one warning per kind of observation."""

@@ -18,6 +18,7 @@ sequence that reads between two ticks gets the same regime's config.
 from __future__ import annotations
 
 import logging
+import numbers
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -136,8 +137,9 @@ class Dispatcher:
         (``{"M": 4096}``, as ``triton.autotune(key=…)`` reads them; other entries are
         ignored). The bucket is the first whose upper edge is at least the value; a value
         above the last edge gets the last bucket; a missing ``shape``, a missing key value
-        or one that is not a number gets the last bucket along that dimension. An
-        operator with one bucket ignores ``shape``. Never raises.
+        or one that is not a number gets the last bucket along that dimension, except a
+        number written as text (``"4"``), read as the number; either warns once per
+        operator. An operator with one bucket ignores ``shape``. Never raises.
         """
         try:
             single, dim, index, size, params, entry = self._lookup[op]
@@ -162,7 +164,7 @@ class Dispatcher:
                     if 0 <= row < rows and 0 <= column < columns:
                         return params[outer[row] + inner[column]]
             except Exception:  # noqa: BLE001 - a shape that is not a mapping, a value that is not an integer
-                pass
+                return self._odd_shape(op, shape, entry)
         return entry.pick(shape)
 
     def config_name(self, op: str, shape: Mapping[str, Any] | None = None) -> str | None:
@@ -433,12 +435,52 @@ class Dispatcher:
                             f"{self._state.table.source}; serving its fallback {dict(params)!r}")
         return params
 
+    def _odd_shape(self, op: str, shape: Any, entry: OpConfigs) -> Params:
+        """The params for a shape the fast path could not read. A float or a NumPy integer
+        is a number: bisected, no warning. A number written as text (``{"M": "4"}``) is read
+        as that number, and any other key value gets the last bucket, as documented; both
+        warn once per operator, since the last bucket of a GEMM keyed on M is its prefill
+        config, which a decode launch would then run silently."""
+        try:
+            values = {dim: shape[dim] for dim in entry.key if dim in shape}
+        except Exception:  # noqa: BLE001 - a shape that is not a mapping: the last bucket
+            values = None
+        if values is not None and all(_is_number(v) for v in values.values()):
+            return entry.pick(shape)
+        read = None if values is None else {dim: _as_number(v) for dim, v in values.items()}
+        if read is not None and None not in read.values():
+            self._warn_once(f"shape:{op}", f"tuner.runtime: config({op!r}, ...): shape {short_repr(values)} has "
+                            "numbers written as text; read as numbers (pass ints, as triton.autotune's key does)")
+            return entry.pick(read)
+        self._warn_once(f"shape:{op}", f"tuner.runtime: config({op!r}, ...): shape {short_repr(shape)} is not a "
+                        f"mapping of {', '.join(entry.key)} to numbers; serving the last bucket")
+        return entry.pick(shape)
+
     def _warn_once(self, key: str, message: str) -> None:
         with self._warn_lock:
             if key in self._warned:
                 return
             self._warned.add(key)
         logger.warning(message)
+
+
+def _is_number(value: Any) -> bool:
+    """A real number: an int (a bool is one), a float, a NumPy scalar."""
+    return isinstance(value, numbers.Real)
+
+
+def _as_number(value: Any) -> float | None:
+    """``value`` as a number: itself when it is one, a number written as text parsed,
+    else None."""
+    if _is_number(value):
+        return value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() else number
+    return None
 
 
 def load_table(
