@@ -378,7 +378,7 @@ def test_table_show_gives_the_workspace_at_the_largest_shape_per_row():
     from tuner.cli import main
 
     result = CliRunner().invoke(main, ["table", "show", "--storage", f"sqlite:///{EXAMPLE}", "--problem",
-                                       "llm_decode"], env={"COLUMNS": "400"})
+                                       "llm_decode", "--wide"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     assert "workspace at largest" in result.output and "64 KiB" in result.output  # heavy/down at M..1
     shown = json.loads(CliRunner().invoke(main, ["table", "show", "--json", "--storage", f"sqlite:///{EXAMPLE}",

@@ -20,8 +20,8 @@ ROW_KEYS = {"problem", "regime", "op", "bucket", "bucket_bounds", "config", "par
             "oracle_goodput_rps", "regime_rate_rps", "source", "device"}
 
 
-def run(*args: object):
-    return CliRunner().invoke(main, [str(a) for a in args])
+def run(*args: object, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, [str(a) for a in args], env=env)
 
 
 def one_line_error(result, *needles: str) -> str:
@@ -79,6 +79,22 @@ def test_table_show_json_lists_row_objects(tuned):
 def test_table_show_prints_a_table(tuned):
     result = run("table", "show", "--storage", db(tuned), "--problem", "seed_example")
     assert result.exit_code == 0 and "tuner:seed_example:heavy:" in result.stdout
+
+
+def test_table_show_reads_in_a_screen_filters_and_widens(tuned):
+    """By default what differs from the baseline per (regime, operator); --regime and --op
+    filter; --wide gives every bucket with its parameters; an unknown name is one line."""
+    shown = run("table", "show", "--storage", db(tuned), env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    out = shown.stdout
+    assert "= baseline" in out and "all: lean ← fast" in out and "variant=" not in out
+    heavy = run("table", "show", "--storage", db(tuned), "--regime", "heavy", "--op", "stage",
+                env={"COLUMNS": "200"}).stdout
+    assert "heavy" in heavy and "light" not in heavy and "bursty" not in heavy
+    wide = run("table", "show", "--storage", db(tuned), "--wide", env={"COLUMNS": "200"}).stdout
+    assert "variant=lean" in wide and "workspace at largest" in wide
+    bad = run("table", "show", "--storage", db(tuned), "--regime", "rush")
+    one_line_error(bad, "--regime 'rush': no such regime in the table (light, bursty, heavy)")
 
 
 def test_table_export_json_and_vllm(tuned, tmp_path):

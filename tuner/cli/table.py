@@ -51,12 +51,20 @@ def _rows(storage: str, problem: str | None, *, one_problem: bool):
 @table.command()
 @storage_option()
 @click.option("--problem", default=None, help="Only this problem's rows (its name in the problem file).")
+@click.option("--regime", "regimes", multiple=True, help="Only this regime's rows (repeatable).")
+@click.option("--op", "ops", multiple=True, help="Only this operator's rows (repeatable).")
+@click.option("--wide", is_flag=True,
+              help="Every (regime, operator, bucket) with its parameters, workspace and full names, instead of "
+                   "what differs from the baseline.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of row objects (TableRow.to_dict()).")
 @one_line_errors
-def show(storage: str, problem: str | None, as_json: bool) -> None:
-    """Print the config table: per regime its goodput against the baselines, then one row
-    per (regime, operator, bucket) with its config."""
+def show(storage: str, problem: str | None, regimes: tuple[str, ...], ops: tuple[str, ...], wide: bool,
+         as_json: bool) -> None:
+    """Print the config table: per regime its goodput against the baselines, then per
+    (regime, operator) the buckets whose config differs from the baseline's (--wide: every
+    bucket, in full)."""
     _, rows = _rows(storage, problem, one_problem=False)
+    rows = _filtered(rows, storage, regime=regimes, op=ops)
     if as_json:
         click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
         return
@@ -70,7 +78,48 @@ def show(storage: str, problem: str | None, as_json: bool) -> None:
     for row in _first_of_each_regime(rows):  # the regimes that hold THE baseline's configs, and why
         if row.guard:
             console.print(f"{row.problem} / {row.regime}: {row.guard}", highlight=False, soft_wrap=True)
-    console.print(config_table(rows))
+    console.print(config_table(rows) if wide else differences_table(rows))
+
+
+def _filtered(rows: Sequence[TableRow], storage: str, **wanted: tuple[str, ...]) -> list[TableRow]:
+    """The rows whose ``regime``/``op`` is among those asked for (all when none are).
+
+    Raises:
+        TunerError: a name no row has (the known names listed).
+    """
+    kept = list(rows)
+    for field, names in wanted.items():
+        if not names:
+            continue
+        known = list(dict.fromkeys(getattr(row, field) for row in kept))
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise TunerError(f"{storage}: --{field} {shown_value(unknown[0])}: no such {field} in the table "
+                             f"({', '.join(known) or 'none'})")
+        kept = [row for row in kept if getattr(row, field) in names]
+    return kept
+
+
+def differences_table(rows: Sequence[TableRow]) -> Any:
+    """One line per (problem, regime, operator): ``= baseline`` where every bucket holds
+    the per-bucket isolated-fastest config, else each bucket that does not, with both
+    names. A 2,000-row table reads in a screen; ``--wide`` gives every row."""
+    from rich.table import Table
+
+    view = Table(title="configs per (regime, operator): where they differ from the per-bucket isolated-fastest "
+                       "baseline (--wide: every bucket)", title_justify="left")
+    for column in ("problem", "regime", "op", "buckets", "tuned config ← baseline's"):
+        view.add_column(column, overflow="fold")
+    grouped: dict[tuple[str, str, str], list[TableRow]] = {}
+    for row in rows:
+        grouped.setdefault((row.problem, row.regime, row.op), []).append(row)
+    for (problem, regime, op), cells in grouped.items():
+        differ = [r for r in cells if r.config != r.baseline_config]
+        text = "= baseline" if not differ else "\n".join(
+            f"{bucket_label(r.bucket_bounds) or 'all'}: {r.config} ← {r.baseline_config}" for r in differ)
+        view.add_row(problem, regime, op, f"{len(differ)} of {len(cells)} differ" if differ else str(len(cells)),
+                     text)
+    return view
 
 
 def regime_table(rows: Sequence[TableRow], storage: str) -> Any:
@@ -125,7 +174,7 @@ def config_table(rows: Sequence[TableRow]) -> Any:
     view = Table(title="configs per (regime, operator, bucket)", title_justify="left")
     for column in ("problem", "regime", "op", "bucket", "config", "params", "workspace at largest shape",
                    "baseline config", "source", "device"):
-        view.add_column(column)
+        view.add_column(column, overflow="fold")  # full names: --wide is for reading them
     for row in rows:
         params = ", ".join(f"{k}={v}" for k, v in row.params.items())
         baseline = "same" if row.baseline_config == row.config else row.baseline_config
