@@ -234,6 +234,31 @@ def test_numbers_written_as_text_are_read_as_numbers_with_one_warning_per_operat
         in messages[1]
 
 
+def test_a_switch_never_asks_for_a_config_no_graph_captured(tmp_path):
+    """An engine that declares vLLM-style capture sizes captures, at start-up, one graph per
+    distinct graph_key over the regimes; then, whatever regime the dispatcher switches to,
+    every padded decode step (13 sequences run as 16) finds its configs, as config() serves
+    them, among the captured graphs. o holds the same configs in both regimes (stable);
+    qkv differs per regime and bucket."""
+    edges = [1, 4, 16, 8192]
+    table_rows = bucketed(edges) + bucketed(edges, op="o")
+    same = {(r.op, r.bucket): r.params for r in table_rows if r.regime == "light"}
+    table_rows = [r if r.op == "qkv" else replace(r, params=same[(r.op, r.bucket)]) for r in table_rows]
+    d = rt.load_table(export_json("toy", table_rows, tmp_path / "g.json"))
+    sizes, dims = [1, 2, 4, 8, 16], {"qkv": "M", "o": "M"}
+    listed = rt.graph_configs(d.table, sizes, dims)
+    assert listed["qkv"][16] == {"light": bucket_params("light", 2), "heavy": bucket_params("heavy", 2)}
+    assert rt.graph_stable(d.table, sizes, dims) == ("o",)
+    captured = {rt.graph_key(d.table, regime, size, dims) for regime in d.table.regimes for size in sizes}
+    for regime in ("heavy", "light", "heavy"):
+        d.set_regime(regime)
+        for step in range(1, 17):
+            padded = next(s for s in sizes if s >= step)
+            served = tuple((op, tuple(sorted((k, repr(v)) for k, v in d.config(op, {"M": padded}).items())))
+                           for op in sorted(dims))
+            assert served in captured, (regime, step)
+
+
 def test_observations_that_are_not_finite_numbers_are_ignored_with_one_warning_each(exported, caplog):
     """A serving engine's bad reading (NaN, inf, a string) must not raise inside it:
     ignored, the estimates kept, one warning per kind of observation."""

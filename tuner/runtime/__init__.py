@@ -16,11 +16,12 @@ from __future__ import annotations
 from .autotune import Autotuned, autotune
 from .classify import RateClassifier
 from .dispatcher import Dispatcher, load_table
+from .graphs import graph_configs, graph_key, graph_stable
 from .monitor import LoadMonitor, LoadSnapshot
 from .served import OpConfigs, Table, read_table
 from ..requirements import LaunchNeeds, Requirements
 
 __all__ = [
     "Autotuned", "Dispatcher", "LaunchNeeds", "LoadMonitor", "LoadSnapshot", "OpConfigs", "RateClassifier",
-    "Requirements", "Table", "autotune", "load_table", "read_table",
+    "Requirements", "Table", "autotune", "graph_configs", "graph_key", "graph_stable", "load_table", "read_table",
 ]
