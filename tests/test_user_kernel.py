@@ -275,6 +275,14 @@ def test_a_memory_bound_cost_prices_the_bytes_moved(tmp_path, resources):
     ({"user.configs": "tutorial_matmul:NO_WARPS_CONFIGS"},
      "families.tutorial.user.configs", "configs 0 sets num_warps to None"),
     ({"user.workspace": "0 - M"}, "families.tutorial", "the workspace of tutorial_matmul:matmul_kernel at M="),
+    # cost expressions that divide by zero or leave their domain were tracebacks
+    ({"user.cost": {"memory_bound": {"bytes": "M / (N - N)"}}}, "families.tutorial",
+     "cannot be evaluated: ZeroDivisionError"),
+    ({"user.cost": {"memory_bound": {"bytes": "M * N", "flops": "sqrt(0 - M)"}}}, "families.tutorial",
+     "the cost's flops of tutorial_matmul:matmul_kernel at M=1, N=4096, K=4096 cannot be evaluated: ValueError"),
+    ({"user.cost": {"gemm": {"M": "M // (K - K)", "N": "N", "K": "K", "tile": {
+        "BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K"}}}},
+     "families.tutorial", "the gemm cost's M of tutorial_matmul:matmul_kernel at M="),
 ])
 def test_user_code_that_cannot_work_is_one_line_naming_the_key(tmp_path, resources, change, key, reason):
     doc = json.loads(json.dumps(PROBLEM))

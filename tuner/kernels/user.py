@@ -180,14 +180,14 @@ class UserKernelFamily:
                                                   if p.name in call.types))
         dims = {k: int(shape[k]) for k in self.shape_keys}
         if isinstance(self._cost, GemmCost):
-            m, n, k = (int(f(dims)) for f in (self._cost.m, self._cost.n, self._cost.k))
+            m, n, k = (int(_amount(f"the gemm cost's {name} of {self.name}", f, dims))
+                       for name, f in (("M", self._cost.m), ("N", self._cost.n), ("K", self._cost.k)))
             modeled = tuple((model, config[mine]) for model, mine in self._cost.tile) + (("M", m), ("N", n), ("K", k))
             flops, dram = 2.0 * m * n * k, float((m * k + k * n) * in_bytes + m * n * out_bytes)
         else:
             modeled = ()
-            flops = _amount(f"the cost's flops of {self.name}",
-                            self._cost.flops(dims) if self._cost.flops is not None else 0.0, dims)
-            dram = _amount(f"the cost's bytes of {self.name}", self._cost.bytes(dims), dims)
+            flops = _amount(f"the cost's flops of {self.name}", self._cost.flops, dims)
+            dram = _amount(f"the cost's bytes of {self.name}", self._cost.bytes, dims)
         step = make_launch(
             self.name.rsplit(":", 1)[-1], self.fn, call.types, constexprs,
             num_warps=int(config.get("num_warps", 4)), num_stages=int(config.get("num_stages", 3)),
@@ -196,8 +196,7 @@ class UserKernelFamily:
                       if name in call.types},
         )
         launch = step.launch.modeled_as(modeled)
-        workspace = _amount(f"the workspace of {self.name}",
-                            self._workspace(dims) if self._workspace is not None else 0.0, dims)
+        workspace = _amount(f"the workspace of {self.name}", self._workspace, dims)
         return LaunchPlan((launch,), workspace)
 
     def make_inputs(self, shape: Shape, *, seed: int, dtype: Any, device: str) -> dict[str, Any]:
@@ -288,14 +287,20 @@ def _argument_type(name: str, value: Any) -> str:
     raise KernelError(f"argument {name} is a {type(value).__name__}; tuner types tensors, ints, floats and bools")
 
 
-def _amount(what: str, value: Any, dims: Mapping[str, int]) -> float:
-    """A count a user's expression gave (FLOPs, bytes): a finite number >= 0, else one line."""
+def _amount(what: str, expression: Dimension | None, dims: Mapping[str, int]) -> float:
+    """A count a user's expression gives at ``dims`` (FLOPs, bytes, a GEMM's M): a finite
+    number >= 0 (0 without an expression), else one line, also when evaluating it divides
+    by zero or leaves its domain (``sqrt`` of a negative), as the second fuzz round found."""
+    shown = ", ".join(f"{k}={v}" for k, v in dims.items())
+    try:
+        value = 0.0 if expression is None else expression(dims)
+    except (ArithmeticError, ValueError) as exc:
+        raise KernelError(f"{what} at {shown} cannot be evaluated: {type(exc).__name__}: {exc}") from None
     try:
         number = float(value)
     except (TypeError, ValueError, OverflowError):
         number = math.nan
     if not (math.isfinite(number) and number >= 0.0):
-        shown = ", ".join(f"{k}={v}" for k, v in dims.items())
         raise KernelError(f"{what} at {shown} is {value!r}; it must be a finite number >= 0")
     return number
 
