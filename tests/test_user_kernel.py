@@ -311,6 +311,27 @@ def test_validate_exits_2_with_one_line(tmp_path):
     assert done.stderr.count("\n") == 1 and "problem.yaml: families.tutorial.user" in done.stderr
 
 
+def test_traceback_shows_the_users_own_exception_after_the_one_line(tmp_path, monkeypatch):
+    """The one line names the user's exception; --traceback (or TUNER_DEBUG=1) adds the
+    trace of every link down to it, the user's module first, the one line still last."""
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+
+    doc = json.loads(json.dumps(PROBLEM))
+    doc["families"]["tutorial"]["user"]["arguments"] = "tutorial_matmul:grid_raises"
+    path = write(tmp_path, doc)
+    monkeypatch.setenv("TUNER_DEBUG", "0")  # restored after, though --traceback sets it in this process
+    plain = CliRunner().invoke(main, ["validate", str(path)])
+    assert plain.exit_code == 2 and plain.stderr.count("\n") == 1 and "Traceback" not in plain.stderr
+    traced = CliRunner().invoke(main, ["--traceback", "validate", str(path)])
+    assert traced.exit_code == 2
+    lines = traced.stderr.splitlines()
+    assert lines[-1] == plain.stderr.strip() and lines[0] == "Traceback (most recent call last):"
+    user = lines.index("KeyError: 'NO_SUCH_PARAMETER'")
+    assert any("tutorial_matmul.py" in line for line in lines[:user])
+
+
 def test_user_code_that_prints_or_exits_is_fenced(tmp_path, resources, capsys):
     """The second fuzz round: a kernel module printing at import corrupted `simulate
     --json`, and `sys.exit()` in a builder ended tuner silently with its code. Prints go

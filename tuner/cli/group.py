@@ -7,7 +7,9 @@ imports them all, so the package sits above its commands and nothing imports it 
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -56,11 +58,33 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except TunerError as exc:
+            print_trace(exc)
             fail(str(exc))
         except OSError as exc:
+            print_trace(exc)
             fail(f"{shortened(exc.filename or '')}: {exc.strerror or exc}".lstrip(": "))
 
     return wrapper
+
+
+#: Set (to anything but "" or "0"), an error's one line follows the full trace of what
+#: raised it: the user code's own exception included, which the line only names.
+DEBUG_ENV = "TUNER_DEBUG"
+
+
+def print_trace(exc: BaseException) -> None:
+    """With ``$TUNER_DEBUG`` (or ``tuner --traceback``), the trace of the exception that
+    caused ``exc`` (a user's builder raising ``KeyError``, which the one line names) and of
+    ``exc`` itself, on stderr; nothing otherwise."""
+    if os.environ.get(DEBUG_ENV, "") in ("", "0"):
+        return
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and link not in chain:  # `raise ... from None` hides the context: walk it anyway
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    for raised in reversed(chain):  # the innermost first: the user's code, where the trouble began
+        traceback.print_exception(raised, chain=False, file=sys.stderr)
 
 
 def storage_option(help: str = "Database URL (any SQLAlchemy/Optuna URL) or SQLite file",
@@ -158,9 +182,18 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
+def _debugging(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``--traceback``: set ``$TUNER_DEBUG`` for this process and the helpers it starts."""
+    if value:
+        os.environ[DEBUG_ENV] = "1"
+
+
 @click.group(cls=_Tuner, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version, and whether the simulator core runs compiled, and exit.")
+@click.option("--traceback", is_flag=True, expose_value=False, is_eager=True, callback=_debugging,
+              help=f"After an error's one line, print the full trace of what raised it (your code's included); "
+                   f"the same as ${DEBUG_ENV}=1.")
 def main() -> None:
     """Load-aware autotuning: pick kernel configs by service goodput, not isolated latency."""
 
