@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,11 @@ from sqlalchemy import create_engine, text
 from tuner.problem import Problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: Commands without --storage keep their compile cache and last-tune notes in the user's
+#: cache directory (tuner.profile.user_cache): the suite's own, so no test writes outside
+#: a temporary directory (subprocesses inherit it).
+os.environ["TUNER_CACHE_DIR"] = tempfile.mkdtemp(prefix="tuner-test-cache-")
 
 try:  # the fuzz suite's profiles (tests/test_fuzz.py); hypothesis comes with the `test` extra
     from hypothesis import HealthCheck, Phase, settings

@@ -98,7 +98,19 @@ def storage_option(help: str = "Database URL (any SQLAlchemy/Optuna URL) or SQLi
 
 def database_url(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> str | None:
     """A ``--storage`` value as a URL: a plain path is a SQLite file (``results.db`` →
-    ``sqlite:///results.db``), as the runtime reads it; a JSON export stays a path."""
+    ``sqlite:///results.db``), as the runtime reads it; a JSON export stays a path.
+    Left to its default with no ``results.db`` here, the database the last ``tuner tune``
+    in this directory wrote, said on stderr (:func:`tuner.profile.user_cache.last_tune`)."""
+    if ctx is not None and param is not None and param.name is not None \
+            and ctx.get_parameter_source(param.name) is click.core.ParameterSource.DEFAULT \
+            and not os.path.exists("results.db"):
+        from ..profile.user_cache import last_tune
+
+        remembered = last_tune()
+        if remembered is not None:
+            click.echo(f"tuner: note: no results.db here; reading {remembered}, which the last tuner tune in "
+                       "this directory wrote", err=True)
+            return remembered
     if value is None or "://" in value or value.endswith(".json"):
         return value
     return f"sqlite:///{value}"
@@ -108,7 +120,7 @@ def kept_database_url(ctx: click.Context | None, param: click.Parameter | None, 
     """:func:`database_url`, refusing an in-memory SQLite database (``sqlite://``): a
     command that writes would report its rows or compiles written, and the database would
     be gone when tuner exits (each worker process would even get a database of its own)."""
-    url = database_url(ctx, param, value)
+    url = database_url(None, None, value)  # a command that writes writes where it is told: no lookup
     if url is not None and _in_memory(url):
         raise click.BadParameter(f"{shown_value(value)} is an in-memory database, gone when tuner exits; "
                                  "name a file (results.db) or a database server's URL")

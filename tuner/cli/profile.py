@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..errors import TunerError
-from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option
+from .group import DEFAULT_PROBLEM, kept_database_url, main, one_line_errors
 from .params import COUNT, Choice
 from .progress import TerminalProgress, quiet_option
 
@@ -46,7 +46,10 @@ def _pairs(texts: tuple[str, ...], what: str) -> dict[str, object]:
 @click.argument("problem", required=False, type=click.Path(path_type=Path))
 @click.option("--device", type=Choice(DEVICES), default=None,
               help="Device preset to profile on (default: the problem's); 'cuda' measures on this machine's GPU.")
-@storage_option("Database of the compile cache.", writes=True)
+@click.option("--storage", envvar="TUNER_STORAGE", default=None, callback=kept_database_url,
+              help="Database of the compile cache (and of what --device cuda measures). [default: $TUNER_STORAGE, "
+                   "else compiled.db in the user's cache directory: $TUNER_CACHE_DIR, $XDG_CACHE_HOME/tuner or "
+                   "~/.cache/tuner; never ./results.db unless named]")
 @click.option("--workers", default=2, show_default=True, type=COUNT, help="Processes compiling at once.")
 @click.option("--family", default=None, help="Profile one shape of this kernel family instead of a problem.")
 @click.option("--option", "options", multiple=True, metavar="K=V", help="Family option, e.g. epilogue=gated_silu.")
@@ -65,8 +68,14 @@ def profile(problem: Path | None, device: str | None, storage: str, workers: int
 
         require_cuda()
     from ..profile.cache import CompileCache
+    from ..profile.user_cache import compile_cache_url
     from ..bundled import EXAMPLE_DATABASE
 
+    if storage is None:
+        storage, unwritable = compile_cache_url()
+        if storage is None:
+            raise TunerError(f"no compile cache to write: {unwritable}; set TUNER_CACHE_DIR to a writable directory "
+                             "or give --storage")
     with CompileCache(storage, fallback=CompileCache.read_only(EXAMPLE_DATABASE)) as cache:
         if family is not None:
             _one(family, options, shape, config, best, device, cache, as_json)

@@ -102,6 +102,7 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     from ..processes import quiet_logs
     from ..search.leases import Worker
     from ..search.parallel import default_processes, load_for_tuning
+    from ..profile.user_cache import remember_tune
     from ..search.summary import print_outcomes
     from ..store.store import parse_url, shown
 
@@ -129,6 +130,7 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     except (SQLAlchemyError, optuna.exceptions.OptunaError) as exc:
         fail(database_error(where, exc))
     print_outcomes(loaded, outcomes, where)
+    remember_tune(storage)  # so that `table show`, `dashboard`… here find it without --storage
     written = {outcome.regime for outcome in outcomes}
     for name in chosen or loaded.regimes:
         if name not in written:

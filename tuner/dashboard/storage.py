@@ -60,7 +60,11 @@ def readonly_study_storage(url: str):
 
 
 def default_storage() -> str:
-    """``results.db`` in the working directory, else the bundled example database."""
+    """``results.db`` in the working directory, else the database the last ``tuner tune``
+    here wrote (:func:`tuner.profile.user_cache.last_tune`), else the bundled example."""
     from ..bundled import EXAMPLE_DATABASE
+    from ..profile.user_cache import last_tune
 
-    return "sqlite:///results.db" if Path("results.db").is_file() else f"sqlite:///{EXAMPLE_DATABASE}"
+    if Path("results.db").is_file():
+        return "sqlite:///results.db"
+    return last_tune() or f"sqlite:///{EXAMPLE_DATABASE}"

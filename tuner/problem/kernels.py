@@ -70,12 +70,14 @@ def kernel_families(
     from ..kernels import FAMILIES, get_family
     from ..kernels.family import all_configs
     from ..profile.collective import priced_profile
-    from ..profile.measured import MeasuredStore
+    from ..profile.measured import MeasuredStore, MeasuredStores
     from ..profile.modeled import LazyCompileCache, ModeledProfile
+    from ..profile.user_cache import existing_cache_url
 
     source = resources if resources is not None else LazyCompileCache.from_environment()
     url = getattr(source, "url", None)
-    measured = MeasuredStore(url) if url else None
+    urls = list(dict.fromkeys(u for u in (url, existing_cache_url()) if u))
+    measured = MeasuredStores([MeasuredStore(u) for u in urls]) if urls else None
     families: dict[str, Family] = {}
     for fname, fam in spec.families.items():
         if fam.kernel is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -119,3 +119,21 @@ class MeasuredStore:
         except SQLAlchemyError as exc:
             raise StorageError(f"measured profiles at {self.url}: {str(exc).splitlines()[0]}") from exc
         return {tuple(sorted(json.loads(r.shape_json).items())): r.latency_s for r in rows}
+
+
+class MeasuredStores:
+    """Measured latencies read from several databases, the first that has a config's
+    winning: a tune's own database, then the user's cache directory, where ``tuner
+    profile --device cuda`` measures when no ``--storage`` names a database."""
+
+    def __init__(self, stores: Sequence[MeasuredStore]) -> None:
+        self.stores = tuple(stores)
+
+    def latencies(self, family: str, options: Mapping[str, Any], config: Mapping[str, Any],
+                  device_preset: str, triton_version: str) -> dict[tuple[tuple[str, int], ...], float]:
+        """:meth:`MeasuredStore.latencies` of the first store that has any."""
+        for store in self.stores:
+            found = store.latencies(family, options, config, device_preset, triton_version)
+            if found:
+                return found
+        return {}

@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import IllegalConfigError
@@ -44,26 +45,60 @@ class LazyCompileCache:
     """A compile cache opened on first use, so loading a problem touches no database.
 
     Misses fall back on the compile cache committed in ``results.db.example`` (read
-    only) before compiling, and what is found there is copied into ``url``.
+    only) before compiling, and what is found there is copied into ``url``. Without a
+    ``url`` (no writable cache directory) compiles are kept in memory for the run.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str | None, unwritable: str | None = None) -> None:
         self.url = url
+        self.unwritable = unwritable
         self._cache: ResourceSource | None = None
 
     @classmethod
     def from_environment(cls) -> LazyCompileCache:
-        return cls(os.environ.get("TUNER_STORAGE", "sqlite:///results.db"))
+        """The cache of a command that names no database: ``$TUNER_STORAGE``, else the
+        user's cache directory (:mod:`tuner.profile.user_cache`), never ``./results.db``."""
+        from .user_cache import compile_cache_url
+
+        return cls(*compile_cache_url())
 
     def opened(self) -> ResourceSource:
         if self._cache is None:
             from .cache import CompileCache, example_fallback
 
-            self._cache = CompileCache(self.url, fallback=example_fallback())
+            if self.url is None:
+                _say_once(f"tuner: warning: no compile cache ({self.unwritable}): kernels compiled in this run are "
+                          "kept in memory only; set TUNER_CACHE_DIR to a writable directory")
+                self._cache = example_fallback()
+            else:
+                self._cache = CompileCache(self.url, fallback=_user_cache_fallback(self.url))
         return self._cache
 
     def get_or_compile(self, launch: KernelLaunch, device: DevicePreset) -> CompiledResources:
         return self.opened().get_or_compile(launch, device)
+
+
+_SAID: set[str] = set()
+
+
+def _user_cache_fallback(url: str) -> Any:
+    """What a compile cache at ``url`` falls back on: the user's cache directory (what
+    ``tuner simulate`` and ``tuner profile`` compiled there, read only), then the committed
+    ``results.db.example``; the example alone when ``url`` is the user's cache."""
+    from .cache import CompileCache, example_fallback
+    from .user_cache import existing_cache_url
+
+    cached = existing_cache_url()
+    if cached is None or cached == url:
+        return example_fallback()
+    return CompileCache.read_only(Path(cached.removeprefix("sqlite:///")), fallback=example_fallback())
+
+
+def _say_once(message: str) -> None:
+    """A warning on stderr, once per process (the cache is opened deep inside a load)."""
+    if message not in _SAID:
+        _SAID.add(message)
+        print(message, file=sys.stderr)
 
 
 @dataclass(frozen=True)
