@@ -191,6 +191,8 @@ DERIVED: dict[str, Callable[[], Any]] = {
     "insignificant_capacity_ratios": lambda: [
         r["capacity_ratio"] for r in lookup("headline/rows")
         if r["capacity_ratio"] is not None and abs(r["capacity_delta_rps"]) <= r["capacity_delta_ci_rps"]],
+    "guard_kept": lambda: sum(bool(r.get("guard")) for r in lookup("headline/rows")),
+    "headline_regimes": lambda: len(lookup("headline/rows")),
     "horizon_llm_goodput_vs_baseline": lambda: [
         h["goodput"]["tuned_over_per_bucket_isolated_fastest"] for h in lookup("bench_horizon_llm_decode_heavy/horizons")],
     "horizon_llm_seconds": lambda: sum(h["seconds"] for h in lookup("bench_horizon_llm_decode_heavy/horizons")),
