@@ -33,7 +33,7 @@ from sqlalchemy import create_engine, text
 from tuner.problem import load_problem
 from tuner.problem.assignment import Assignment
 from tuner.search import TuneSettings, evaluate, study_name, tune_problem
-from tuner.store import Store
+from tuner.store import SCHEMA_VERSION, Store
 from tuner.store.store import resolve_url
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -218,7 +218,7 @@ def test_a_database_of_another_schema_version_is_refused_untouched(problem_file,
         connection.execute(text("INSERT INTO tuner_schema VALUES (1, 2)"))
     engine.dispose()
     line = one_line(worker_cli(problem_file, postgres_url))
-    assert "tuner schema version 2 found, this tuner reads and writes version 4" in line
+    assert f"tuner schema version 2 found, this tuner reads and writes version {SCHEMA_VERSION}" in line
     assert tables(postgres_url) == {"tuner_schema"}  # no Optuna table, no other tuner table
 
 

@@ -61,11 +61,13 @@ def test_the_first_table_is_short_and_comes_before_any_set_up_timing() -> None:
     assert not re.search(r"<!--fig (setup_and_tests|bench_tune)/", before)
 
 
-def test_the_first_tables_rows_go_from_gains_to_no_difference_to_losses() -> None:
+def test_the_first_tables_rows_go_from_gains_to_no_difference_and_none_is_a_loss() -> None:
+    """Gains first, then no difference; a loss would sort last, and the guard (issue 38)
+    promises there is none: a regime keeps the baseline's configs rather than lose."""
     _, rows, _ = first_table(README.read_text())
     rank = {"gain": 0, "no difference": 1, "loss": 2}
     verdicts = [next(r for k, r in rank.items() if row[-1].startswith(k)) for row in rows]
-    assert verdicts == sorted(verdicts) and set(verdicts) == {0, 1, 2}
+    assert verdicts == sorted(verdicts) and set(verdicts) == {0, 1}
 
 
 @pytest.mark.parametrize("path", figures.DOCS, ids=lambda p: str(p.relative_to(ROOT)))

@@ -973,7 +973,7 @@ def test_lookups_and_observations_race_a_reload(tmp_path):
 def test_public_api_and_light_import():
     assert set(rt.__all__) == {
         "Autotuned", "Dispatcher", "LaunchNeeds", "LoadMonitor", "LoadSnapshot", "OpConfigs", "RateClassifier",
-        "Requirements", "Table", "autotune", "load_table", "read_table",
+        "Requirements", "Table", "autotune", "graph_configs", "graph_key", "graph_stable", "load_table", "read_table",
     }
     # Import tuner.runtime with the tuner package stubbed: nothing heavy may come in
     # through tuner.runtime itself.

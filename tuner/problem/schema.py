@@ -59,11 +59,11 @@ def _quantity(parse: Callable[[object], float], positive: bool, units: Mapping[s
 
     def check(value: object) -> float:
         number = parse(value)
+        if number < 0:
+            raise ValueError(f"must not be negative but got {show(value)}")
         if number != 0 and is_bare_number(value):
             raise ValueError(f"{show(value)} has no unit: write it with one, e.g. '{value} {example}' "
                              f"(units: {', '.join(units)})")
-        if number < 0:
-            raise ValueError(f"must not be negative but got {show(value)}")
         if positive and number == 0:
             raise ValueError(f"must be greater than 0 but got {show(value)}")
         return number

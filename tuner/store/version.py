@@ -46,7 +46,7 @@ def check_version(found: Any, where: object, *, fix: str = RETUNE_DATABASE) -> N
     shown = "unknown" if found is None else found if isinstance(found, int) and not isinstance(found, bool) \
         else repr(found)
     raise SchemaMismatchError(f"{where}: tuner schema version {shown} found, this tuner reads and writes "
-                              f"version {SCHEMA_VERSION} (per-shape buckets, capacity at the SLO, requirements, the guard): {fix}")
+                              f"version {SCHEMA_VERSION} (buckets, capacities, requirements, the guard): {fix}")
 
 
 def check_export(document: Any, path: object) -> None:
