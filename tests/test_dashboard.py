@@ -535,6 +535,28 @@ def test_a_table_tuned_from_another_version_of_the_file_is_flagged_on_its_pages(
     board.close()
 
 
+def test_a_problem_file_not_named_after_its_name_is_found_by_the_path_its_studies_recorded(tmp_path) -> None:
+    """A user's qwen25_7b_mykernel.yaml says `name: ...` otherwise: the dashboard used to
+    say "No problem file <dir>/<name>.yaml here" and draw no plots; the studies record
+    the file they were tuned from, and that is where it looks next."""
+    from tuner.dashboard import Dashboard
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "traces").symlink_to(ROOT / "search_spaces" / "traces")
+    (mine / "my_seed_variant.yaml").write_text((ROOT / "search_spaces" / "seed_example.yaml").read_text())
+    db = tmp_path / "r.db"
+    result = CliRunner().invoke(main, ["tune", str(mine / "my_seed_variant.yaml"), "--storage", f"sqlite:///{db}",
+                                       "--trials", "2", "--horizon", "1", "--regimes", "light", "-q"])
+    assert result.exit_code == 0, result.output
+    empty = tmp_path / "problems"
+    empty.mkdir()
+    board = Dashboard(f"sqlite:///{db}", empty)
+    assert board.recorded_path("seed_example") == (mine / "my_seed_variant.yaml").resolve()
+    assert board.problem("seed_example") is not None and board.problem("no_such_problem") is None
+    board.close()
+
+
 def test_rows_become_assignments_through_the_table_codec(db: Path, tmp_path: Path, monkeypatch) -> None:
     """A regime's rows are one Assignment (Assignment.from_rows); the baseline drawn beside
     it is THE baseline, the per-bucket isolated-fastest one. A problem file whose buckets

@@ -131,11 +131,16 @@ class Dashboard:
         return self._cached(key, compute)
 
     def problem(self, name: str):
-        """The problem file ``<problems_dir>/<name>.yaml``, or None when absent or invalid
-        (looked for again on the next page, so adding the file needs no restart)."""
+        """The problem file ``<problems_dir>/<name>.yaml``, else the file its studies
+        recorded they were tuned from (a file need not be named after its ``name:``), or
+        None when neither is there or it is invalid (looked for again on the next page, so
+        adding the file needs no restart)."""
         path = self.problems_dir / f"{name}.yaml"
         if not path.is_file():
-            return None
+            recorded = self.recorded_path(name)
+            if recorded is None:
+                return None
+            path = recorded
         stamp = path.stat().st_mtime_ns
 
         def load():
@@ -149,6 +154,21 @@ class Dashboard:
             remember(problem, self.storage, viewing=True)  # in-process simulations reuse it
             return problem
         return self._cached(("problem", str(path), stamp), load)
+
+    def recorded_path(self, name: str) -> Path | None:
+        """The problem file a study of ``name`` recorded (``problem_path``), when it exists."""
+        import optuna
+
+        try:
+            summaries = optuna.get_all_study_summaries(self.study_storage(), include_best_trial=False)
+        except Exception:  # noqa: BLE001 - a database without studies (an imported table): no path
+            return None
+        for summary in summaries:
+            if summary.study_name.startswith(f"tuner:{name}:"):
+                recorded = summary.user_attrs.get("problem_path")
+                if isinstance(recorded, str) and Path(recorded).is_file():
+                    return Path(recorded)
+        return None
 
     def assignment(self, problem, rows: list[TableRow]) -> Assignment | None:
         """The assignment one regime's rows hold, or None when the problem file no longer

@@ -85,8 +85,8 @@ def assignment_table(rows: list[TableRow]) -> str:
 
 
 def _missing(board: Dashboard, problem: str, what: str) -> str:
-    return (f"<p class=note>No problem file {_e(board.problems_dir / (problem + '.yaml'))} here "
-            f"(or it no longer matches the table): no {what}.</p>")
+    return (f"<p class=note>No problem file {_e(board.problems_dir / (problem + '.yaml'))} here, nor the file "
+            f"its studies recorded (or it no longer matches the table): no {what}.</p>")
 
 
 def _drift(board: Dashboard, problem: str, rows: list[TableRow]) -> list[str]:

@@ -29,6 +29,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import optuna
@@ -242,7 +243,7 @@ def study_attrs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
         "horizon_s": float(horizon_s),
         "problem_hash": problem.file_hash,
         "problem": problem.name,
-        "problem_path": problem.path,
+        "problem_path": str(Path(problem.path).resolve()),  # the dashboard finds the file by it
         "regime": regime,
         "regime_description": problem.regimes[regime].description,
         "objective": problem.objective,
