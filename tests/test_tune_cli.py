@@ -350,3 +350,29 @@ def test_tune_on_a_read_only_database_says_so_in_one_line(tuned, tmp_path, monke
     result = run("tune", SPACES / "seed_example.yaml", "--storage", f"sqlite:///file:{path}?mode=ro&uri=true")
     one_line_error(result, "read-only database (opened with mode=ro)")
     assert path.read_bytes() == before
+
+
+def test_progress_covers_the_whole_run_not_only_the_trials(monkeypatch, capsys) -> None:
+    """Issue 38, item 6: the trials were the only counted part, and the ETA said 8 s when a
+    minute of baselines and capacity searches followed. Now each regime says k/n, the
+    phase after its trials is counted in simulations with its own ETA, and the run ends
+    with its time split into preparing, trials, and baselines and capacities."""
+    from tuner.cli.progress import TerminalProgress
+    from tuner.cli.tune import TrialProgress
+
+    monkeypatch.setattr(TerminalProgress, "INTERVAL_S", 0.0)  # every line shown
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
+    with TrialProgress(regimes=["light", "heavy"]) as progress:
+        progress.start("heavy", 0, 4)
+        progress.update(2, 8.65)
+        progress.finish()
+        progress.after_trials(60)
+        progress.simulated(30)
+        progress.note("capacity of tuned: probed 12.6 req/s")
+        summary = progress.summary()
+    err = capsys.readouterr().err
+    assert "tuner tune: regime heavy (2/2): 2/4 trials, best 8.65/s" in err
+    assert "regime heavy (2/2): baselines and capacities: capacity of tuned: probed 12.6 req/s; 30/60 simulations" \
+        in err
+    assert summary.startswith("tuner tune: ") and "in all: preparing " in summary and \
+        ", trials " in summary and ", baselines and capacities " in summary

@@ -59,7 +59,7 @@ class TerminalProgress:
             from rich.progress import Progress as Bars
 
             self._rich = Bars(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(self.unit),
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
                 TextColumn("{task.fields[detail]}"), TextColumn("ETA"), TimeRemainingColumn(),
                 console=Console(stderr=True), transient=self.transient,
             )
@@ -70,12 +70,15 @@ class TerminalProgress:
         if self._rich is not None:
             self._rich.__exit__(*exc)
 
-    def start(self, stage: str, done: int = 0, total: int | None = None, detail: str = "") -> None:
-        """A new stage with ``done`` of ``total`` steps already behind it (a resumed study)."""
+    def start(self, stage: str, done: int = 0, total: int | None = None, detail: str = "",
+              unit: str | None = None) -> None:
+        """A new stage with ``done`` of ``total`` steps already behind it (a resumed study),
+        counted in ``unit`` (default: the command's)."""
         self._stage, self._done, self._first, self._total = stage, done, done, total
+        self.unit = unit or self.unit
         self._started = time.monotonic()
         if self._rich is not None:
-            self._task = self._rich.add_task(stage, total=total, completed=done, detail=detail)
+            self._task = self._rich.add_task(stage, total=total, completed=done, detail=detail, unit=self.unit)
 
     def update(self, done: int, total: int | None = None, detail: str = "") -> None:
         """``done`` steps of the stage behind; ``total`` when it changed. The ETA's pace
@@ -100,6 +103,10 @@ class TerminalProgress:
         """Close the stage's bar at what was done (a stage may end short of its total)."""
         if self._task is not None:
             self._rich.update(self._task, total=self._rich.tasks[self._task].completed)
+
+    def counted(self) -> str:
+        """The stage's count and ETA as its progress line gives them (``12/90 simulations, ETA 0m20s``)."""
+        return self._counted("")
 
     def _counted(self, detail: str) -> str:
         """``12/30 trials, best 8.65/s, ETA 1m20s`` (the ETA from this run's pace; ``12 parts``

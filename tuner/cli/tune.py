@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import click
 from ..errors import TunerError
 from .group import DEFAULT_PROBLEM, database_error, fail, main, one_line_errors, storage_option, warn
 from .params import COUNT, SECONDS, SEED, SEEDS
-from .progress import TerminalProgress, quiet_option
+from .progress import TerminalProgress, duration, quiet_option
 
 
 def tune_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -114,7 +115,11 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
                             oracle_limit=oracle_limit)
     quiet_logs()
     try:
-        with TrialProgress(quiet) as progress:
+        if not quiet and any(getattr(f.default.profile, "source", "") == "modeled" for f in loaded.families.values()):
+            click.echo(f"tuner tune: preparing: the kernel configs' compiled resources come from {where}'s compile "
+                       "cache, then results.db.example's; configs in neither compile now, once (minutes for a "
+                       "large space of your own kernels)", err=True)
+        with TrialProgress(quiet, chosen or list(loaded.regimes)) as progress:
             outcomes = tune_problem(loaded, storage, settings, chosen, fresh=fresh, progress=progress, jobs=jobs,
                                     sim_jobs=sim_jobs or default_processes(seeds, jobs),
                                     worker=Worker.here(salt, heartbeat_s=heartbeat),
@@ -130,6 +135,8 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     except (SQLAlchemyError, optuna.exceptions.OptunaError) as exc:
         fail(database_error(where, exc))
     print_outcomes(loaded, outcomes, where)
+    if not quiet:
+        click.echo(progress.summary(), err=True)
     remember_tune(storage)  # so that `table show`, `dashboard`… here find it without --storage
     written = {outcome.regime for outcome in outcomes}
     for name in chosen or loaded.regimes:
@@ -151,21 +158,35 @@ def _regimes(text: str | None) -> list[str] | None:
 
 
 class TrialProgress:
-    """Implements :class:`tuner.search.Progress`: trials done/total per regime, the best
-    goodput so far and an ETA, shown as :class:`tuner.cli.progress.Progress` does."""
+    """Implements :class:`tuner.search.StudyProgress` for the whole run: per regime (``k/n``)
+    its trials done/total with the best goodput so far, then its baselines and capacity
+    searches as counted simulations, each with an ETA from its own pace, and at the end the
+    run's time split between them (a tune's ETA used to cover the trials only, and say
+    8 s when a minute of capacity searches followed)."""
 
-    def __init__(self, quiet: bool = False) -> None:
+    PHASES = ("preparing", "trials", "baselines and capacities")
+
+    def __init__(self, quiet: bool = False, regimes: Sequence[str] = ()) -> None:
         self._shown = TerminalProgress("tuner tune", "trials", quiet)
+        self._regimes = list(regimes)
+        self._regime = ""
+        self._simulated = 0
+        self._phase, self._since, self._started = "preparing", time.monotonic(), time.monotonic()
+        self._spent = dict.fromkeys(self.PHASES, 0.0)
 
     def __enter__(self) -> TrialProgress:
         self._shown.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._switch(self._phase)
         self._shown.__exit__(*exc)
 
     def start(self, regime: str, done: int, total: int) -> None:
-        self._shown.start(f"regime {regime}", done, total, detail="best —")
+        self._switch("trials")
+        place = f" ({self._regimes.index(regime) + 1}/{len(self._regimes)})" if regime in self._regimes else ""
+        self._regime = f"regime {regime}{place}"
+        self._shown.start(self._regime, done, total, detail="best —", unit="trials")
 
     def update(self, done: int, best: float | None) -> None:
         self._shown.update(done, detail=f"best {'—' if best is None else f'{best:.2f}/s'}")
@@ -173,5 +194,28 @@ class TrialProgress:
     def finish(self) -> None:
         self._shown.finish()
 
+    def after_trials(self, simulations: int) -> None:
+        self._switch("baselines and capacities")
+        self._simulated = 0
+        self._shown.start(f"{self._regime}: baselines and capacities", 0, max(simulations, 1), unit="simulations")
+
+    def simulated(self, count: int) -> None:
+        self._simulated += count
+        self._shown.update(self._simulated)
+
     def note(self, text: str) -> None:
+        if self._phase == "baselines and capacities":  # with the count and ETA the note would hide
+            text = f"{text}; {self._shown.counted()}"
         self._shown.note(text)
+
+    def summary(self) -> str:
+        """``tuner tune: 1m05s in all: preparing 0m03s, trials 0m40s, baselines and capacities 0m22s``."""
+        self._switch(self._phase)
+        return (f"tuner tune: {duration(time.monotonic() - self._started)} in all: "
+                + ", ".join(f"{phase} {duration(seconds)}" for phase, seconds in self._spent.items()))
+
+    def _switch(self, phase: str) -> None:
+        """Count the time since the last switch to the phase it was in; ``phase`` from now."""
+        now = time.monotonic()
+        self._spent[self._phase] += now - self._since
+        self._phase, self._since = phase, now

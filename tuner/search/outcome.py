@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -136,8 +137,12 @@ def regime_outcome(
         reason = known.get(fastest, Evaluation(())).constraints.reason or "every trial was infeasible"
         raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
                           f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
+    figures = _Figures(problem, regime, seeds, horizon, known, counter, capacities, progress.note,
+                       progress.simulated)
+    progress.after_trials(figures.estimate([tuned.assignment, *baseline_assignments.values()],
+                                           capacity=[tuned.assignment] + [a for key, a in baseline_assignments.items()
+                                                                          if key in CAPACITY_BASELINES]))
     progress.note("baselines and capacities at the SLO (about ten simulations per seed each)")
-    figures = _Figures(problem, regime, seeds, horizon, known, counter, capacities, progress.note)
     tuned = figures.choice(tuned.assignment, tuned.trial, capacity=True, label="tuned")
     baselines = {
         key: figures.choice(assignment, _trial_of(space, finished, assignment), capacity=key in CAPACITY_BASELINES,
@@ -177,6 +182,28 @@ class _Figures:
     counter: SimulationCount
     capacities: dict[tuple[str, float, tuple[int, ...]], dict[Assignment, Evaluation]] | None
     note: Callable[[str], None] = lambda text: None
+    simulated: Callable[[int], None] = lambda count: None
+
+    #: A capacity search's simulations per seed, about (:mod:`tuner.search.capacity`):
+    #: a bracket by doubling, then a bisection to 2%.
+    PROBES_PER_SEED: ClassVar[int] = 10
+
+    def estimate(self, goodput: Sequence[Assignment], capacity: Sequence[Assignment]) -> int:
+        """About how many simulations the figures still need: each seed of a goodput the
+        study does not hold in full, and a capacity search per seed for each assignment
+        whose capacity on this traffic shape is not yet known."""
+        seeds, objective = len(self.seeds), self.problem.objective
+        needed = sum(seeds for a in dict.fromkeys(goodput) if not (objective == "goodput" and self._held(a)))
+        shape = (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds)
+        known = (self.capacities or {}).get(shape, {})
+        needed += sum(self.PROBES_PER_SEED * seeds for a in dict.fromkeys(capacity)
+                      if a not in known and not (objective == "capacity" and self._held(a)))
+        return needed
+
+    def _held(self, assignment: Assignment) -> bool:
+        """The study holds the objective's figure of every seed (or knows it infeasible)."""
+        have = self.known.get(assignment)
+        return have is not None and (not have.feasible or len(have.values) == len(self.seeds))
 
     def metric(self, assignment: Assignment, metric: str, label: str = "") -> Evaluation:
         if metric != "capacity" or self.capacities is None:
@@ -202,7 +229,8 @@ class _Figures:
     def _complete(self, assignment: Assignment, metric: str, label: str) -> Evaluation:
         what = f"{metric} of {label or 'an assignment'}"
         return complete_evaluation(self.problem, self.regime, assignment, self.seeds, self.horizon, self.known,
-                         self.counter, metric, note=lambda done: self.note(f"{what}: {done}"))
+                                   self.counter, metric, note=lambda done: self.note(f"{what}: {done}"),
+                                   simulated=self.simulated)
 
     def choice(self, assignment: Assignment, trial: int | None, capacity: bool, label: str = "") -> Choice:
         """``assignment`` with its goodput and, when asked or maximised, its capacity: the
@@ -244,7 +272,8 @@ def _trial_of(space: JointSpace, trials: Sequence[FrozenTrial], assignment: Assi
 
 def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, seeds: Sequence[int],
                         horizon: float, known: dict[Assignment, Evaluation], counter: SimulationCount,
-                        metric: str | None = None, note: Callable[[str], None] = lambda text: None) -> Evaluation:
+                        metric: str | None = None, note: Callable[[str], None] = lambda text: None,
+                        simulated: Callable[[int], None] = lambda count: None) -> Evaluation:
     """A full evaluation of ``assignment`` in ``metric`` (default: the study's objective):
     the study's if complete, else every seed simulated. A pruned trial's prefix of seeds
     is not reused: it lacks its seeds' realised rates and overload flags (goodput) or the
@@ -255,11 +284,17 @@ def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, s
             len(have.values) == len(seeds) and (metric != "goodput" or len(have.rates) == len(seeds)))):
         return have
 
+    probed = [0]  # probes counted as they ran (in this process only: a pool reports per seed)
+
     def count(step: int, value: float, simulations: int) -> None:
         counter.simulations += simulations
+        simulated(max(simulations - probed[0], 0))
+        probed[0] = max(probed[0] - simulations, 0)
         note(f"seed {step + 1}/{len(seeds)} done ({simulations} simulations)")
 
     def probe(rate: float, attainment: float) -> None:
+        probed[0] += 1
+        simulated(1)
         note(f"probed {rate:.3g} req/s: {attainment:.1%} met the SLO")
 
     note(f"{len(seeds)} seeds")

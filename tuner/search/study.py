@@ -59,6 +59,13 @@ class StudyProgress(Protocol):
     def note(self, text: str) -> None:
         """What the regime does after its trials (baselines, capacities): seconds to minutes."""
 
+    def after_trials(self, simulations: int) -> None:
+        """The trials are done; about ``simulations`` more follow (baselines' goodput and
+        capacity searches not already known), counted by :meth:`simulated`."""
+
+    def simulated(self, count: int) -> None:
+        """``count`` of those simulations are done."""
+
 
 class Silent:
     """The progress of a study nobody watches."""
@@ -73,6 +80,12 @@ class Silent:
         pass
 
     def note(self, text: str) -> None:
+        pass
+
+    def after_trials(self, simulations: int) -> None:
+        pass
+
+    def simulated(self, count: int) -> None:
         pass
 
 
