@@ -208,6 +208,29 @@ def test_a_kernel_under_triton_autotune_brings_its_configs_key_and_heuristics(tm
     assert timing.plan.launches[0].grid == 4 * 128  # BLOCK_SIZE 16 x 32: 4 x 128 tiles
 
 
+def test_profile_lists_a_user_familys_configs_in_every_bucket(tmp_path):
+    """Issue 38, item 2: `tuner profile --family my_splitk` said "unknown kernel family";
+    with the problem file it lists, per bucket of every operator in the family, each
+    config's modeled latency, workspace and legality, which the search keeps and which
+    THE baseline picks (the fastest legal one)."""
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+
+    path = write(tmp_path, PROBLEM)
+    done = CliRunner().invoke(main, ["profile", str(path), "--family", "tutorial", "--json"])
+    assert done.exit_code == 0, done.output
+    listed = json.loads(done.stdout)
+    assert listed["family"] == "tutorial" and listed["cells"] and {c["op"] for c in listed["cells"]} == {"proj"}
+    for cell in listed["cells"]:
+        assert [c["config"] for c in cell["configs"]] == [c.name for c in load_problem(path).families["tutorial"].configs]
+        legal = [c for c in cell["configs"] if c["legal"]]
+        [picked] = [c for c in cell["configs"] if c["baseline"]]
+        assert picked["latency_s"] == min(c["latency_s"] for c in legal) and picked["searched"]
+    alone = CliRunner().invoke(main, ["profile", "--family", "tutorial"])
+    assert alone.exit_code == 2 and "tuner profile PROBLEM --family NAME" in alone.stderr
+
+
 def test_a_jit_kernel_needs_its_configs_and_key_in_the_file(tmp_path):
     document = json.loads(json.dumps(PROBLEM))
     del document["families"]["tutorial"]["user"]["configs"]

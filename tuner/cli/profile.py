@@ -77,7 +77,12 @@ def profile(problem: Path | None, device: str | None, storage: str, workers: int
             raise TunerError(f"no compile cache to write: {unwritable}; set TUNER_CACHE_DIR to a writable directory "
                              "or give --storage")
     with CompileCache(storage, fallback=CompileCache.read_only(EXAMPLE_DATABASE)) as cache:
-        if family is not None:
+        if family is not None and problem is not None:
+            if shape or config or best or options:
+                raise TunerError("with PROBLEM, --family lists its configs in every bucket: --shape, --config, "
+                                 "--option and --best go with --family alone")
+            _family_in_problem(problem, family, device, cache, as_json)
+        elif family is not None:
             _one(family, options, shape, config, best, device, cache, as_json)
         else:
             if shape or config or best or options:
@@ -93,7 +98,8 @@ def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...]
     from ..collect.fill import profile_one
 
     if family_name not in FAMILIES:
-        raise TunerError(f"--family {family_name!r}: unknown kernel family (built-in: {', '.join(sorted(FAMILIES))})")
+        raise TunerError(f"--family {family_name!r}: unknown kernel family (built-in: {', '.join(sorted(FAMILIES))}); "
+                         "a family of a problem file, your own kernel's included: tuner profile PROBLEM --family NAME")
     family = get_family(family_name, **_pairs(options, "--option"))
     shape = _pairs(shape_text, "--shape")
     missing = [k for k in family.shape_keys if k not in shape]
@@ -138,6 +144,47 @@ def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...]
         click.echo(f"  {launch['name']}: {launch['latency_s'] * 1e6:.1f} us, {launch['ctas']} CTAs, "
                    f"{launch['ctas_per_sm']}/SM ({launch['limiter']}), {launch['smem_bytes']} B smem, "
                    f"{launch['regs_per_thread']} regs, {launch['waves']} waves")
+
+
+def _family_in_problem(path: Path, family: str, device: str | None, cache: object, as_json: bool) -> None:
+    """``tuner profile PROBLEM --family F``: for each operator of the problem in family
+    ``F`` (a built-in kernel's family, a user's kernel or a declared one, named as the file
+    names it), each bucket's representative shape and every config's latency alone there,
+    workspace and legality, whether the search keeps it (not dominated) and which THE
+    baseline picks: why one config was chosen over another, bucket by bucket."""
+    from ..problem import load_problem
+    from ..search import JointSpace
+    from ..search.baselines import PER_BUCKET
+    from ..store.row import bucket_label
+
+    if device == "cuda":
+        raise TunerError("--family with PROBLEM lists modeled figures; measure with `tuner profile PROBLEM "
+                         "--device cuda`")
+    problem = load_problem(path, resources=cache, device=device)
+    if family not in problem.families:
+        raise TunerError(f"--family {family!r}: not a family of {path} ({', '.join(problem.families)})")
+    space = JointSpace.of(problem)
+    baseline = PER_BUCKET.assignment(space)
+    cells = []
+    for index, (op, bucket) in enumerate(space.cells):
+        if problem.operator(op).family != family:
+            continue
+        bucketing = problem.operator(op).bucketing
+        label = bucket_label(bucketing.buckets[bucket].as_dict() or None) or "all"
+        kept, picked = set(space.choices[index]), baseline.config(op, bucket).name
+        cells.append({"op": op, "bucket": label, "reached": space.reached(index), "configs": [
+            {"config": c.config.name, "latency_s": c.latency_s, "workspace_bytes": c.workspace, "legal": c.legal,
+             "searched": c.config.name in kept, "baseline": c.config.name == picked} for c in space.costs[index]]})
+    if as_json:
+        click.echo(json.dumps({"problem": problem.name, "family": family, "cells": cells}, indent=2))
+        return
+    for cell in cells:
+        click.echo(f"{cell['op']} {cell['bucket']}" + ("" if cell["reached"] else " (not reached by the service)"))
+        for c in cell["configs"]:
+            latency = "illegal here" if not c["legal"] else f"{c['latency_s'] * 1e6:10.1f} us"
+            marks = ", ".join(m for m, on in (("baseline", c["baseline"]), ("searched", c["searched"])) if on)
+            click.echo(f"  {c['config']:<44} {latency:>13}  workspace {c['workspace_bytes'] / 2**20:9.2f} MiB"
+                       + (f"  [{marks}]" if marks else ""))
 
 
 def _priced(family: Any, shape: dict[str, Any], device: Any, config: dict[str, Any],
