@@ -413,6 +413,34 @@ def test_table_show_and_export_never_change_the_database(case: OptionCase, tuned
         check_unchanged(kept, directory, outcome, case)
 
 
+@settings(max_examples=examples(0.25))
+@given(cache=st.sampled_from(("{dir}/cache", "{dir}/a_file", "{dir}/a_file/under_a_file", "{dir}/new/deep/cache",
+                              "{dir}/cache\nwith a newline")),
+       command=st.sampled_from((("simulate", "llm_decode", "--regime", "light", "--horizon", HORIZON),
+                                ("profile", "--family", "rmsnorm", "--shape", "M=16,N=4096", "-q"),
+                                ("validate", "llm_decode"))))
+def test_any_cache_directory_keeps_the_contract_and_the_working_directory_clean(cache: str,
+                                                                                command: tuple[str, ...]) -> None:
+    """Issue 38, item 5: commands that name no database keep compiles in the user's cache
+    directory; whatever it is (a file, a path under a file, not yet there), the command
+    runs or stops in one line, and writes nothing into the working directory."""
+    with workdir() as directory:
+        (directory / "a_file").write_text("not a directory")
+        before = set(directory.iterdir())
+        saved = os.environ.get("TUNER_CACHE_DIR")
+        os.environ["TUNER_CACHE_DIR"] = cache.replace("{dir}", str(directory))
+        try:
+            outcome = invoke(list(command), directory, SIMULATE_S)
+        finally:
+            if saved is None:
+                os.environ.pop("TUNER_CACHE_DIR", None)
+            else:
+                os.environ["TUNER_CACHE_DIR"] = saved
+        check(outcome, (cache, command), SIMULATE_S)
+        assert not (directory / "results.db").exists()
+        assert {p for p in directory.iterdir() if p.name not in ("cache", "new", "cache\nwith a newline")} == before
+
+
 # --- real processes: what reaches a terminal -------------------------------------------
 
 def _edited(base: str, *edits: tuple[tuple, object]) -> str:
