@@ -87,40 +87,50 @@ def print_trace(exc: BaseException) -> None:
         traceback.print_exception(raised, chain=False, file=sys.stderr)
 
 
+#: ``--storage``'s default: a SQLite file in the working directory.
+DEFAULT_STORAGE = "sqlite:///results.db"
+
+
 def storage_option(help: str = "Database URL (any SQLAlchemy/Optuna URL) or SQLite file",
                    writes: bool = False) -> Callable[[Any], Any]:
     """``--storage``, shared by the commands that read or write the project database; a
     command that ``writes`` refuses an in-memory database (see :func:`kept_database_url`)."""
-    return click.option("--storage", envvar="TUNER_STORAGE", default="sqlite:///results.db", show_envvar=False,
+    return click.option("--storage", envvar="TUNER_STORAGE", default=DEFAULT_STORAGE, show_envvar=False,
                         callback=kept_database_url if writes else database_url,
                         help=f"{help} [default: $TUNER_STORAGE or sqlite:///results.db]")
 
 
 def database_url(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> str | None:
     """A ``--storage`` value as a URL: a plain path is a SQLite file (``results.db`` →
-    ``sqlite:///results.db``), as the runtime reads it; a JSON export stays a path.
-    Left to its default with no ``results.db`` here, the database the last ``tuner tune``
-    in this directory wrote, said on stderr (:func:`tuner.profile.user_cache.last_tune`)."""
-    if ctx is not None and param is not None and param.name is not None \
-            and ctx.get_parameter_source(param.name) is click.core.ParameterSource.DEFAULT \
-            and not os.path.exists("results.db"):
-        from ..profile.user_cache import last_tune
-
-        remembered = last_tune()
-        if remembered is not None:
-            click.echo(f"tuner: note: no results.db here; reading {remembered}, which the last tuner tune in "
-                       "this directory wrote", err=True)
-            return remembered
+    ``sqlite:///results.db``), as the runtime reads it; a JSON export stays a path."""
     if value is None or "://" in value or value.endswith(".json"):
         return value
     return f"sqlite:///{value}"
+
+
+def table_storage(storage: str) -> str:
+    """Where a command that reads a table reads it: ``storage``, except that the default
+    ``results.db`` missing here gives way to the database the last ``tuner tune`` in this
+    directory wrote (:func:`tuner.profile.user_cache.last_tune`), said on stderr. Called
+    by the commands that do read one, and only then (``simulate`` without ``--policy``
+    reads none)."""
+    if storage != DEFAULT_STORAGE or os.path.exists("results.db"):
+        return storage
+    from ..profile.user_cache import last_tune
+
+    remembered = last_tune()
+    if remembered is None:
+        return storage
+    click.echo(f"tuner: note: no results.db here; reading {remembered}, which the last tuner tune in this "
+               "directory wrote", err=True)
+    return remembered
 
 
 def kept_database_url(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> str | None:
     """:func:`database_url`, refusing an in-memory SQLite database (``sqlite://``): a
     command that writes would report its rows or compiles written, and the database would
     be gone when tuner exits (each worker process would even get a database of its own)."""
-    url = database_url(None, None, value)  # a command that writes writes where it is told: no lookup
+    url = database_url(ctx, param, value)
     if url is not None and _in_memory(url):
         raise click.BadParameter(f"{shown_value(value)} is an in-memory database, gone when tuner exits; "
                                  "name a file (results.db) or a database server's URL")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import TunerError
-from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option, warn
+from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option, table_storage, warn
 from .params import SECONDS, SEED, SEEDS, OutputFile
 
 if TYPE_CHECKING:
@@ -222,6 +222,7 @@ def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str]
         from ..runtime.served import read_table
 
         try:
+            storage = table_storage(storage)
             table = read_table(storage, problem=problem.name)
         except Exception as exc:  # noqa: BLE001 - any unreadable table is one line for the user
             raise TunerError(f"--policy {policy_text}: cannot read the table in {storage}: {exc}") from None

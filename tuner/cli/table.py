@@ -18,7 +18,7 @@ import click
 from ..errors import TunerError, shown_value
 from ..stats import delta_text, ratio_text
 from ..store.row import bucket_label
-from .group import main, one_line_errors, storage_option
+from .group import main, one_line_errors, storage_option, table_storage
 from .params import Choice
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ def show(storage: str, problem: str | None, regimes: tuple[str, ...], ops: tuple
     """Print the config table: per regime its goodput against the baselines, then per
     (regime, operator) the buckets whose config differs from the baseline's (--wide: every
     bucket, in full)."""
+    storage = table_storage(storage)
     _, rows = _rows(storage, problem, one_problem=False)
     rows = _filtered(rows, storage, regime=regimes, op=ops)
     if as_json:
@@ -286,6 +287,7 @@ def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file:
     from ..outputs import output_problem, output_target
     from ..store.export import export_json, export_vllm
 
+    storage = table_storage(storage)
     chosen, rows = _rows(storage, problem, one_problem=True)
     why = None if fmt == "vllm" and out.is_dir() else output_problem(out)  # (vllm writes into a folder)
     if why is not None:
