@@ -65,8 +65,8 @@ def test_one_gemm_tunes_to_completion_with_its_capacity_a_flagged_lower_bound(lo
     assert [row[0] for row in written] == list(range(14))
     assert all(row[1] > 0 and row[2] > 0 and row[3:] == (None,) * 4 for row in written), written
     # progress while the capacities are searched, seed by seed, as in a log
-    lines = [line for line in result.stderr.splitlines() if line.startswith("tuner tune: regime light: ")]
-    assert any(line.endswith("capacity of tuned: seed 2/2 done (6 simulations)") for line in lines), lines
+    lines = [line for line in result.stderr.splitlines() if line.startswith("tuner tune: regime light (1/1): ")]
+    assert any("capacity of tuned: seed 2/2 done (6 simulations); " in line for line in lines), lines
 
 
 def test_simulate_capacity_json_flags_the_lower_bound(low_ceiling):

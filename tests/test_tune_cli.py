@@ -324,7 +324,7 @@ def test_progress_lines_on_a_non_terminal_and_none_with_quiet(monkeypatch, tmp_p
             "--seeds", 1, "--horizon", 2, "--regimes", "light"] + (["-q"] if quiet else [])
     result = run(*args)
     assert result.exit_code == 0, result.output
-    lines = [line for line in result.stderr.splitlines() if line.startswith("tuner tune: regime light: ")]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("tuner tune: regime light (1/1): ")]
     if quiet:
         assert not lines
     else:
