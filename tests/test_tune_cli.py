@@ -376,3 +376,22 @@ def test_progress_covers_the_whole_run_not_only_the_trials(monkeypatch, capsys) 
         in err
     assert summary.startswith("tuner tune: ") and "in all: preparing " in summary and \
         ", trials " in summary and ", baselines and capacities " in summary
+
+
+def test_dash_writes_to_standard_output_and_nothing_else(tuned, tmp_path, monkeypatch):
+    """Issue 39, item 1: `-` is standard output, written through (never a file named `-`,
+    never a rename): table export's JSON, gate's report (its verdicts then on stderr);
+    simulate --trace, whose stdout is simulate's own report, refuses it in one line."""
+    monkeypatch.chdir(tmp_path)
+    exported = run("table", "export", "--format", "json", "-", "--storage", db(tuned))
+    assert exported.exit_code == 0, exported.output
+    assert json.loads(exported.stdout)["schema_version"] == SCHEMA_VERSION
+    assert "written to standard output" in exported.stderr and not (tmp_path / "-").exists()
+    folder = run("table", "export", "--format", "vllm", "-", "--storage", db(tuned))
+    one_line_error(folder, "--format vllm writes a folder")
+    trace = run("simulate", SPACES / "seed_example.yaml", "--regime", "light", "--trace", "-")
+    one_line_error(trace, "'-': standard output carries simulate's own report; name a file")
+    gated = run("gate", "default", "default", "--problem", SPACES / "seed_example.yaml", "--regime", "light",
+                "--seeds", 2, "--horizon", 2, "--report", "-")
+    assert gated.exit_code == 0, gated.output
+    assert gated.stdout.lstrip().startswith("#") and "gate: PASS" in gated.stderr and not (tmp_path / "-").exists()

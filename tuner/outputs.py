@@ -12,11 +12,32 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 from .readonly_sqlite import is_sqlite_file
 
-__all__ = ["output_problem", "output_target"]
+__all__ = ["STDOUT", "is_stdout", "output_problem", "output_target", "write_output"]
+
+#: The output target that means standard output (a file named ``-`` is written as ``./-``).
+STDOUT = Path("-")
+
+
+def is_stdout(path: object) -> bool:
+    """Whether ``path`` is ``-``: standard output, written through, never renamed over."""
+    return str(path) == "-"
+
+
+def write_output(path: Path, text: str) -> None:
+    """``text`` to standard output for ``-``, else to ``path`` through a temporary sibling
+    renamed over it (so an interrupted write never leaves half a file)."""
+    if is_stdout(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
 
 
 def output_problem(path: Path) -> str | None:

@@ -22,22 +22,25 @@ from .attribute import ASSIGNMENT_HELP, common_options, load_inputs
 @click.option("--confidence", default=0.95, show_default=True, type=Number(),
               help="Confidence of the one-sided bound on the paired difference.")
 @click.option("--report", "report_path", type=OutputFile(), default=None,
-              help="Write a Markdown report (a PR comment) to this file.")
+              help="Write a Markdown report (a PR comment) to this file ('-': standard output, the verdicts then "
+                   "on stderr).")
 @one_line_errors
 def gate(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: float | None,
          metric: str, tolerance: float, confidence: float, report_path: Path | None) -> None:
     """Paired non-inferiority test of CAND against BASE over seeds, per regime."""
     from ..attribution import gate as run_gate
     from ..attribution.render import markdown_report, verdict_line
+    from ..outputs import is_stdout, write_output
 
     loaded, _, base_a, cand_a = load_inputs(problem, base, cand, regimes)
     result = run_gate(loaded, base_a, cand_a, range(seeds), horizon, tolerance, confidence,
                       attribute_all=report_path is not None, metric=metric)
+    to_stdout = report_path is not None and is_stdout(report_path)  # the report is stdout: verdicts to stderr
     if report_path is not None:
-        report_path.write_text(markdown_report(loaded, result, base, cand))
+        write_output(report_path, markdown_report(loaded, result, base, cand))
     for verdict in result.verdicts:
-        click.echo(verdict_line(verdict))
-    click.echo(f"gate: {'PASS' if result.passed else 'FAIL'}")
-    if report_path is not None:
+        click.echo(verdict_line(verdict), err=to_stdout)
+    click.echo(f"gate: {'PASS' if result.passed else 'FAIL'}", err=to_stdout)
+    if report_path is not None and not to_stdout:
         click.echo(f"report written to {report_path}")
     sys.exit(0 if result.passed else 1)

@@ -81,12 +81,19 @@ class OutputFile(click.Path):
     database is refused before any work (:func:`tuner.outputs.output_problem`); a link to
     a regular file is written through."""
 
-    def __init__(self) -> None:
+    def __init__(self, stdout: str | None = None) -> None:
+        """``stdout``: why this output cannot go to standard output, when it cannot; else
+        ``-`` names standard output (written through, never renamed over)."""
         super().__init__(dir_okay=False, path_type=Path)
+        self.stdout_refused = stdout
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
-        from ..outputs import output_problem, output_target
+        from ..outputs import STDOUT, output_problem, output_target
 
+        if str(value) == "-":
+            if self.stdout_refused:
+                self.fail(f"'-': {self.stdout_refused}; name a file", param, ctx)
+            return STDOUT
         path = Path(value)
         problem = output_problem(path)
         if problem is not None:

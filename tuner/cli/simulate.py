@@ -60,7 +60,8 @@ def validate(problem: Path | None) -> None:
 @click.option("--seeds", type=SEEDS, default=3, show_default=True,
               help="With --capacity: seeds --seed, --seed+1, … (the CI is over them).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--trace", "trace_path", type=OutputFile(), default=None,
+@click.option("--trace", "trace_path", type=OutputFile(stdout="standard output carries simulate's own report"),
+              default=None,
               help="Write a Chrome Trace Event file (open it in Perfetto; gzipped when FILE ends in .gz); one "
                    "regime only. An existing FILE is overwritten, with a warning. A short pilot run estimates "
                    f"the size first and warns above ${TRACE_WARN_ENV} MB (default {TRACE_WARN_MB:g}).")

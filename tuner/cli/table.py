@@ -284,11 +284,17 @@ def _with_defaults(options: dict[str, Any], key: str) -> dict[str, Any]:
 @one_line_errors
 def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file: Path | None) -> None:
     """Export one problem's config table to OUT (a file for json, a directory for vllm)."""
-    from ..outputs import output_problem, output_target
+    from ..outputs import is_stdout, output_problem, output_target
     from ..store.export import export_json, export_vllm
 
     storage = table_storage(storage)
     chosen, rows = _rows(storage, problem, one_problem=True)
+    if is_stdout(out):
+        if fmt != "json":
+            raise TunerError("-: --format vllm writes a folder of files; name a directory")
+        export_json(chosen, rows, out)
+        click.echo(f"{len(rows)} rows of {chosen} written to standard output", err=True)
+        return
     why = None if fmt == "vllm" and out.is_dir() else output_problem(out)  # (vllm writes into a folder)
     if why is not None:
         raise TunerError(f"{out}: {why}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..outputs import write_output
 from ..search.baselines import ONE_CONFIG
 from . import cells, figures, render
 from .board import Dashboard, regimes_of
@@ -47,7 +48,7 @@ def write_report(board: Dashboard, out: str | Path, problems: list[str] | None =
     text = page(f"tuner report: {board.storage}", "\n".join(html),
                 plotly=f'<script type="text/javascript">{get_plotlyjs()}</script>').replace('<a href="/">', '<a href="#">')
     path = Path(out)
-    path.write_text(text, encoding="utf-8")
+    write_output(path, text)
     return path
 
 

@@ -60,6 +60,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -98,7 +99,12 @@ def export_json(problem: str, rows: Sequence[TableRow], path: str | Path) -> Pat
             lines.append(f"  {json.dumps(key)}: [\n{items}\n  ]")
         else:
             lines.append(f"  {json.dumps(key)}: {json.dumps(value)}")
-    _write_atomic(path, "{\n" + ",\n".join(lines) + "\n}\n")
+    text = "{\n" + ",\n".join(lines) + "\n}\n"
+    if str(path) == "-":  # standard output (tuner.outputs.STDOUT): written through
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        _write_atomic(path, text)
     return path
 
 
