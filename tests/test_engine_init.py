@@ -72,7 +72,7 @@ def test_kv_heads_are_replicated_below_one_per_rank():
         Deployment(llama, H100, tp=3)
 
 
-def test_init_cli_writes_validates_and_never_overwrites(tmp_path: Path):
+def test_init_cli_writes_validates_and_never_overwrites(tmp_path: Path, monkeypatch):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA2_7B))
     out = tmp_path / "mine.yaml"
@@ -92,6 +92,10 @@ def test_init_cli_writes_validates_and_never_overwrites(tmp_path: Path):
     os.mkfifo(fifo)
     forced = runner.invoke(main, ["init", "--model", str(config), "--out", str(fifo), "--force"])
     assert forced.exit_code == 2 and "is not a regular file" in forced.output and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    monkeypatch.chdir(tmp_path)  # `--out -` is standard output, as without --out: no file named '-'
+    dashed = runner.invoke(main, ["init", "--model", str(config), "--out", "-"])
+    assert dashed.exit_code == 0 and dashed.stdout.startswith("# Written by `tuner init`")
+    assert not (tmp_path / "-").exists()
 
 
 def test_init_replays_a_trace_with_prompt_ids_into_the_prefix_cache(tmp_path: Path):

@@ -75,7 +75,7 @@ def init(rates: tuple[float, ...], trace: str | None, time_column: str, prompt_c
     model, tp, gpu = deployment.model, deployment.tp, deployment.device.name
     text = problem_text(deployment)
     _check_loads(text, Path(out).parent if out else None)
-    if out is None:
+    if out is None or str(out) == "-":  # standard output, as without --out
         click.echo(text, nl=False)
         return
     target = Path(out)
