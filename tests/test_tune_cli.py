@@ -395,3 +395,29 @@ def test_dash_writes_to_standard_output_and_nothing_else(tuned, tmp_path, monkey
                 "--seeds", 2, "--horizon", 2, "--report", "-")
     assert gated.exit_code == 0, gated.output
     assert gated.stdout.lstrip().startswith("#") and "gate: PASS" in gated.stderr and not (tmp_path / "-").exists()
+
+
+def test_an_output_replaces_only_what_its_command_wrote_unless_forced(tuned, tmp_path):
+    """Issue 39, item 1: a file a command did not write (someone's notes, another tool's
+    JSON) is refused before any work, unless --force; what the command wrote before it
+    replaces again freely (its first bytes say so)."""
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": 1}\n')
+    refused = run("table", "export", "--format", "json", notes, "--storage", db(tuned))
+    one_line_error(refused, f"{notes}: exists and was not written by this tuner command; pass --force")
+    assert notes.read_text() == '{"mine": 1}\n'
+    assert run("table", "export", "--format", "json", notes, "--storage", db(tuned), "--force").exit_code == 0
+    assert run("table", "export", "--format", "json", notes, "--storage", db(tuned)).exit_code == 0  # its own now
+    mine = tmp_path / "notes.md"
+    mine.write_text("# my notes\n")
+    gated = run("gate", "default", "default", "--problem", SPACES / "seed_example.yaml", "--regime", "light",
+                "--seeds", 2, "--horizon", 2, "--report", mine)
+    one_line_error(gated, "exists and was not written by this tuner command")
+    trace = tmp_path / "t.json"
+    trace.write_text("[]")
+    traced = run("simulate", SPACES / "seed_example.yaml", "--regime", "light", "--horizon", 1, "--trace", trace)
+    one_line_error(traced, "exists and was not written by this tuner command")
+    again = run("simulate", SPACES / "seed_example.yaml", "--regime", "light", "--horizon", 1, "--trace", trace,
+                "--force")
+    assert again.exit_code == 0 and trace.read_bytes().startswith(b'{"displayTimeUnit":"ms","traceEvents"')
+    assert mine.read_text() == "# my notes\n"

@@ -28,6 +28,43 @@ def is_stdout(path: object) -> bool:
     return str(path) == "-"
 
 
+#: What each writer's file begins with (in its first bytes; a gzipped trace, once unzipped).
+EXPORT_MARK = b'"schema_version"'
+TRACE_MARK = b'{"displayTimeUnit":"ms","traceEvents"'
+GATE_REPORT_MARK = "## tuner gate:".encode()
+HTML_REPORT_MARK = b"<title>tuner report"
+
+
+def written_by_tuner(path: Path, mark: bytes) -> bool:
+    """Whether the regular file ``path`` begins as the writer that owns ``mark`` writes it
+    (within its first 4 KiB; gzip is read through)."""
+    import gzip
+
+    try:
+        with open(path, "rb") as raw:
+            head = raw.read(4096)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as unzipped:
+                head = unzipped.read(4096)
+    except (OSError, EOFError):
+        return False
+    return mark in head
+
+
+def refuse_foreign(path: Path, mark: bytes, force: bool) -> None:
+    """Refuse to replace an existing file this writer did not write (a user's notes, a
+    file of another tool) unless ``force``: outputs replace their own earlier runs only.
+
+    Raises:
+        TunerError: the file exists, is not this writer's, and ``force`` is off.
+    """
+    from .errors import TunerError
+
+    if force or is_stdout(path) or not path.is_file() or written_by_tuner(path, mark):
+        return
+    raise TunerError(f"{path}: exists and was not written by this tuner command; pass --force to replace it")
+
+
 def write_output(path: Path, text: str) -> None:
     """``text`` to standard output for ``-``, else to ``path`` through a temporary sibling
     renamed over it (so an interrupted write never leaves half a file)."""

@@ -124,12 +124,17 @@ def _warm(board) -> None:
               help="Save the goodput-vs-load, timeline and attribution figures and a Markdown summary into each "
                    "Optuna study (optuna-dashboard shows them). Writes to the database named by --storage.")
 @click.option("--problem", "only", multiple=True, help="Only plot these problems (repeatable; the table keeps all).")
+@click.option("--force", is_flag=True, help="Replace an existing file this command did not write (a file it wrote is replaced without it).")
 @quiet_option
 @one_line_errors
 def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None, out: Path | None,
-           into_studies: bool, only: tuple[str, ...], quiet: bool) -> None:
+           into_studies: bool, only: tuple[str, ...], force: bool, quiet: bool) -> None:
     """Write the dashboard's pages as one HTML file (plotly.js inline, works offline), and/or
     save its figures and a summary into each Optuna study for optuna-dashboard."""
+    if out is not None:
+        from ..outputs import HTML_REPORT_MARK, refuse_foreign
+
+        refuse_foreign(out, HTML_REPORT_MARK, force)
     from ..dashboard import Dashboard, write_report
     from ..dashboard.standalone import sections
 

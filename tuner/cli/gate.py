@@ -24,13 +24,17 @@ from .attribute import ASSIGNMENT_HELP, common_options, load_inputs
 @click.option("--report", "report_path", type=OutputFile(), default=None,
               help="Write a Markdown report (a PR comment) to this file ('-': standard output, the verdicts then "
                    "on stderr).")
+@click.option("--force", is_flag=True, help="Replace an existing file this command did not write (a file it wrote is replaced without it).")
 @one_line_errors
 def gate(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: float | None,
-         metric: str, tolerance: float, confidence: float, report_path: Path | None) -> None:
+         metric: str, tolerance: float, confidence: float, report_path: Path | None, force: bool) -> None:
     """Paired non-inferiority test of CAND against BASE over seeds, per regime."""
     from ..attribution import gate as run_gate
     from ..attribution.render import markdown_report, verdict_line
-    from ..outputs import is_stdout, write_output
+    from ..outputs import GATE_REPORT_MARK, is_stdout, refuse_foreign, write_output
+
+    if report_path is not None:
+        refuse_foreign(report_path, GATE_REPORT_MARK, force)
 
     loaded, _, base_a, cand_a = load_inputs(problem, base, cand, regimes)
     result = run_gate(loaded, base_a, cand_a, range(seeds), horizon, tolerance, confidence,

@@ -63,7 +63,7 @@ def validate(problem: Path | None) -> None:
 @click.option("--trace", "trace_path", type=OutputFile(stdout="standard output carries simulate's own report"),
               default=None,
               help="Write a Chrome Trace Event file (open it in Perfetto; gzipped when FILE ends in .gz); one "
-                   "regime only. An existing FILE is overwritten, with a warning. A short pilot run estimates "
+                   "regime only. An existing trace it wrote is overwritten, with a warning; any other file needs --force. A short pilot run estimates "
                    f"the size first and warns above ${TRACE_WARN_ENV} MB (default {TRACE_WARN_MB:g}).")
 @click.option("--trace-window", default=None, metavar="START:END",
               help="With --trace: only events between these simulated seconds (30: for the rest of the run).")
@@ -73,10 +73,12 @@ def validate(problem: Path | None) -> None:
               help="Choose configs at run time: the tuned table's dispatcher fed by the simulated load, "
                    "one regime's row of the table held fixed, or the isolated-fastest baseline.")
 @storage_option("The tuned table --policy reads (a SQLite file or URL, or a JSON export).")
+@click.option("--force", is_flag=True, help="With --trace: replace an existing file that is not a trace this "
+                                           "command wrote.")
 @one_line_errors
 def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, ...], seed: int,
              horizon: float | None, capacity: bool, seeds: int, as_json: bool, trace_path: Path | None,
-             trace_window: str | None, trace_kernels: str, policy: str | None, storage: str) -> None:
+             trace_window: str | None, trace_kernels: str, policy: str | None, storage: str, force: bool) -> None:
     """Simulate the service under traffic regimes and report goodput and resources."""
     from ..problem import load_problem, resolve_assignment
     from ..console import metrics_table
@@ -92,6 +94,10 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
         raise TunerError("--trace needs exactly one --regime")
     if trace_path is None and (trace_window is not None or trace_kernels != "all"):
         raise TunerError("--trace-window and --trace-kernels go with --trace FILE")
+    if trace_path is not None:
+        from ..outputs import TRACE_MARK, refuse_foreign
+
+        refuse_foreign(trace_path, TRACE_MARK, force)
     trace_options = TraceOptions.parse(trace_window, trace_kernels)
     if policy is not None:
         if assign or trace_path is not None or capacity:

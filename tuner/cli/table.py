@@ -281,10 +281,11 @@ def _with_defaults(options: dict[str, Any], key: str) -> dict[str, Any]:
 @click.option("--problem-file", type=click.Path(path_type=Path), default=None,
               help="--format vllm: the problem file the table was tuned from, for its fused_moe operators' "
                    "options (E, dtype); default: the bundled problem of that name.")
+@click.option("--force", is_flag=True, help="Replace an existing file this command did not write (a file it wrote is replaced without it).")
 @one_line_errors
-def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file: Path | None) -> None:
+def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file: Path | None, force: bool) -> None:
     """Export one problem's config table to OUT (a file for json, a directory for vllm)."""
-    from ..outputs import is_stdout, output_problem, output_target
+    from ..outputs import EXPORT_MARK, is_stdout, output_problem, output_target, refuse_foreign
     from ..store.export import export_json, export_vllm
 
     storage = table_storage(storage)
@@ -300,6 +301,7 @@ def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file:
         raise TunerError(f"{out}: {why}")
     if fmt == "json":
         out = output_target(out)
+        refuse_foreign(out, EXPORT_MARK, force)
         export_json(chosen, rows, out)
         click.echo(f"{len(rows)} rows of {chosen} written to {out}")
         return
