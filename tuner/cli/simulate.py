@@ -63,7 +63,8 @@ def validate(problem: Path | None) -> None:
 @click.option("--trace", "trace_path", type=OutputFile(stdout="standard output carries simulate's own report"),
               default=None,
               help="Write a Chrome Trace Event file (open it in Perfetto; gzipped when FILE ends in .gz); one "
-                   "regime only. An existing trace it wrote is overwritten, with a warning; any other file needs --force. A short pilot run estimates "
+                   "regime only. An existing trace it wrote is overwritten, with a warning; any other file "
+                   "needs --force. A short pilot run estimates "
                    f"the size first and warns above ${TRACE_WARN_ENV} MB (default {TRACE_WARN_MB:g}).")
 @click.option("--trace-window", default=None, metavar="START:END",
               help="With --trace: only events between these simulated seconds (30: for the rest of the run).")
