@@ -124,7 +124,8 @@ def _warm(board) -> None:
               help="Save the goodput-vs-load, timeline and attribution figures and a Markdown summary into each "
                    "Optuna study (optuna-dashboard shows them). Writes to the database named by --storage.")
 @click.option("--problem", "only", multiple=True, help="Only plot these problems (repeatable; the table keeps all).")
-@click.option("--force", is_flag=True, help="Replace an existing file this command did not write (a file it wrote is replaced without it).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing file this command did not write (a file it wrote is replaced without it).")
 @quiet_option
 @one_line_errors
 def report(storage: str | None, problems_dir: Path, seeds: int, jobs: int | None, out: Path | None,

@@ -24,7 +24,8 @@ from .attribute import ASSIGNMENT_HELP, common_options, load_inputs
 @click.option("--report", "report_path", type=OutputFile(), default=None,
               help="Write a Markdown report (a PR comment) to this file ('-': standard output, the verdicts then "
                    "on stderr).")
-@click.option("--force", is_flag=True, help="Replace an existing file this command did not write (a file it wrote is replaced without it).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing file this command did not write (a file it wrote is replaced without it).")
 @one_line_errors
 def gate(base: str, cand: str, problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: float | None,
          metric: str, tolerance: float, confidence: float, report_path: Path | None, force: bool) -> None:

@@ -281,7 +281,8 @@ def _with_defaults(options: dict[str, Any], key: str) -> dict[str, Any]:
 @click.option("--problem-file", type=click.Path(path_type=Path), default=None,
               help="--format vllm: the problem file the table was tuned from, for its fused_moe operators' "
                    "options (E, dtype); default: the bundled problem of that name.")
-@click.option("--force", is_flag=True, help="Replace an existing file this command did not write (a file it wrote is replaced without it).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing file this command did not write (a file it wrote is replaced without it).")
 @one_line_errors
 def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file: Path | None, force: bool) -> None:
     """Export one problem's config table to OUT (a file for json, a directory for vllm)."""
