@@ -411,13 +411,14 @@ def test_no_output_replaces_a_special_file_a_link_or_a_database(tmp_path: Path, 
 
 
 def test_an_output_through_a_link_writes_the_file_it_names(tmp_path: Path) -> None:
-    """A link to a regular file is written through (the link stays a link), not replaced."""
+    """A link to a regular file is written through (the link stays a link), not replaced.
+    (The file is someone else's, "old": replacing it takes --force.)"""
     real = tmp_path / "real.json"
     real.write_text("old")
     link = tmp_path / "link.json"
     link.symlink_to(real)
     result = run("table", "export", "--format", "json", "--storage", ROOT / "results.db.example", "--problem",
-                 "seed_example", link)
+                 "seed_example", link, "--force")
     assert result.exit_code == 0, result.output
     assert link.is_symlink() and '"rows"' in real.read_text()
 
