@@ -441,6 +441,37 @@ def test_any_cache_directory_keeps_the_contract_and_the_working_directory_clean(
         assert {p for p in directory.iterdir() if p.name not in ("cache", "new", "cache\nwith a newline")} == before
 
 
+USER_KERNEL = Path(__file__).resolve().parent / "user_kernels" / "tutorial_matmul.py"
+
+
+@settings(max_examples=examples(0.5))
+@given(kernel=st.sampled_from(("autotuned_kernel", "matmul_kernel", "arguments", "CONFIGS", "leaky_relu", "nothing")),
+       configs=st.sampled_from((None, "tutorial_matmul:CONFIGS", "tutorial_matmul:arguments", [], [{"num_warps": 4}])),
+       key=st.sampled_from((None, ["M", "N", "K"], ["Q"], [])),
+       arguments=st.sampled_from(("tutorial_matmul:arguments_without_activation", "tutorial_matmul:arguments",
+                                  "tutorial_matmul:broken")))
+def test_a_users_kernel_as_the_module_has_it_keeps_the_contract(kernel: str, configs, key, arguments: str) -> None:
+    """Issue 38, item 2: a kernel under @triton.autotune/@triton.heuristics, a bare
+    @triton.jit one, or something that is no kernel, with the file's configs and key given
+    or left to the decorator: `validate` loads it or says why in one line."""
+    from tests.test_user_kernel import PROBLEM
+
+    document = yaml.safe_load(yaml.safe_dump(PROBLEM))
+    user = document["families"]["tutorial"]["user"]
+    document["families"]["tutorial"]["kernel"] = f"tutorial_matmul:{kernel}"
+    user["arguments"] = arguments
+    for name, value in (("configs", configs), ("key", key)):
+        if value is None:
+            user.pop(name, None)
+        else:
+            user[name] = value
+    with workdir() as directory:
+        shutil.copy(USER_KERNEL, directory / "tutorial_matmul.py")
+        path = write_case(directory, yaml.safe_dump(document))
+        outcome = invoke(["validate", str(path)], directory, VALIDATE_S * 3)
+        check(outcome, (kernel, configs, key, arguments), VALIDATE_S * 3)
+
+
 # --- real processes: what reaches a terminal -------------------------------------------
 
 def _edited(base: str, *edits: tuple[tuple, object]) -> str:
