@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .readonly_sqlite import is_sqlite_file
 
-__all__ = ["STDOUT", "is_stdout", "output_problem", "output_target", "write_output"]
+__all__ = ["STDOUT", "is_stdout", "output_problem", "output_target", "umask", "write_atomically", "write_output"]
 
 #: The output target that means standard output (a file named ``-`` is written as ``./-``).
 STDOUT = Path("-")
@@ -66,15 +66,43 @@ def refuse_foreign(path: Path, mark: bytes, force: bool) -> None:
 
 
 def write_output(path: Path, text: str) -> None:
-    """``text`` to standard output for ``-``, else to ``path`` through a temporary sibling
-    renamed over it (so an interrupted write never leaves half a file)."""
+    """``text`` to standard output for ``-``, else :func:`write_atomically` to ``path``."""
     if is_stdout(path):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    write_atomically(path, text)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """``text`` to ``path`` through a temporary sibling renamed over it, so an interrupted
+    write never leaves half a file (the temporary one is removed on failure).
+
+    Raises:
+        StorageError: ``path``'s directory does not exist.
+    """
+    import tempfile
+
+    from .errors import StorageError
+
+    if not path.parent.is_dir():
+        raise StorageError(f"{path}: no directory {path.parent}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes 0600; an output is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def umask() -> int:
+    """The process's umask (read by setting it, the only portable way, and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def output_problem(path: Path) -> str | None:

@@ -114,12 +114,12 @@ def table_storage(storage: str) -> str:
     directory wrote (:func:`tuner.profile.user_cache.last_tune`), said on stderr. Called
     by the commands that do read one, and only then (``simulate`` without ``--policy``
     reads none)."""
-    if storage != DEFAULT_STORAGE or os.path.exists("results.db"):
+    if storage != DEFAULT_STORAGE:
         return storage
-    from ..profile.user_cache import last_tune
+    from ..profile.user_cache import local_or_last_tune
 
-    remembered = last_tune()
-    if remembered is None:
+    remembered = local_or_last_tune()
+    if remembered is None or remembered == DEFAULT_STORAGE:
         return storage
     click.echo(f"tuner: note: no results.db here; reading {remembered}, which the last tuner tune in this "
                "directory wrote", err=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -65,7 +64,7 @@ def init(rates: tuple[float, ...], trace: str | None, time_column: str, prompt_c
     Edit it, then `tuner validate` and `tuner tune` it.
     """
     from ..engine.init_problem import BUNDLED_TRACE, problem_text
-    from ..outputs import output_problem, output_target
+    from ..outputs import output_problem, output_target, write_atomically
 
     stem = Path(out).stem if out else "deployment"
     deployment = deployment_from_options(
@@ -84,9 +83,6 @@ def init(rates: tuple[float, ...], trace: str | None, time_column: str, prompt_c
         fail(f"{out}: {problem}")
     if target.exists() and not force:
         fail(f"{out}: exists; pass --force to replace it")
-    target = output_target(target)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    partial.write_text(text)
-    os.replace(partial, target)
+    write_atomically(output_target(target), text)
     click.echo(f"wrote {out}: {model.name}, {model.parameters / 1e9:.2f} B parameters on {tp} x {gpu.upper()}; "
                f"next: tuner validate {out}", err=True)

@@ -156,19 +156,21 @@ class Dashboard:
         return self._cached(("problem", str(path), stamp), load)
 
     def recorded_path(self, name: str) -> Path | None:
-        """The problem file a study of ``name`` recorded (``problem_path``), when it exists."""
+        """The problem file a study of ``name`` recorded (``problem_path``), when it exists.
+        The studies are read once per dashboard (every page asks for its problem, several
+        times); whether the file is there is asked each time."""
+        recorded = self._cached(("recorded", name), lambda: self._recorded(name))
+        return None if recorded is None or not Path(recorded).is_file() else Path(recorded)
+
+    def _recorded(self, name: str) -> str | None:
         import optuna
 
         try:
             summaries = optuna.get_all_study_summaries(self.study_storage(), include_best_trial=False)
         except Exception:  # noqa: BLE001 - a database without studies (an imported table): no path
             return None
-        for summary in summaries:
-            if summary.study_name.startswith(f"tuner:{name}:"):
-                recorded = summary.user_attrs.get("problem_path")
-                if isinstance(recorded, str) and Path(recorded).is_file():
-                    return Path(recorded)
-        return None
+        paths = (s.user_attrs.get("problem_path") for s in summaries if s.study_name.startswith(f"tuner:{name}:"))
+        return next((p for p in paths if isinstance(p, str) and Path(p).is_file()), None)
 
     def assignment(self, problem, rows: list[TableRow]) -> Assignment | None:
         """The assignment one regime's rows hold, or None when the problem file no longer

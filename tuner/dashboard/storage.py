@@ -12,7 +12,6 @@ every message names it.
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 from typing import Any
 
 from ..errors import StorageError
@@ -63,8 +62,6 @@ def default_storage() -> str:
     """``results.db`` in the working directory, else the database the last ``tuner tune``
     here wrote (:func:`tuner.profile.user_cache.last_tune`), else the bundled example."""
     from ..bundled import EXAMPLE_DATABASE
-    from ..profile.user_cache import last_tune
+    from ..profile.user_cache import local_or_last_tune
 
-    if Path("results.db").is_file():
-        return "sqlite:///results.db"
-    return last_tune() or f"sqlite:///{EXAMPLE_DATABASE}"
+    return local_or_last_tune() or f"sqlite:///{EXAMPLE_DATABASE}"

@@ -20,7 +20,6 @@ import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import IllegalConfigError
@@ -86,12 +85,12 @@ def _user_cache_fallback(url: str) -> Any:
     ``tuner simulate`` and ``tuner profile`` compiled there, read only), then the committed
     ``results.db.example``; the example alone when ``url`` is the user's cache."""
     from .cache import CompileCache, example_fallback
-    from .user_cache import existing_cache_url
+    from .user_cache import existing_cache_file
 
-    cached = existing_cache_url()
-    if cached is None or cached == url:
+    cached = existing_cache_file()
+    if cached is None or url == f"sqlite:///{cached}":
         return example_fallback()
-    return CompileCache.read_only(Path(cached.removeprefix("sqlite:///")), fallback=example_fallback())
+    return CompileCache.read_only(cached, fallback=example_fallback())
 
 
 def _say_once(message: str) -> None:

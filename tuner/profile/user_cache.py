@@ -60,11 +60,17 @@ def compile_cache_url() -> tuple[str | None, str | None]:
     return f"sqlite:///{directory / COMPILED_FILE}", None
 
 
-def existing_cache_url() -> str | None:
-    """The user's cache file as a URL when it exists (where ``tuner profile --device cuda``
+def existing_cache_file() -> Path | None:
+    """The user's cache file when it exists (where ``tuner profile --device cuda``
     measures by default), without creating anything: a load that only reads uses it."""
     path = cache_directory() / COMPILED_FILE
-    return f"sqlite:///{path}" if path.is_file() else None
+    return path if path.is_file() else None
+
+
+def existing_cache_url() -> str | None:
+    """:func:`existing_cache_file` as a database URL."""
+    path = existing_cache_file()
+    return None if path is None else f"sqlite:///{path}"
 
 
 def remember_tune(storage_url: str, here: Path | None = None) -> None:
@@ -89,6 +95,12 @@ def remember_tune(storage_url: str, here: Path | None = None) -> None:
         staged.replace(path)
     except OSError:
         return
+
+
+def local_or_last_tune() -> str | None:
+    """The table a command here reads without ``--storage``: ``./results.db`` when it
+    exists, else the database the last tune here wrote, else None."""
+    return "sqlite:///results.db" if Path("results.db").is_file() else last_tune()
 
 
 def last_tune(here: Path | None = None) -> str | None:

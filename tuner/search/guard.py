@@ -111,7 +111,8 @@ def _refusal(compared: dict[str, Figure], objective: str) -> str | None:
         return f"no {LABELS[objective]} of both to compare"
     if main.delta.half_width is None:
         return f"{main} from one seed shows no gain (no interval; tune with --seeds 2 or more)"
-    candidates = [main] + [f for name, f in compared.items() if name == "capacity" and name != objective]
+    # a capacity gain counts under a goodput study too (see the module's docstring)
+    candidates = [main] if objective == "capacity" or "capacity" not in compared else [main, compared["capacity"]]
     gains = [str(f) for f in candidates if f.gain]
     losses = [str(f) for f in compared.values() if f.loss]
     if losses:

@@ -193,17 +193,14 @@ class _Figures:
         study does not hold in full, and a capacity search per seed for each assignment
         whose capacity on this traffic shape is not yet known."""
         seeds, objective = len(self.seeds), self.problem.objective
-        needed = sum(seeds for a in dict.fromkeys(goodput) if not (objective == "goodput" and self._held(a)))
+        needed = sum(seeds for a in dict.fromkeys(goodput)
+                     if not (objective == "goodput" and _complete(self.known.get(a), self.seeds, objective)))
         shape = (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds)
         known = (self.capacities or {}).get(shape, {})
         needed += sum(self.PROBES_PER_SEED * seeds for a in dict.fromkeys(capacity)
-                      if a not in known and not (objective == "capacity" and self._held(a)))
+                      if a not in known and not (objective == "capacity"
+                                                 and _complete(self.known.get(a), self.seeds, objective)))
         return needed
-
-    def _held(self, assignment: Assignment) -> bool:
-        """The study holds the objective's figure of every seed (or knows it infeasible)."""
-        have = self.known.get(assignment)
-        return have is not None and (not have.feasible or len(have.values) == len(self.seeds))
 
     def metric(self, assignment: Assignment, metric: str, label: str = "") -> Evaluation:
         if metric != "capacity" or self.capacities is None:
@@ -270,6 +267,13 @@ def _trial_of(space: JointSpace, trials: Sequence[FrozenTrial], assignment: Assi
     return min(numbers) if numbers else None
 
 
+def _complete(have: Evaluation | None, seeds: Sequence[int], metric: str) -> bool:
+    """Whether the study's ``have`` serves as the full evaluation in ``metric``: an
+    infeasible verdict, or every seed's value (and, for goodput, its realised rate)."""
+    return have is not None and (not have.feasible or (
+        len(have.values) == len(seeds) and (metric != "goodput" or len(have.rates) == len(seeds))))
+
+
 def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, seeds: Sequence[int],
                         horizon: float, known: dict[Assignment, Evaluation], counter: SimulationCount,
                         metric: str | None = None, note: Callable[[str], None] = lambda text: None,
@@ -280,8 +284,7 @@ def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, s
     cells its probes launched (capacity), which the figures and the capacity memo need."""
     metric = metric or problem.objective
     have = known.get(assignment) if metric == problem.objective else None
-    if have is not None and (not have.feasible or (
-            len(have.values) == len(seeds) and (metric != "goodput" or len(have.rates) == len(seeds)))):
+    if have is not None and _complete(have, seeds, metric):
         return have
 
     probed = [0]  # probes counted as they ran (in this process only: a pool reports per seed)

@@ -60,13 +60,13 @@ import math
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import StorageError
+from ..outputs import output_problem, umask, write_output
 from .row import ROW_FIELDS, SERVED_FIELDS, TableRow, bucket_label, short_repr
 from .version import SCHEMA_VERSION, check_export
 
@@ -99,12 +99,7 @@ def export_json(problem: str, rows: Sequence[TableRow], path: str | Path) -> Pat
             lines.append(f"  {json.dumps(key)}: [\n{items}\n  ]")
         else:
             lines.append(f"  {json.dumps(key)}: {json.dumps(value)}")
-    text = "{\n" + ",\n".join(lines) + "\n}\n"
-    if str(path) == "-":  # standard output (tuner.outputs.STDOUT): written through
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        _write_atomic(path, text)
+    write_output(path, "{\n" + ",\n".join(lines) + "\n}\n")  # `-`: standard output, written through
     return path
 
 
@@ -488,8 +483,6 @@ def _write_all(files: Mapping[Path, Any], out: Path) -> None:
     place (a rename within one file system). A file that cannot be written (a full disk,
     no permission) leaves ``out`` as it was, and the error names that file, not a
     temporary one; before, one regime folder could end half old, half new."""
-    from ..outputs import output_problem
-
     for path in files:
         problem = output_problem(path)
         if problem is not None:
@@ -502,7 +495,7 @@ def _write_all(files: Mapping[Path, Any], out: Path) -> None:
             part = staging / f"{i}.json"
             try:
                 part.write_text(json.dumps(content, indent=4) + "\n")
-                os.chmod(part, 0o666 & ~_umask())  # an export is an ordinary file
+                os.chmod(part, 0o666 & ~umask())  # an export is an ordinary file
             except OSError as exc:
                 raise StorageError(f"{path}: cannot be written ({exc.strerror or exc}); nothing in {out} "
                                    "changed") from None
@@ -518,22 +511,3 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=,-]+", "-", name)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    if not path.parent.is_dir():
-        raise StorageError(f"{path}: no directory {path.parent}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as file:
-            file.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an export is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    """The process's umask (read by setting it, the only portable way, and restoring it)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
