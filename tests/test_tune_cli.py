@@ -378,6 +378,56 @@ def test_progress_covers_the_whole_run_not_only_the_trials(monkeypatch, capsys) 
         ", trials " in summary and ", baselines and capacities " in summary
 
 
+def test_a_first_use_compile_is_announced_with_its_estimate_and_counted(tmp_path, monkeypatch) -> None:
+    """Issue 38, item 6: a user problem compiled for 1 min 42 s inside its trials, silently.
+    Now the launches the search will time and no cache holds compile before the first
+    trial, announced once with their number and an estimate from what one compile took
+    on average in the caches (results.db.example's here: this config is in none), and
+    counted; a second run finds them all and says nothing."""
+    from tuner.collect.fill import compile_ahead
+    from tuner.search.parallel import load_for_tuning
+
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "cache"))
+    text = (Path(__file__).parent / "problems" / "one_gemm.yaml").read_text()
+    space = text[text.index("    space:"):text.index("regimes:")]
+    odd = "    space: {BLOCK_M: [32], BLOCK_N: [32], BLOCK_K: [32], num_warps: [2], num_stages: [2], SPLIT_K: [1]}\n"
+    problem_file = tmp_path / "odd_tiles.yaml"
+    problem_file.write_text(text.replace(space, odd))
+    problem = load_for_tuning(problem_file, f"sqlite:///{tmp_path / 'r.db'}")
+    said: list[tuple[int, float | None]] = []
+    counted: list[tuple[int, int]] = []
+    compiled = compile_ahead(problem, lambda missing, each: said.append((missing, each)),
+                             lambda done, total: counted.append((done, total)))
+    assert compiled > 0 and len(said) == 1 and said[0][0] == compiled
+    assert said[0][1] is not None and 0 < said[0][1] < 60
+    assert counted[0] == (0, compiled) and counted[-1] == (compiled, compiled)
+    said.clear()
+    again = load_for_tuning(problem_file, f"sqlite:///{tmp_path / 'r.db'}")
+    assert compile_ahead(again, lambda missing, each: said.append((missing, each)), lambda done, total: None) == 0
+    assert not said
+
+
+def test_the_compile_stage_says_what_it_compiles_and_how_long(monkeypatch, capsys) -> None:
+    """The announcement's estimate is count × mean seconds / processes, and the run's
+    time split gains a compiling part only when something compiled."""
+    from tuner.cli.progress import TerminalProgress
+    from tuner.cli.tune import TrialProgress
+
+    monkeypatch.setattr(TerminalProgress, "INTERVAL_S", 0.0)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
+    with TrialProgress(regimes=["light"]) as progress:
+        progress.compiling(240, 0.5, "sqlite:///r.db", 2)
+        progress.compiled(120, 240)
+        summary = progress.summary()
+    err = capsys.readouterr().err
+    assert ("tuner tune: preparing: 240 kernel launches of this problem's configs are in no compile cache "
+            "(sqlite:///r.db's, your cache directory's, results.db.example's); compiling them now, once: about "
+            "1m00s (0.5 s each on average in the cache, 2 processes)") in err
+    assert "tuner tune: compiling: 120/240 kernels" in err and ", compiling " in summary
+    with TrialProgress(regimes=["light"]) as quiet_run:
+        assert ", compiling " not in quiet_run.summary()
+
+
 def test_dash_writes_to_standard_output_and_nothing_else(tuned, tmp_path, monkeypatch):
     """Issue 39, item 1: `-` is standard output, written through (never a file named `-`,
     never a rename): table export's JSON, gate's report (its verdicts then on stderr);

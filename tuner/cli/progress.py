@@ -104,6 +104,13 @@ class TerminalProgress:
         if self._task is not None:
             self._rich.update(self._task, total=self._rich.tasks[self._task].completed)
 
+    def say(self, text: str) -> None:
+        """One line on stderr now, above the bar if one is drawn (nothing when quiet)."""
+        if self._rich is not None:
+            self._rich.console.print(f"{self.command}: {text}", markup=False, highlight=False)
+        elif self._lines:
+            click.echo(f"{self.command}: {text}", err=True)
+
     def counted(self) -> str:
         """The stage's count and ETA as its progress line gives them (``12/90 simulations, ETA 0m20s``)."""
         return self._counted("")

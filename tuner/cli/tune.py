@@ -98,6 +98,7 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
+    from ..collect.fill import compile_ahead
     from ..search import TuneSettings, tune_problem
     from ..interrupts import exit_interrupted
     from ..processes import quiet_logs
@@ -115,13 +116,12 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
                             oracle_limit=oracle_limit)
     quiet_logs()
     try:
-        if not quiet and any(getattr(f.default.profile, "source", "") == "modeled" for f in loaded.families.values()):
-            click.echo(f"tuner tune: preparing: the kernel configs' compiled resources come from {where}'s compile "
-                       "cache, then results.db.example's; configs in neither compile now, once (minutes for a "
-                       "large space of your own kernels)", err=True)
         with TrialProgress(quiet, chosen or list(loaded.regimes)) as progress:
+            processes = sim_jobs or default_processes(seeds, jobs)
+            compile_ahead(loaded, lambda missing, each: progress.compiling(missing, each, where, processes),
+                          progress.compiled, workers=processes)
             outcomes = tune_problem(loaded, storage, settings, chosen, fresh=fresh, progress=progress, jobs=jobs,
-                                    sim_jobs=sim_jobs or default_processes(seeds, jobs),
+                                    sim_jobs=processes,
                                     worker=Worker.here(salt, heartbeat_s=heartbeat),
                                     warn=lambda message: warn([message]))
     except KeyboardInterrupt:
@@ -164,7 +164,7 @@ class TrialProgress:
     run's time split between them (a tune's ETA used to cover the trials only, and say
     8 s when a minute of capacity searches followed)."""
 
-    PHASES = ("preparing", "trials", "baselines and capacities")
+    PHASES = ("preparing", "compiling", "trials", "baselines and capacities")
 
     def __init__(self, quiet: bool = False, regimes: Sequence[str] = ()) -> None:
         self._shown = TerminalProgress("tuner tune", "trials", quiet)
@@ -181,6 +181,21 @@ class TrialProgress:
     def __exit__(self, *exc: object) -> None:
         self._switch(self._phase)
         self._shown.__exit__(*exc)
+
+    def compiling(self, missing: int, seconds_each: float | None, storage: str, processes: int) -> None:
+        """Say, before the first compile, how many launches no compile cache holds and how
+        long compiling them should take; count them from here."""
+        self._switch("compiling")
+        each = "" if seconds_each is None else (
+            f": about {duration(missing * seconds_each / processes)} ({seconds_each:.2g} s each on average in the "
+            f"cache, {processes} process{'es' if processes > 1 else ''})")
+        self._shown.say(f"preparing: {missing} kernel launch{'es' if missing > 1 else ''} of this problem's configs "
+                        f"are in no compile cache ({storage}'s, your cache directory's, results.db.example's); "
+                        f"compiling them now, once{each}")
+        self._shown.start("compiling", 0, missing, unit="kernels")
+
+    def compiled(self, done: int, total: int) -> None:
+        self._shown.update(done, total)
 
     def start(self, regime: str, done: int, total: int) -> None:
         self._switch("trials")
@@ -212,7 +227,8 @@ class TrialProgress:
         """``tuner tune: 1m05s in all: preparing 0m03s, trials 0m40s, baselines and capacities 0m22s``."""
         self._switch(self._phase)
         return (f"tuner tune: {duration(time.monotonic() - self._started)} in all: "
-                + ", ".join(f"{phase} {duration(seconds)}" for phase, seconds in self._spent.items()))
+                + ", ".join(f"{phase} {duration(seconds)}" for phase, seconds in self._spent.items()
+                            if seconds or phase != "compiling"))
 
     def _switch(self, phase: str) -> None:
         """Count the time since the last switch to the phase it was in; ``phase`` from now."""

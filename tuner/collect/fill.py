@@ -22,7 +22,7 @@ from ..problem.model import Problem
 from ..problem.probe import probe_points
 from ..profile.cache import CompileCache
 from ..profile.devices import DevicePreset
-from ..profile.modeled import ModeledProfile
+from ..profile.modeled import LazyCompileCache, ModeledProfile
 
 #: The configs ``--best`` searches when no narrower space is given: the tile sizes,
 #: warps, stages and splits a Triton autotune list typically holds.
@@ -66,10 +66,20 @@ class FillReport:
         }
 
 
-def fill_problem(problem: Problem, cache: CompileCache, workers: int = 1,
-                 progress: Callable[[int, int], None] | None = None) -> FillReport:
-    """Compile everything the problem's built-in families launch; report legality."""
-    started = time.perf_counter()
+@dataclass(frozen=True)
+class ProblemLaunches:
+    """Every launch a problem's built-in families make where the search times them, and
+    each (family, config profile, shape) it was planned for (None: no built-in family)."""
+
+    launches: list[KernelLaunch]
+    jobs: list[tuple[str, ModeledProfile, dict[str, int]]]
+    device: DevicePreset | None
+
+
+def problem_launches(problem: Problem) -> ProblemLaunches:
+    """The launches of every config of the problem's built-in families at the shapes its
+    operators take at the largest batch and the smallest, and at each bucket's
+    representative and smallest shapes."""
     points = [variables for _, variables in probe_points(problem.service, problem.size_fields)]
     largest = problem.service.largest_batch_variables(problem.size_fields)
     launches: list[KernelLaunch] = []
@@ -90,6 +100,15 @@ def fill_problem(problem: Problem, cache: CompileCache, workers: int = 1,
                 jobs.append((family.name, profile, shape))
                 if profile.family.illegal(profile.config, shape) is None:
                     launches.extend(profile.family.plan(profile.config, shape, device.sms).launches)
+    return ProblemLaunches(launches, jobs, device)
+
+
+def fill_problem(problem: Problem, cache: CompileCache, workers: int = 1,
+                 progress: Callable[[int, int], None] | None = None) -> FillReport:
+    """Compile everything the problem's built-in families launch; report legality."""
+    started = time.perf_counter()
+    planned = problem_launches(problem)
+    launches, jobs, device = planned.launches, planned.jobs, planned.device
     if device is None:
         raise TunerError(f"{problem.path}: no built-in kernel family to profile (families with 'kernel:')")
     cache.warm(launches, device, progress=progress, workers=workers)
@@ -114,6 +133,46 @@ def fill_problem(problem: Problem, cache: CompileCache, workers: int = 1,
     distinct = len({launch.compile_key() for launch in launches})
     return FillReport(problem.name, device.name, len(launches), distinct,
                       time.perf_counter() - started, list(reports.values()))
+
+
+def compile_ahead(problem: Problem, announce: Callable[[int, float | None], None],
+                  progress: Callable[[int, int], None], workers: int = 1) -> int:
+    """Compile, before the first trial, every launch the search will time that no compile
+    cache holds: a first use of a space (a user's own kernels) compiled for minutes,
+    silently, inside the trials. ``announce(missing, seconds_each)`` is told once, before
+    the first compile, how many there are and what one took on average in the cache
+    (None: nothing to go by); ``progress(done, total)`` then counts them.
+
+    Returns:
+        How many launches were compiled (0: everything was cached, or no built-in family).
+    """
+    planned = problem_launches(problem)
+    cache = _compile_cache(planned)
+    if cache is None or planned.device is None:
+        return 0
+    missing = 0
+
+    def counted(done: int, total: int) -> None:
+        nonlocal missing
+        if not missing and done < total:
+            missing = total - done
+            announce(missing, cache.typical_compile_seconds())
+        if missing:
+            progress(done - (total - missing), missing)
+
+    distinct = {launch.compile_key(): launch for launch in planned.launches}  # shapes share binaries
+    cache.warm(distinct.values(), planned.device, progress=counted, workers=workers)
+    return missing
+
+
+def _compile_cache(planned: ProblemLaunches) -> CompileCache | None:
+    """The compile cache the problem's profiles read (opened now), if it is one."""
+    if not planned.jobs:
+        return None
+    resources = planned.jobs[0][1].resources
+    if isinstance(resources, LazyCompileCache):
+        resources = resources.opened()
+    return resources if isinstance(resources, CompileCache) else None
 
 
 def profile_one(family: KernelFamily, shape: Mapping[str, int], device: DevicePreset, cache: CompileCache,

@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, insert, inspect,
+from sqlalchemy import (DateTime, Float, Integer, String, Text, UniqueConstraint, create_engine, func, insert, inspect,
                         select, tuple_)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -397,6 +397,23 @@ class CompileCache:
                 done(futures[future], future.result())
         self._memo.update(usages)
         return [_compiled.on_device(usages[key], device, launch.num_warps) for key, launch in zip(keys, launches)]
+
+    def typical_compile_seconds(self) -> float | None:
+        """The mean time one compile that succeeded took, over what this cache stores (else
+        its fallback): what a first-use compile is estimated at before any has run here.
+        None when neither stores one."""
+        if self._rows is not None:
+            times = [usage.compile_seconds for usage in self._rows.values() if usage.error is None]
+            mean = sum(times) / len(times) if times else None
+        elif self._engine is not None:
+            with self._session() as session:
+                mean = session.execute(select(func.avg(CompiledRecord.compile_seconds))
+                                       .where(CompiledRecord.error.is_(None))).scalar()
+        else:
+            mean = None
+        if mean is None and self.fallback is not None:
+            return self.fallback.typical_compile_seconds()
+        return None if mean is None else float(mean)
 
     def _lookup(self, keys: list[CompileKey]) -> dict[CompileKey, _compiled.ArchUsage]:
         """The stored usage of those ``keys`` that are stored, matched on the whole key, so
