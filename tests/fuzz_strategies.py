@@ -10,6 +10,7 @@ place; option cases start from a command line that succeeds.
 from __future__ import annotations
 
 import copy
+import re
 import csv
 import io
 import math
@@ -22,6 +23,7 @@ import yaml
 from hypothesis import strategies as st
 
 from tuner.problem.document import parse_yaml
+from tuner.units import BYTE_UNITS, TIME_UNITS
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = ROOT / "search_spaces"
@@ -136,6 +138,7 @@ class ProblemMutation:
 
     base: str
     kind: str  # drop | duplicate key | wrong type | extreme number | non-finite number | hostile expression | add key
+    #          | unitless quantity
     path: Path_
     value: Any = None
 
@@ -214,6 +217,32 @@ def problem_mutations(draw: st.DrawFn, bases: tuple[str, ...] = ALL_PROBLEMS) ->
     else:
         path = draw(st.sampled_from(scalar_paths(document)))
     return ProblemMutation(base, kind, path, draw(value_kinds()[kind]))
+
+
+#: ``NUMBER UNIT`` as a problem file writes a time or a size (``10 ms``, ``80 GiB``).
+UNIT_LITERAL = re.compile(r"^\s*([0-9][0-9.eE+-]*)\s*(%s)\s*$" % "|".join(
+    sorted(map(re.escape, {**BYTE_UNITS, **TIME_UNITS}), key=len, reverse=True)))
+
+
+def unit_paths(document: dict) -> list[Path_]:
+    """Every scalar written as ``NUMBER UNIT``."""
+    return [path for path in scalar_paths(document)
+            if isinstance(get(document, path), str) and UNIT_LITERAL.match(get(document, path))]
+
+
+@st.composite
+def unitless_quantities(draw: st.DrawFn, bases: tuple[str, ...] = ALL_PROBLEMS) -> ProblemMutation:
+    """A shipped problem with one time or size written without its unit: the same number
+    (as YAML writes a number, or quoted), or another one (issue 38, item 4: ``tpot: 60``
+    was read as 60 seconds, silently)."""
+    base = draw(st.sampled_from(bases))
+    document = shipped(base)
+    path = draw(st.sampled_from(unit_paths(document)))
+    number = float(UNIT_LITERAL.match(get(document, path)).group(1))
+    number = draw(st.sampled_from((number, 0, 1, 60, 0.5, 1e-3, 80, 2**30)))
+    written = draw(st.sampled_from(("number", "text")))
+    value = (int(number) if float(number).is_integer() else number) if written == "number" else f"{number:g}"
+    return ProblemMutation(base, "unitless quantity", path, value)
 
 
 # --- broken traces ---------------------------------------------------------------------

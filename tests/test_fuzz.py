@@ -54,8 +54,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz_strategies import (
+    dotted,
     FAST_PROBLEMS, SPACES, TRACES, BrokenTrace, OptionCase, ProblemMutation, broken_traces, problem_mutations,
-    shipped, simulate_options, storages, table_options, tune_options,
+    shipped, simulate_options, storages, table_options, tune_options, unitless_quantities,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -439,6 +440,25 @@ def test_any_cache_directory_keeps_the_contract_and_the_working_directory_clean(
         check(outcome, (cache, command), SIMULATE_S)
         assert not (directory / "results.db").exists()
         assert {p for p in directory.iterdir() if p.name not in ("cache", "new", "cache\nwith a newline")} == before
+
+
+@settings(max_examples=examples(0.5))
+@given(mutation=unitless_quantities())
+def test_a_time_or_size_without_its_unit_is_refused_naming_key_and_units(mutation: ProblemMutation) -> None:
+    """Issue 38, item 4, fuzzed: wherever a shipped file writes a time or a size with its
+    unit, the bare number (0 aside, the same in any unit) is refused by validate in one
+    line that names the key and the units to use; it is never read in seconds or bytes."""
+    with workdir() as directory:
+        problem = write_case(directory, mutation.text())
+        outcome = invoke(["validate", str(problem)], directory, VALIDATE_S)
+        check(outcome, mutation, VALIDATE_S)
+        if float(mutation.value) == 0:
+            return  # 0 may also be refused for a quantity that must be positive
+        assert outcome.exit_code == 2, f"a bare number was accepted: {mutation!r}\n  {outcome.stdout[-400:]}"
+        line = error_lines(outcome.stderr)[0]
+        key = dotted(mutation.path)
+        assert f"{key}: " in line and "has no unit" in line and "(units: " in line, (
+            f"{mutation!r}: {line}")
 
 
 USER_KERNEL = Path(__file__).resolve().parent / "user_kernels" / "tutorial_matmul.py"

@@ -34,6 +34,10 @@ def _validate(path: Path):
     (("service", "slo", "deadline"), "60", "units: s, ms, us, ns, min, h"),
     (("service", "memory", "budget"), 80, "units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"),
     (("regimes", "light", "horizon"), 10.5, "units: s, ms"),
+    # expressions in seconds or bytes: a bare constant is the same trap (the fuzz round of issue 38)
+    (("families", "stage", "configs", 0, "profile", "latency"), 10, "units: s, ms, us, ns, min, h"),
+    (("families", "stage", "configs", 1, "profile", "workspace"), "2", "units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"),
+    (("service", "memory", "per_request"), 4, "units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"),
 ])
 def test_a_bare_number_for_a_time_or_a_size_is_refused_naming_the_units(tmp_path, where, value, units) -> None:
     def change(document):
@@ -45,7 +49,16 @@ def test_a_bare_number_for_a_time_or_a_size_is_refused_naming_the_units(tmp_path
     assert result.exit_code == 2 and result.stdout == ""
     [line] = result.stderr.splitlines()
     shown = repr(value) if isinstance(value, str) else value
-    assert f"{'.'.join(where)}: {shown} has no unit: write it with one, e.g. '{value} " in line and units in line
+    key = ".".join(f"[{part}]" if isinstance(part, int) else part for part in where).replace(".[", "[")
+    assert f"{key}: {shown} has no unit: write it with one, e.g. '{value} " in line and units in line
+
+
+def test_a_latency_table_point_without_its_unit_is_refused(tmp_path) -> None:
+    def change(document):
+        document["families"]["stage"]["configs"][0]["profile"]["latency"] = {"batch": {1: "8 ms", 32: 0.02}}
+    result = _validate(_seed_with(tmp_path, change))
+    assert result.exit_code == 2
+    assert "families.stage.configs[0].profile.latency.batch.32: 0.02 has no unit" in result.stderr
 
 
 def test_zero_needs_no_unit(tmp_path) -> None:

@@ -301,6 +301,7 @@ def _latency(value: object, key: str, allowed: frozenset[str], constants: dict[s
         where = f"{key}.{variable}.{x}"
         if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x or x < 0:
             raise Invalid(where, f"a table point must be a number >= 0 but got {s.show(x)}")
+        checked(where, lambda y=y: s.refuse_bare(y, TIME_UNITS, "ms"))
         seconds = checked(where, lambda y=y: parse_seconds(y))
         if seconds < 0:
             raise Invalid(where, f"a latency must not be negative but got {s.show(y)}")

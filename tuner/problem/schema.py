@@ -51,6 +51,24 @@ def show(value: object) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
 
 
+def refuse_bare(value: object, units: Mapping[str, float], example: str) -> None:
+    """Refuse a bare number other than 0 where a time or a size is meant: ``latency: 10``
+    read as 10 seconds and ``workspace: 2`` as 2 bytes, silently, as ``tpot: 60`` did.
+
+    Raises:
+        ValueError: naming the value, an example with a unit and the units.
+    """
+    if is_bare_number(value) and float(value) != 0:  # type: ignore[arg-type]
+        raise ValueError(f"{show(value)} has no unit: write it with one, e.g. '{value} {example}' "
+                         f"(units: {', '.join(units)})")
+
+
+def _size_expr(value: object) -> int | float | str:
+    """A size in bytes: a quantity ('2 GiB') or an expression of the shape or sizes."""
+    refuse_bare(value, BYTE_UNITS, "GiB")
+    return _expr_text(value)
+
+
 def _quantity(parse: Callable[[object], float], positive: bool, units: Mapping[str, float],
               example: str) -> Callable[[object], float]:
     """A validator that parses a quantity and refuses negative (or, if asked, zero) values,
@@ -61,9 +79,7 @@ def _quantity(parse: Callable[[object], float], positive: bool, units: Mapping[s
         number = parse(value)
         if number < 0:
             raise ValueError(f"must not be negative but got {show(value)}")
-        if number != 0 and is_bare_number(value):
-            raise ValueError(f"{show(value)} has no unit: write it with one, e.g. '{value} {example}' "
-                             f"(units: {', '.join(units)})")
+        refuse_bare(value, units, example)
         if positive and number == 0:
             raise ValueError(f"must be greater than 0 but got {show(value)}")
         return number
@@ -119,6 +135,7 @@ def _latency(value: object) -> object:
         return value
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"expected a finite number but got {show(value)}")
+    refuse_bare(value, TIME_UNITS, "ms")
     try:
         return _expr_text(value)
     except ValueError:
@@ -140,6 +157,7 @@ PositiveSeconds = Annotated[float, BeforeValidator(_quantity(parse_seconds, True
 Bytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, False, BYTE_UNITS, "GiB"))]
 PositiveBytes = Annotated[float, BeforeValidator(_quantity(parse_bytes, True, BYTE_UNITS, "GiB"))]
 ExprText = Annotated[Union[int, float, str], PlainValidator(_expr_text)]
+SizeExpr = Annotated[Union[int, float, str], PlainValidator(_size_expr)]
 BatchingName = Annotated[str, PlainValidator(_batching_name)]
 Scalar = Annotated[Union[int, float, str, bool], PlainValidator(_scalar)]
 Rate = Annotated[Union[float, tuple[float, float]], PlainValidator(_rate)]
@@ -176,7 +194,7 @@ class ProfileSpec(Strict):
     """
 
     latency: Latency
-    workspace: ExprText = 0
+    workspace: SizeExpr = 0
     sm: float = Field(1.0, gt=0, le=1)
     ctas: ExprText | None = None
     ctas_per_sm: int = Field(1, gt=0)
@@ -241,7 +259,7 @@ class UserKernelSpec(Strict):
     key: list[str] | None = Field(None, min_length=1)
     arguments: str
     cost: CostSpec
-    workspace: ExprText = 0
+    workspace: SizeExpr = 0
     output: str | None = None
 
 
@@ -311,7 +329,7 @@ class MemorySpec(Strict):
 
     budget: PositiveBytes
     fixed: Bytes = 0.0
-    per_request: ExprText = 0
+    per_request: SizeExpr = 0
 
 
 class JitterSpec(Strict):
