@@ -673,7 +673,7 @@ def _edited(change):
 @pytest.mark.parametrize("damage, cause", [
     (lambda t: t.replace('"goodput_rps": 3.5', '"goodput_rps": oops', 1),
      "cannot read what follows the rows (Expecting value: line 11 column"),  # (the first details line)
-    (lambda t: t[:t.rindex("}")] + ', "rows": []}\n', "cannot read what follows the rows (key 'rows' appears twice)"),
+    (lambda t: t[:t.rindex("}")] + ', "rows": []}\n', "the document's key 'rows' appears twice"),
     (_edited(lambda d: d["details"].pop()), "'details' must be a list of one object per row (4), found 3 entries"),
     (_edited(lambda d: d.update(details={})), "'details' must be a list of one object per row (4), found a dict"),
     (_edited(lambda d: d["details"].__setitem__(2, [])), "row 2: its details must be an object, found list []"),
@@ -749,6 +749,54 @@ def test_duplicate_rows_are_refused_naming_both(tmp_path, caplog):
     table_rows.insert(2, replace(table_rows[1], params={"BLOCK_M": 1}))  # bucket 1 twice, differently
     d = rt.load_table(export_json("toy", table_rows, tmp_path / "dup2.json"), fallback=FALLBACK)
     assert "light/qkv: rows 1 and 2 are both bucket 1" in d.fallback_reason
+
+
+def _with_key_twice(text: str, before: str, pair: str, at: int = 0) -> str:
+    """``text`` with ``pair`` (``"config": "other"``) inserted before the ``at``-th ``before``."""
+    index = -1
+    for _ in range(at + 1):
+        index = text.index(before, index + 1)
+    return text[:index] + pair + ", " + text[index:]
+
+
+@pytest.mark.parametrize("before, pair, where", [
+    ('"config": ', '"config": "other"', "row 0 (light/qkv): key 'config' appears twice"),
+    ('"BLOCK_M": ', '"BLOCK_M": 256', "row 0 (light/qkv), field 'params': key 'BLOCK_M' appears twice"),
+    ('"rows": ', '"rows": []', "the document's key 'rows' appears twice"),
+])
+def test_a_key_written_twice_refuses_the_table_naming_it(tmp_path, caplog, before, pair, where):
+    """Issue 39, item 2: JSON keeps the last of two equal keys, silently, so a row with
+    ``config`` (or a parameter) twice was served as the second one said, and a second
+    ``rows`` replaced the first. Now the table is refused, naming the row and key, and
+    the fallback serves."""
+    text = export_json("toy", rows(), tmp_path / "table.json").read_text()
+    path = tmp_path / "twice.json"
+    path.write_text(_with_key_twice(text, before, pair))
+    with caplog.at_level(logging.WARNING, LOGGER):
+        d = rt.load_table(path, fallback=FALLBACK)
+    assert d.table is None and dict(d.config("qkv")) == FALLBACK
+    [warning] = caplog.records
+    message = warning.getMessage()
+    assert f"{path}: {where}" in message
+
+
+def test_colons_inside_strings_are_not_taken_for_a_key_written_twice(tmp_path):
+    """The cheap test (colons in the rows' text against the keys parsed) sends a file whose
+    strings hold colons to the full check, which finds nothing: the table serves."""
+    document = _export_document()
+    document["rows"][0]["config"] = "tile: 64x64: split 4"
+    d = rt.load_table(_write(tmp_path / "colons.json", document), fallback=FALLBACK)
+    assert d.fallback_reason is None and d.table.rows[0].config == "tile: 64x64: split 4"
+
+
+def test_a_key_written_twice_in_the_details_is_refused_when_they_are_read(tmp_path):
+    text = export_json("toy", rows(), tmp_path / "table.json").read_text()
+    path = tmp_path / "twice.json"
+    path.write_text(_with_key_twice(text, '"goodput_rps": ', '"goodput_rps": 1e9'))
+    d = rt.load_table(path, fallback=FALLBACK)
+    assert d.fallback_reason is None  # the rows served are whole; the details are read when asked
+    with pytest.raises(StorageError, match=r"the details of row 0: key 'goodput_rps' appears twice"):
+        d.table.rows
 
 
 def test_a_string_schema_version_is_reported_as_a_malformed_export(tmp_path, caplog):
