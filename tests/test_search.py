@@ -651,6 +651,53 @@ def test_a_failed_fresh_run_leaves_the_old_study_intact_and_usable(seed_problem,
         tune_problem(seed_problem, url, QUICK, ["light"])
 
 
+@pytest.mark.parametrize("moment", ["writing the swapped-in rows", "deleting the scratch database",
+                                    "stopping the seed processes"])
+def test_a_ctrl_c_once_the_fresh_swap_began_lets_the_run_succeed(seed_problem, tuned_db, monkeypatch, moment):
+    """Issue 39, item 5: a fresh run interrupted after its swap had committed said "the
+    studies and table are as they were" and exited 130, though the database had changed.
+    The swap is the run's success: a SIGINT from its first write to the end of the
+    clean-up is ignored, and the run returns its outcomes with the new study in place."""
+    import os
+    import signal
+
+    from tuner.search import parallel, staging
+
+    def interrupting(real):
+        def call(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGINT)
+            return real(*args, **kwargs)
+        return call
+
+    if moment == "writing the swapped-in rows":
+        monkeypatch.setattr(staging, "write_regime", interrupting(staging.write_regime))
+    elif moment == "deleting the scratch database":
+        monkeypatch.setattr(staging.shutil, "rmtree", interrupting(staging.shutil.rmtree))
+    else:
+        monkeypatch.setattr(parallel, "seed_pool", _interrupted_on_exit(parallel.seed_pool))
+    url = f"sqlite:///{tuned_db}"
+    other = dataclasses.replace(QUICK, seeds=3)
+    outcomes = tune_problem(seed_problem, url, other, ["light"], fresh=True)
+    assert [o.regime for o in outcomes] == ["light"]
+    study = optuna.load_study(study_name=study_name("seed_example", "light"), storage=url)
+    assert study.user_attrs["seeds"] == [0, 1, 2]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back afterwards
+
+
+def _interrupted_on_exit(real):
+    """``parallel.seed_pool`` whose exit (the run's last clean-up) gets a SIGINT first."""
+    import contextlib
+    import os
+    import signal
+
+    @contextlib.contextmanager
+    def pool(*args, **kwargs):
+        with real(*args, **kwargs) as opened:
+            yield opened
+            os.kill(os.getpid(), signal.SIGINT)
+    return pool
+
+
 def test_a_fresh_run_keeps_the_other_regimes_and_warm_starts_from_them(seed_problem, tuned_db):
     url = f"sqlite:///{tuned_db}"
     tune_problem(seed_problem, url, QUICK, ["heavy"])

@@ -192,3 +192,41 @@ def test_a_run_stopped_below_the_attainment_target_gives_the_full_runs_verdict(s
     assert early.stopped == (full.metrics.slo_attainment < 0.9)
     if not early.stopped:
         assert early.metrics == full.metrics
+
+
+def _run_with_launch_limit(problem, regime: str, limit: int):
+    """A ServiceRun of ``problem`` whose launch budget is ``limit`` (MAX_LAUNCHES is 5e7)."""
+    from tuner.sim.program import bind
+    from tuner.sim.service import ServiceRun
+
+    workload = problem.regimes[regime].workload(0, problem.service.jitter, None)
+    bound = bind(problem.service_for(regime), Assignment.default(problem), problem.size_fields)
+    run = ServiceRun(bound, workload, problem.memory_budget(regime), problem.size_fields)
+    run._launch_limit = limit
+    return run
+
+
+def test_a_run_past_its_launch_budget_stops_naming_the_neighbour_that_drove_it(write_problem):
+    """Issue 39, item 4: a neighbour of 1 us with no gap over a long window is ~1e6 launches
+    a simulated second; loading allows it (its cycle is 1 us), so the run itself stops at
+    its budget, saying which stream launched most and what to change."""
+    from tuner.errors import SimulationError
+
+    document = single_stage("5 ms", slots=2, rate=100, horizon="10 s")
+    document["service"]["neighbors"] = [{"name": "tenant", "profile": {"latency": "1 us", "sm": 0.5}, "gap": 0}]
+    problem = write_problem(document)
+    with pytest.raises(SimulationError) as raised:
+        _run_with_launch_limit(problem, "steady", 20_000).run()
+    message = str(raised.value)
+    assert message.startswith("the simulation stopped at its budget of 20,000 kernel launches, ")
+    assert "neighbour 'tenant' launched " in message and "lengthen its gap" in message
+    assert "\n" not in message
+
+
+def test_a_run_past_its_launch_budget_names_the_service_when_it_launched_most(write_problem):
+    from tuner.errors import SimulationError
+
+    problem = write_problem(single_stage("5 ms", slots=2, rate=100, horizon="10 s"))
+    with pytest.raises(SimulationError, match=r"the service launched 501 of them for \d+ arrivals \(1 per request\)"):
+        _run_with_launch_limit(problem, "steady", 500).run()
+    assert simulate(problem, Assignment.default(problem), "steady").metrics.kernels > 500  # the budget's own

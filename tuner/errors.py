@@ -11,6 +11,7 @@ single line and exit code 2. Messages name the thing, the value and the reason::
     ├── KernelError       a kernel family was asked for what it lacks or cannot do
     ├── SearchError       a study cannot run as asked (unknown regime, other settings)
     ├── RunError          a model config or a measured serving run cannot be read
+    ├── SimulationError   a simulation passed its event budget
     └── StorageError      a database cannot be opened, read or written
         └── SchemaMismatchError  its tuner_schema version is not this code's
 """
@@ -55,6 +56,11 @@ class SearchError(TunerError):
 class RunError(TunerError):
     """A model's config or a measured serving run (``tuner check-run``) is missing,
     unreadable or inconsistent."""
+
+
+class SimulationError(TunerError):
+    """A simulation stopped at its event budget (:data:`tuner.problem.bounds.MAX_LAUNCHES`):
+    what the problem asks would take hours, and the message names what drove it."""
 
 
 class SchemaMismatchError(StorageError):

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 @dataclass
@@ -88,6 +88,7 @@ def interruptible() -> Iterator[None]:
     now one that came before it; outside :func:`deferred`, nothing changes."""
     deferral = _current
     if deferral is None:
+        checkpoint()
         yield
         return
     checkpoint()
@@ -116,9 +117,60 @@ def shielded() -> Iterator[None]:
 
 
 def checkpoint() -> None:
-    """A safe point (a wait, the start of a simulation): deliver a deferred Ctrl-C now."""
+    """A safe point (a wait, the start of a simulation): deliver a deferred Ctrl-C now, or
+    raise again one that library code swallowed (see :func:`on_sigint`)."""
     if _current is not None and _current.pending:
         _current.deliver()
+    elif _received and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        raise KeyboardInterrupt
+
+
+#: A SIGINT reached this process through :func:`on_sigint`: from then on it is stopping.
+_received = False
+
+
+def on_sigint(signum: int, frame: object) -> None:
+    """The ``tuner`` executable's SIGINT handler, installed at its start: Python's own
+    (raise KeyboardInterrupt), remembering that it came. A KeyboardInterrupt raised inside
+    a weakref callback or a ``__del__`` is printed as "Exception ignored" and dropped, and
+    the run went on to exit 0 as if never interrupted; the next :func:`checkpoint` (every
+    simulation starts with one) raises it again."""
+    global _received
+    _received = True
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """:func:`on_sigint` for this process (main thread only: signals go there), and the
+    "Exception ignored" report of a swallowed KeyboardInterrupt silenced (a traceback on
+    stderr; :func:`checkpoint` raises it again)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, on_sigint)
+    report = sys.unraisablehook
+
+    def unraisable(what: Any) -> None:
+        if not (_received and isinstance(what.exc_value, KeyboardInterrupt)):
+            report(what)
+
+    sys.unraisablehook = unraisable
+
+
+def received() -> bool:
+    """Whether a SIGINT reached this process through :func:`on_sigint`."""
+    return _received
+
+
+def exit_now(code: object) -> NoReturn:
+    """Exit with ``code`` (a SystemExit's) after the exit handlers, flushing the streams:
+    CPython ends a process by SIGINT (exit -2, whatever ``sys.exit`` said) once a
+    KeyboardInterrupt escaped an ``exec`` of a string (``dataclasses`` and lazy imports
+    run them), even if the interrupt was then caught and reported."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
 @contextmanager
@@ -132,6 +184,12 @@ def ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def ignore_until_exit() -> None:
+    """SIGINT ignored from now on, in a process about to exit with its work done."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def interrupt_once(signum: int, frame: object) -> None:

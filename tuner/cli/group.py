@@ -174,6 +174,29 @@ class _Tuner(click.Group):
         except KeyboardInterrupt:
             click.echo("tuner: interrupted", err=True)
             interrupts.exit_interrupted()
+        finally:
+            if ctx.obj is _EXECUTABLE:  # the command is over, whatever its end: see run()
+                interrupts.ignore_until_exit()
+
+
+#: ``ctx.obj`` when the ``tuner`` executable runs the group (not a caller's CliRunner).
+_EXECUTABLE = object()
+
+
+def run() -> None:
+    """The ``tuner`` executable (its console script and ``python -m tuner``): :data:`main`,
+    told it owns its process, so that once the command is over a Ctrl-C is ignored: struck
+    during click's teardown or the interpreter's exit it killed a finished run by SIGINT
+    (exit -2 and no line, a ``--fresh`` tune's swap already done). Its SIGINT handler
+    remembers a Ctrl-C that library code swallowed (:func:`tuner.interrupts.on_sigint`).
+    In-process callers (click's CliRunner, tests) keep their own handler."""
+    interrupts.install()
+    try:
+        main(obj=_EXECUTABLE)
+    except SystemExit as exc:
+        if interrupts.received():
+            interrupts.exit_now(exc.code)
+        raise
 
 
 @contextmanager

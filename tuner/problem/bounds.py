@@ -31,6 +31,12 @@ MAX_EXECUTORS = 1024
 #: Requests per batch or sequences per iteration: 64× vLLM's largest ``max_num_seqs``
 #: (1024); each batch is planned request by request on every step.
 MAX_BATCH = 65_536
+#: Kernel launches one simulation may make (the service's and its neighbours'): 30× the
+#: most a shipped problem makes (toy_llm heavy, 1.5 M in 60 s), and 1-15 minutes at the
+#: 60,000-600,000 launches a second the compiled core simulates. Loading bounds arrivals and
+#: a neighbour's cycle, but not their product with a long horizon, nor a service's tiny
+#: kernels times long outputs: a run past this is stopped with what drove it.
+MAX_LAUNCHES = 50_000_000
 #: Tokens per continuous iteration and the longest context: 2^24 (16.8 M) is beyond any
 #: served model's window (10 M), and ``max_batch × max_context`` stays an exact integer.
 MAX_TOKENS = 2**24

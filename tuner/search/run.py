@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError, SQLAlchemyError
 
 from ..problem.model import Problem
 from ..errors import StorageError
+from ..interrupts import checkpoint
 from ..store import Store, TableRow
 from ..store.store import (
     is_read_only, parse_url, read_only_error, resolve_url, serialise_sqlite_writes, shown, writer_engine_kwargs,
@@ -181,6 +182,7 @@ class _Rows:
                 return False
             outcome = regime_outcome(self.problem, regime, study, self.settings, progress=self.progress,
                                      capacities=self.capacities)
+            checkpoint()  # (a Ctrl-C that library code swallowed stops the run before the rows)
             store.replace_regime(self.problem.name, regime, table_rows(outcome),
                                  written=(study.study_name, key, self.worker.id))
         self.outcomes.append(outcome)

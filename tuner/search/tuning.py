@@ -9,6 +9,7 @@ and swaps the result in at the end (:mod:`tuner.search.staging`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -16,6 +17,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from ..errors import SearchError
+from ..interrupts import checkpoint, ignored
 from ..problem.model import Problem
 from ..store import Store
 from . import parallel
@@ -77,12 +79,16 @@ def tune_problem(
     if jobs < 1:
         raise SearchError(f"--jobs must be at least 1 but got {jobs}")
     job = TuneJob(problem, url, settings, chosen, worker, progress, tuple(callbacks), on_regime, orphaned, warn)
-    with parallel.seed_pool(problem, url, sim_jobs):
+    with contextlib.ExitStack() as succeeded, parallel.seed_pool(problem, url, sim_jobs):
         if not fresh:
             return run_regimes(job, _helpers(job, jobs))
         with Store(url, create=True) as store, Staging.of(problem, list(chosen), open_storage(url)) as staging:
             staged = replace(job, url=staging.url, on_regime=None)  # told once the rows are published
             outcomes = run_regimes(staged, _helpers(staged, jobs))
+            # The swap is the run's success: from here a Ctrl-C is ignored until the clean-up
+            # is done, or it would report "as they were" about a database already replaced.
+            checkpoint()  # (a Ctrl-C that library code swallowed stops the run before the swap)
+            succeeded.enter_context(ignored())
             staging.publish(store)
     if on_regime is not None:
         for outcome in outcomes:

@@ -213,7 +213,7 @@ class FluidGPU:
         self._window = window_s
         self.sm_trace: list[tuple[float, float]] | None = None  # (t, R) edges when recording; starts non-empty
         self._heap: list[tuple[float, int, int, Kernel]] = []
-        self._seq = 0
+        self.launched = 0  # kernels launched so far; also their launch order
 
     @property
     def sm_in_use(self) -> float:
@@ -231,15 +231,15 @@ class FluidGPU:
                overhead_s: float, now: float, partition: int = 0) -> Kernel:
         """Start a kernel at ``now`` in ``partition``; it joins the allocation order by
         (priority, launch)."""
-        self._seq += 1
-        kernel = Kernel((priority, self._seq), stream, tag, phases, scale, overhead_s, now, partition)
+        self.launched += 1
+        kernel = Kernel((priority, self.launched), stream, tag, phases, scale, overhead_s, now, partition)
         running = self.running
         if not running or running[-1].key[0] <= priority:  # (priority, launch) order: last
             running.append(kernel)
         else:
             running.insert(next(i for i, k in enumerate(running) if kernel.key < k.key), kernel)
         end = now + overhead_s
-        heappush(self._heap, (end, self._seq, 0, kernel))
+        heappush(self._heap, (end, self.launched, 0, kernel))
         if end < self.next_time:
             self.next_time = end
         return kernel

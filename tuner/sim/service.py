@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from ..phases import Phase
+from ..errors import SimulationError
 from ..problem.assignment import Assignment
+from ..problem.bounds import MAX_LAUNCHES
 from ..problem.model import Problem, Slo
 from ..traffic import Workload
 from .batching import BatchingPolicy, Host, RequestTimes
@@ -190,6 +192,8 @@ class ServiceRun(Host):
         self._judged = 0
         self.kernels = 0
         self._neighbor_done = [0.0] * len(service.neighbors)
+        self._neighbor_launches = [0] * len(service.neighbors)
+        self._launch_limit = MAX_LAUNCHES
         self._neighbor_at_horizon: float | None = None
         # metric accumulators (the integrals cover the window [0, horizon))
         self._memory_integral = 0.0
@@ -315,6 +319,7 @@ class ServiceRun(Host):
     def _launch_neighbor(self, index: int, now: float) -> None:
         neighbor = self.bound.service.neighbors[index]
         phases = neighbor.profile.phases({}, self.bound.service.device)
+        self._neighbor_launches[index] += 1
         self.gpu.launch(neighbor.priority + neighbor.partition.priority, self.streams + index, neighbor.name, phases, 1.0,
                         self.bound.service.launch_overhead_s, now, self._neighbor_part[index])
 
@@ -448,6 +453,8 @@ class ServiceRun(Host):
                         idle_waiting += (end - last_t) - (sm_seconds - sm_seconds_at_last)
                     last_t, sm_seconds_at_last = end, sm_seconds
                 if kernel is not None:
+                    if gpu.launched > self._launch_limit:
+                        raise SimulationError(self._over_budget(t, i))
                     stream = kernel.stream
                     if recording is not None:
                         recording.kernel(stream, str(kernel.tag), kernel.started, t)  # the service's tags are names
@@ -488,6 +495,24 @@ class ServiceRun(Host):
         self._sm_integral = gpu.sm_seconds(horizon)
         self._sm_peak = max(gpu.sm_peak, self._program_peak)
         return SimResult(self._metrics(), recording, self.bound.visited(), stopped)
+
+    def _over_budget(self, now: float, arrived: int) -> str:
+        """What drove a run past its launch budget: the neighbour that launched the most,
+        or the service's operators, with what to change."""
+        launched = self.gpu.launched
+        head = (f"the simulation stopped at its budget of {self._launch_limit:,} kernel launches, {now:.3g} s "
+                f"into its {self.horizon:.3g} s window: ")
+        neighbors = self.bound.service.neighbors
+        busiest = max(range(len(neighbors)), key=lambda k: self._neighbor_launches[k], default=None)
+        own = launched - sum(self._neighbor_launches)
+        if busiest is not None and self._neighbor_launches[busiest] > own:
+            neighbor = neighbors[busiest]
+            return (head + f"neighbour {neighbor.name!r} launched {self._neighbor_launches[busiest]:,} of them (a "
+                    f"{neighbor.profile.latency.evaluate({}):.3g} s kernel, gap {neighbor.gap_s:.3g} s); lengthen "
+                    "its gap or its kernel, or shorten the horizon")
+        return (head + f"the service launched {own:,} of them for {arrived:,} arrivals "
+                f"({own / max(arrived, 1):,.0f} per request); shorten the horizon or lower the rate, or check "
+                "the kernels' latencies and the requests' sizes")
 
     def _metrics(self) -> Metrics:
         service = self.bound.service
