@@ -543,3 +543,13 @@ def test_configs_given_as_a_generator_are_read_once_and_kept(tmp_path):
                          table=d)(Kernel(with_runtime_k))
     assert [c.kwargs["BLOCK_M"] for c in kernel.configs] == [16, 32]
     assert "is not among configs=" in kernel._served_for(d.config("qkv", {"M": 8})).reason
+
+
+@pytest.mark.parametrize("target", [lambda a, M: None, 3, None], ids=["plain function", "number", "None"])
+def test_what_is_no_kernel_is_refused_at_decoration(target):
+    """Issue 39's fuzz round: decorating a plain function was accepted and failed at the
+    first launch, inside Triton's autotuner ("key contains names that are not kernel
+    arguments"); now it is one TypeError at decoration."""
+    with pytest.raises(TypeError, match=r"autotune: decorates a @triton.jit kernel .*, not ") as raised:
+        rt.autotune(configs=None, key=["M"], op="qkv")(target)
+    assert "\n" not in str(raised.value)

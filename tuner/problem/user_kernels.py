@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import TunerError
 from ..expr import compile_expr
+from ..triton_objects import is_autotuner, is_heuristics
 from . import schema as s
 from .explain import Invalid, checked
 
@@ -101,9 +102,9 @@ def unwrap(found: Any, path: str, key: str) -> Unwrapped:
     configs = autotune_key = None
     heuristics: dict[str, Any] = {}
     for _ in range(8):  # decorators stack a few deep; a cycle of .fn would not end
-        if all(hasattr(found, name) for name in ("configs", "keys", "fn")):
+        if is_autotuner(found):
             configs, autotune_key, found = tuple(found.configs), tuple(found.keys), found.fn
-        elif isinstance(getattr(found, "values", None), Mapping) and hasattr(found, "fn"):
+        elif is_heuristics(found):
             heuristics = {**found.values, **heuristics}  # the outer decorator's run last, and win
             found = found.fn
         else:

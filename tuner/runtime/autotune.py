@@ -41,8 +41,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..triton_objects import is_autotuner, is_launchable, python_function
 from .arguments import check_autotune
 from .dispatcher import Dispatcher, _why
+from .rows import describe
 from .served import read_table
 
 __all__ = ["Autotuned", "autotune"]
@@ -512,15 +514,15 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] | Mapping[
         dispatcher = Dispatcher(loaded, fallback=fallback, reason=reason, reader=reader, source=table)
 
     def decorate(fn: Any) -> Autotuned:
-        if all(hasattr(fn, name) for name in ("configs", "keys", "fn")):  # a triton Autotuner
-            inner = fn
-            for _ in range(8):  # through @triton.heuristics and @triton.jit to the Python function
-                inner = getattr(inner, "fn", inner)
-            name = getattr(inner, "__name__", type(fn).__name__)
+        if is_autotuner(fn):
+            name = getattr(python_function(fn), "__name__", type(fn).__name__)
             raise TypeError(f"autotune: {name} is already wrapped by @triton.autotune, and the two would launch "
                             "with conflicting meta-parameters; remove @triton.autotune and give its configs and "
                             "key to tuner.runtime.autotune(configs=..., key=...), which falls back on them as "
                             "triton.autotune would")
+        if not is_launchable(fn):  # (it failed at the first launch, inside Triton's autotuner)
+            raise TypeError(f"autotune: decorates a @triton.jit kernel (bare or under @triton.heuristics), not "
+                            f"{describe(fn)}")
         return Autotuned(fn, op=op, key=key, dispatcher=dispatcher, configs=configs, names=mapping,
                          prune_configs_by=prune_configs_by, reset_to_zero=reset_to_zero,
                          restore_value=restore_value, pre_hook=pre_hook, post_hook=post_hook, warmup=warmup,
