@@ -33,6 +33,7 @@ fails. Run the long one by hand with::
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pickle
 import resource
@@ -53,6 +54,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.test_engine_replay import LLAMA2_7B
 from tests.fuzz_strategies import (
     dotted,
     FAST_PROBLEMS, SPACES, TRACES, BrokenTrace, OptionCase, ProblemMutation, broken_traces, problem_mutations,
@@ -459,6 +461,79 @@ def test_a_time_or_size_without_its_unit_is_refused_naming_key_and_units(mutatio
         key = dotted(mutation.path)
         assert f"{key}: " in line and "has no unit" in line and "(units: " in line, (
             f"{mutation!r}: {line}")
+
+
+#: Commands that write a file, each with the option naming it (the target comes last).
+WRITERS = {
+    "table export": ("table", "export", "--format", "json", "--storage", "{db}", "--problem", "seed_example"),
+    "simulate --trace": ("simulate", "seed_example", "--regime", "light", "--horizon", HORIZON, "--trace"),
+    "report --html": ("report", "--storage", "{db}", "--problem", "seed_example", "--html"),
+    "init --out": ("init", "--model", "{model}", "--out"),
+}
+
+
+def _target(directory: Path, kind: str, db: Path) -> Path | str:
+    """A target of ``kind``, made inside ``directory`` (never the machine's own /dev)."""
+    import socket
+
+    path = directory / f"target-{kind.replace(' ', '-')}"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        with socket.socket(socket.AF_UNIX) as bound:
+            bound.bind(str(path))
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "someone's file":
+        path.write_text("someone else's notes\n")
+    elif kind == "database":
+        shutil.copy(db, path)
+    elif kind.startswith("link to "):
+        path.symlink_to(_target(directory, kind[len("link to "):], db))
+    elif kind == "dangling link":
+        path.symlink_to(directory / "nowhere")
+    elif kind == "under a file":
+        (directory / "a-file").write_text("x")
+        path = directory / "a-file" / "out.json"
+    elif kind == "dash":
+        return "-"
+    return path
+
+
+def _state(path: Path | str) -> object:
+    """What must not change unless the write was allowed: the kind of file and its bytes."""
+    if path == "-" or not os.path.lexists(path):
+        return None
+    mode = os.lstat(path).st_mode
+    return (mode, sha256(Path(path)) if Path(path).is_file() and not Path(path).is_symlink() else None)
+
+
+@settings(max_examples=examples(1.0))
+@given(command=st.sampled_from(sorted(WRITERS)), force=st.booleans(),
+       kind=st.sampled_from(("new", "fifo", "socket", "directory", "someone's file", "database", "link to fifo",
+                             "link to directory", "link to database", "link to someone's file", "dangling link",
+                             "under a file", "dash")))
+def test_no_write_replaces_what_it_must_not_or_hangs(command: str, force: bool, kind: str, tuned_db: Path) -> None:
+    """Issue 39, items 1 and 6: every command that writes a file, pointed at a special file,
+    a link, a directory, a database or someone's file (with and without --force), keeps
+    the contract and its time bound; a special file, a directory or a database is never
+    replaced, someone's file only with --force, and a FIFO is never opened (it hung)."""
+    with workdir() as directory:
+        db = directory / "tuned.db"
+        shutil.copy(tuned_db, db)
+        target = _target(directory, kind, tuned_db)
+        model = directory / "config.json"
+        model.write_text(json.dumps(LLAMA2_7B))
+        argv = [part.format(db=db, model=model) for part in WRITERS[command]] + [str(target)]
+        argv += ["--force"] if force and command != "simulate --trace" else []
+        before = _state(target), sha256(db)
+        outcome = invoke(argv, directory, SIMULATE_S)
+        check(outcome, (command, kind, force), SIMULATE_S)
+        replaceable = kind in ("new", "dangling link", "dash") or (force and kind in (
+            "someone's file", "link to someone's file"))
+        if not replaceable:
+            assert _state(target) == before[0], f"{command} changed {kind} (force={force}): {outcome.stderr}"
+        assert sha256(db) == before[1], f"{command} changed the database it read: {outcome.stderr}"
 
 
 USER_KERNEL = Path(__file__).resolve().parent / "user_kernels" / "tutorial_matmul.py"
