@@ -496,3 +496,26 @@ def test_a_read_only_database_is_refused_before_anything_is_written(tmp_path, mo
     except Wrapped as exc:
         assert is_read_only(exc)
     assert not is_read_only(ValueError("database is locked"))
+
+
+def test_a_damaged_sqlite_file_is_refused_by_a_writer_and_left_as_it_is(tmp_path):
+    """Issue 39: a database with zeroed pages (PRAGMA integrity_check fails) was accepted
+    and written to. A writer now checks the file first: one line, nothing written."""
+    import hashlib
+
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+
+    path = tmp_path / "results.db"
+    data = bytearray((ROOT / "results.db.example").read_bytes())
+    page = 4096
+    data[100 * page:104 * page] = bytes(4 * page)  # four pages of tables zeroed, the header intact
+    path.write_bytes(bytes(data))
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    result = CliRunner().invoke(main, ["tune", str(ROOT / "search_spaces" / "seed_example.yaml"), "--storage",
+                                       f"sqlite:///{path}", "--trials", "1", "--seeds", "1", "--horizon", "1"])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert "the SQLite file is damaged" in line and "tuner writes nothing to it" in line
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
