@@ -31,16 +31,16 @@ from optuna.trial import TrialState
 
 from tuner.search import study_name
 
-ROOT = Path(__file__).resolve().parents[1]
 #: A tune of seed_example's light regime that takes a few seconds.
 TUNE = ("tune", "seed_example", "--regimes", "light", "--horizon", "2", "--trials", "3", "-q")
 #: Seconds after the start at which the SIGINT comes: from the imports to the end.
 MOMENTS = (0.4, 1.5, 2.5, 3.5)
 
 
-def _tune(url: str, *extra: str, interrupt_after: float | None = None,
-          env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    command = subprocess.Popen([sys.executable, "-m", "tuner", *TUNE, "--storage", url, *extra], cwd=ROOT, env=env,
+def _tune(url: str, *extra: str, interrupt_after: float | None = None, env: dict[str, str],
+          cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``tuner tune`` in ``cwd`` (a temporary directory: nothing is written elsewhere)."""
+    command = subprocess.Popen([sys.executable, "-m", "tuner", *TUNE, "--storage", url, *extra], cwd=cwd, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         if interrupt_after is not None:
@@ -81,7 +81,7 @@ def environment(tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory, environment) -> Path:
     path = tmp_path_factory.mktemp("tuned") / "r.db"
-    result = _tune(f"sqlite:///{path}", "--seeds", "2", env=environment)
+    result = _tune(f"sqlite:///{path}", "--seeds", "2", env=environment, cwd=path.parent)
     assert result.returncode == 0, result.stderr
     return path
 
@@ -91,7 +91,8 @@ def test_ctrl_c_in_a_fresh_tune_leaves_the_file_as_it_was_or_swapped_whole(tuned
     path = tmp_path / "r.db"
     path.write_bytes(tuned.read_bytes())
     before = _sha256(path)
-    result = _tune(f"sqlite:///{path}", "--seeds", "3", "--fresh", interrupt_after=after, env=environment)
+    result = _tune(f"sqlite:///{path}", "--seeds", "3", "--fresh", interrupt_after=after, env=environment,
+                   cwd=tmp_path)
     _check_exit(result)
     if result.returncode == 130:
         assert _sha256(path) == before, f"interrupted at {after} s, yet the database changed: {result.stderr}"
@@ -105,14 +106,14 @@ def test_ctrl_c_in_a_fresh_tune_leaves_the_file_as_it_was_or_swapped_whole(tuned
 def test_ctrl_c_in_a_tune_keeps_a_sound_database_that_a_rerun_finishes(tuned, tmp_path, environment, after):
     path = tmp_path / "r.db"
     url = f"sqlite:///{path}"
-    result = _tune(url, "--seeds", "2", interrupt_after=after, env=environment)
+    result = _tune(url, "--seeds", "2", interrupt_after=after, env=environment, cwd=tmp_path)
     _check_exit(result)
     if path.exists() and result.returncode == 130:
         try:
             _check_database(path)
         except KeyError:  # interrupted before the study was created
             pass
-    rerun = _tune(url, "--seeds", "2", env=environment)
+    rerun = _tune(url, "--seeds", "2", env=environment, cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
     assert sum(s in finished for s in _check_database(path)) == sum(s in finished for s in _check_database(tuned))

@@ -25,9 +25,11 @@ def is_heuristics(obj: Any) -> bool:
 
 
 def is_launchable(obj: Any) -> bool:
-    """Something ``kernel[grid](...)`` launches as Triton's autotuner would wrap it: a
-    ``@triton.jit`` kernel, bare or under ``@triton.heuristics``."""
-    return isinstance(getattr(obj, "arg_names", None), (list, tuple)) and callable(getattr(obj, "run", None))
+    """Something launched as ``kernel[grid](...)`` whose arguments are named: a
+    ``@triton.jit`` kernel, bare or under ``@triton.heuristics`` (what Triton's autotuner
+    wraps: it reads ``arg_names``)."""
+    return (isinstance(getattr(obj, "arg_names", None), (list, tuple))
+            and callable(getattr(type(obj), "__getitem__", None)))
 
 
 def python_function(obj: Any) -> Any:
