@@ -17,6 +17,7 @@ from . import dashboard  # noqa: F401  (tuner dashboard, tuner report --html)
 from . import problems  # noqa: F401  (tuner problems)
 from . import check_run  # noqa: F401  (tuner check-run)
 from . import init  # noqa: F401  (tuner init)
+from . import knobs  # noqa: F401  (tuner knobs)
 
 say_the_default_problem(main)
 

@@ -15,6 +15,8 @@ from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option, table
 from .params import SECONDS, SEED, SEEDS, OutputFile
 
 if TYPE_CHECKING:
+    from ..problem.knobs import KnobValue
+    from ..problem.model import Problem
     from ..sim import SimResult
     from ..sim.chrome_trace import TraceWriter
 
@@ -52,6 +54,9 @@ def validate(problem: Path | None) -> None:
 @click.option("--assign", "assign", multiple=True, metavar="OP[@BUCKET]=CONFIG",
               help="Config for an operator (every bucket) or one bucket of it (OP@M17..32=…, labels as "
                    "`tuner validate` lists them), by name or by parameters (OP=K=V,K=V). Repeatable.")
+@click.option("--knob", "knob_settings", multiple=True, metavar="NAME=VALUE",
+              help="Run the engine with this value of one of the problem's service.knobs (repeatable; "
+                   "e.g. max_num_seqs=64, cudagraph_capture_sizes=1,2,4,8).")
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Workload seed (same seed, same requests).")
 @click.option("--horizon", type=SECONDS, default=None, help="Measurement window in seconds (default: the regime's).")
 @click.option("--capacity", is_flag=True,
@@ -77,16 +82,20 @@ def validate(problem: Path | None) -> None:
 @click.option("--force", is_flag=True, help="With --trace: replace an existing file that is not a trace this "
                                            "command wrote.")
 @one_line_errors
-def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, ...], seed: int,
+def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, ...], knob_settings: tuple[str, ...],
+             seed: int,
              horizon: float | None, capacity: bool, seeds: int, as_json: bool, trace_path: Path | None,
              trace_window: str | None, trace_kernels: str, policy: str | None, storage: str, force: bool) -> None:
     """Simulate the service under traffic regimes and report goodput and resources."""
     from ..problem import load_problem, resolve_assignment
+    from ..problem.knobs import show as show_knob
     from ..console import metrics_table
     from ..sim import simulate as run_simulation
     from ..sim.chrome_trace import TraceOptions
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
+    knob_values = parse_knobs(loaded, knob_settings)
+    loaded = loaded.with_knobs(knob_values)
     for name in regimes:
         if name not in loaded.regimes:
             raise TunerError(f"{loaded.path}: regimes: no regime {name!r} (regimes: {', '.join(loaded.regimes)})")
@@ -123,6 +132,7 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     if as_json:
         documents = [
             {"problem": loaded.name, "regime": name, "seed": seed, "assignment": assignment.as_dict(loaded),
+             "knobs": {name: show_knob(value) for name, value in knob_values.items()},
              "profile_source": ",".join(sources), **result.metrics.to_dict()}
             for name, result in results
         ]
@@ -166,6 +176,19 @@ def _warn_mb() -> float:
 
 def _mb(size: float) -> str:
     return f"{size / 1e6:.3g} MB"
+
+
+def parse_knobs(problem: Problem, settings: tuple[str, ...]) -> dict[str, KnobValue]:
+    """``--knob NAME=VALUE`` settings, each checked against the problem's ``service.knobs``
+    (so that ``with_knobs`` cannot refuse them)."""
+    from ..problem.knobs import parse_setting
+
+    try:
+        values = dict(parse_setting(text, problem.knobs) for text in settings)
+        problem.with_knobs(values)
+    except ValueError as exc:
+        raise TunerError(f"{problem.path}: {exc}") from None
+    return values
 
 
 def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int, ...], horizon: float | None,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..registry import register_named
+
 #: Variables a token-level iteration exposes to shape and cost expressions.
 TOKEN_VARIABLES = frozenset({"batch", "tokens", "prefill_tokens", "decode_seqs", "context", "max_context"})
 
@@ -42,10 +44,7 @@ BATCHING: dict[str, BatchingKind] = {}
 
 
 def register(kind: BatchingKind) -> BatchingKind:
-    if kind.name in BATCHING:
-        raise ValueError(f"batching policy {kind.name!r} is registered twice")
-    BATCHING[kind.name] = kind
-    return kind
+    return register_named(BATCHING, kind, "batching policy")
 
 
 DYNAMIC = register(BatchingKind(

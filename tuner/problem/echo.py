@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .knobs import KNOBS, show
 from ..units import duration_text, size_text
 from .model import Problem
 
@@ -23,6 +24,9 @@ def resolved_lines(problem: Problem) -> Iterator[str]:
     state = _per_request(problem)
     yield (f"memory: budget {size_text(memory.budget)}, fixed {size_text(memory.fixed)}"
            + (f", {state}" if state else ""))
+    for name, values in problem.knobs.choices:
+        yield (f"knob {name}: {' | '.join(show(value) for value in values)} (the first is the engine's own; "
+               f"{'fixed at start-up' if KNOBS[name].start_up else 'changeable while serving'}: {KNOBS[name].source})")
     for regime in problem.regimes.values():
         rate, span = regime.arrivals.declared_rate, regime.arrivals.rate_range
         shown = ("the trace's own rate" if rate is None else f"{rate:g} req/s" if span is None

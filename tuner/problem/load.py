@@ -26,6 +26,7 @@ from ..engine.defaults import H100_VLLM_V1
 from . import bounds, bucket_rules, kernels, probe, regimes
 from .batching import BATCHING, batching_kind
 from . import schema as s
+from .knobs import knob_space
 from .document import read_document
 from .explain import Invalid, checked, explain
 from .model import (
@@ -97,11 +98,13 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
         device = Device(preset.name, preset.sms, spec.device.saturating_share or preset.saturating_share)
         families.update(kernels.kernel_families(spec, operators, preset, factors, resources, base, constants))
     service = _service(spec, operators, size_fields, constants, device, partitions)
+    knobs = knob_space(spec.service.knobs, service)
+    widest = knobs.widest(service)  # the buckets and probes cover every value the knobs may take
     built = {name: regimes.regime(name, r, base, service) for name, r in spec.regimes.items()}
-    points = probe.probe_points(service, size_fields)
+    points = probe.probe_points(widest, size_fields)
     probe.check_operators(operators, families, points)
     budget = max([service.memory.budget, *(r.memory_budget for r in built.values() if r.memory_budget is not None)])
-    reachable = probe.reachable_points(service, size_fields, budget)
+    reachable = probe.reachable_points(widest, size_fields, budget)
     if any(fam.kernel is not None for fam in spec.families.values()):
         kernels.check_shapes(spec, operators, families, reachable)
     probe.check_neighbors(service.neighbors)
@@ -111,7 +114,7 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
     return Problem(
         name=spec.name, path=str(path), file_hash=file_hash, description=spec.description.strip(),
         service=service, families=families, regimes=built, size_fields=size_fields,
-        warnings=tuple(f"{path}: {warning}" for warning in warnings), objective=spec.objective,
+        warnings=tuple(f"{path}: {warning}" for warning in warnings), objective=spec.objective, knobs=knobs,
     )
 
 

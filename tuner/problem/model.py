@@ -19,6 +19,7 @@ from .batching import BatchingKind, batching_kind
 from .bounds import check_sample
 from .buckets import Bucketing
 from .explain import Invalid
+from .knobs import KnobSpace, KnobValue
 from ..phases import WHOLE_DEVICE, Partition, Phase, sm_need, wave_phases
 from ..traffic import ArrivalProcess, Jitter, SizeDistribution, Workload, make_workload
 from ..traffic.routing import Routing
@@ -516,6 +517,18 @@ class Problem:
     size_fields: frozenset[str]
     warnings: tuple[str, ...] = ()
     objective: str = "goodput"
+    knobs: KnobSpace = KnobSpace()
+
+    def with_knobs(self, values: Mapping[str, KnobValue]) -> Problem:
+        """The problem as the engine runs with these knob values (``service.knobs``): a
+        deployment of its own, simulated like any problem.
+
+        Raises:
+            ValueError: a knob the problem does not list, or a value not among its own.
+        """
+        if not values:
+            return self
+        return replace(self, service=self.knobs.apply(self.service, values))
 
     def regime(self, name: str) -> Regime:
         """The regime ``name``: the one place a regime asked for by name is checked.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import reprlib
 from collections.abc import Callable, Mapping
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, model_validator
 
@@ -402,6 +402,7 @@ class ServiceSpec(Strict):
     overlap: Literal["independent", "two_batch"] = "independent"
     router: RouterSpec | None = None
     engine: EngineSpec | None = None
+    knobs: dict[str, list[Any]] = {}  # engine settings to search: values, the service's own first (problem.knobs)
 
 
 class PoissonSpec(Strict):

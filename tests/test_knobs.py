@@ -1,0 +1,127 @@
+"""Engine knobs (issue 40, first part): ``service.knobs`` in a problem file, checked against
+the registry and the service, applied to a deployment, simulated by ``tuner simulate
+--knob`` and swept by ``tuner knobs`` against the engine's defaults."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tests.test_service import token_service, trace_file
+from tuner.cli import main
+from tuner.errors import ProblemError
+from tuner.problem.assignment import Assignment
+from tuner.problem.knobs import KNOBS, parse_setting
+from tuner.sim import simulate
+
+MS = 1e-3
+
+
+def two_at_once(tmp_path, knobs: dict | None = None) -> dict:
+    """Two requests at t = 0 (A then B), each a 1-token prompt and 2 output tokens (a third
+    at 10 s, past the 5 s window: a trace must span time); every iteration is one 1 ms
+    kernel, whatever it holds; 2 sequences and 2 tokens per iteration."""
+    document = token_service(trace_file(tmp_path, [(0, 1, 2), (0, 1, 2), (10, 1, 2)], "t,prompt,output"))
+    document["regimes"]["replay"]["horizon"] = "5 s"
+    if knobs is not None:
+        document["service"]["knobs"] = knobs
+    return document
+
+
+def test_max_num_seqs_is_the_sequences_an_iteration_holds_by_hand(tmp_path, write_problem):
+    """A's arrival starts an iteration before B is seen. max_num_seqs 2: [0,1) A prefills;
+    [1,2) A decodes (done at 2 ms) beside B's prefill; [2,3) B decodes (done at 3 ms):
+    3 kernels. max_num_seqs 1: A prefills and decodes (done at 2 ms), then B does (done at
+    4 ms): 4 kernels."""
+    problem = write_problem(two_at_once(tmp_path, {"max_num_seqs": [2, 1]}))
+    both = simulate(problem, Assignment.default(problem), "replay").metrics
+    one_at_a_time = problem.with_knobs({"max_num_seqs": 1})
+    single = simulate(one_at_a_time, Assignment.default(one_at_a_time), "replay").metrics
+    assert (both.completed, single.completed) == (2, 2)
+    assert (both.kernels, single.kernels) == (3, 4)
+    assert (both.latency_p50_s, single.latency_p50_s) == (pytest.approx(2.5 * MS), pytest.approx(3 * MS))
+    assert problem.service.max_batch == 2 and one_at_a_time.service.max_batch == 1  # the file's service unchanged
+
+
+@pytest.mark.parametrize("knobs, where, says", [
+    ({"max_seqs": [2]}, "service.knobs.max_seqs", "unknown knob (known: cudagraph_capture_sizes, "),
+    ({"max_num_seqs": [1, 2]}, "service.knobs.max_num_seqs[0]", "1 is not what the service runs (2)"),
+    ({"max_num_seqs": [2, 1, 1]}, "service.knobs.max_num_seqs[2]", "1 is listed twice"),
+    ({"max_num_seqs": [2, 0]}, "service.knobs.max_num_seqs[1]", "expected a whole number >= 1"),
+    ({"max_num_seqs": []}, "service.knobs.max_num_seqs", "expected a list of values"),
+    ({"cudagraph_capture_sizes": [None]}, "service.knobs.cudagraph_capture_sizes", "batching vllm, not continuous"),
+    ({"max_num_seqs": [2, 4]}, "service.knobs", "max_num_seqs=4: max_num_seqs 4 > max_num_batched_tokens 2"),
+    ({"max_num_seqs": [2, *range(3, 40)], "max_num_batched_tokens": [2, *range(40, 48)]}, "service.knobs",
+     "342 combinations; at most 256"),
+])
+def test_a_bad_knobs_block_is_one_line_naming_its_key(tmp_path, write_problem, knobs, where, says):
+    with pytest.raises(ProblemError) as raised:
+        write_problem(two_at_once(tmp_path, knobs))
+    message = str(raised.value)
+    assert f"{where}: " in message and says in message and "\n" not in message
+
+
+def test_buckets_cover_every_value_the_knobs_may_take(tmp_path):
+    """The buckets are cut over the widest deployment the knobs allow, so a config is
+    chosen for the M a larger chunk makes, not stretched from the default's last bucket."""
+    import yaml
+
+    from tests.test_capacity_ceiling import ONE_GEMM
+    from tuner.problem import load_problem
+
+    document = yaml.safe_load(ONE_GEMM.read_text())
+    document["service"]["knobs"] = {"max_num_batched_tokens": [8192, 16384]}
+    path = tmp_path / "one_gemm_knobs.yaml"
+    path.write_text(yaml.safe_dump(document))
+    last = lambda problem: problem.service.operators[0].bucketing.buckets[-1].label  # noqa: E731
+    assert (last(load_problem(ONE_GEMM)), last(load_problem(path))) == ("M4097..8192", "M8193..16384")
+
+
+def test_every_registered_knob_says_where_the_engine_reads_it_and_when():
+    for knob in KNOBS.values():
+        assert knob.source.startswith("vllm/") and knob.start_up  # vLLM fixes all three at engine start
+
+
+def test_command_line_settings_parse_as_the_engine_takes_them(tmp_path, write_problem):
+    problem = write_problem(two_at_once(tmp_path, {"max_num_seqs": [2, 1]}))
+    assert parse_setting("max_num_seqs=1", problem.knobs) == ("max_num_seqs", 1)
+    assert parse_setting("cudagraph_capture_sizes=1,2,4", problem.knobs) == ("cudagraph_capture_sizes", (1, 2, 4))
+    assert parse_setting("cudagraph_capture_sizes=default", problem.knobs) == ("cudagraph_capture_sizes", None)
+    for bad, says in (("max_num_seqs", "expected NAME=VALUE"), ("max_num_seqs=x", "invalid literal"),
+                      ("cudagraph_capture_sizes=4,2", "must ascend")):
+        with pytest.raises(ValueError, match=says):
+            parse_setting(bad, problem.knobs)
+
+
+def test_simulate_runs_the_engine_with_a_knob_and_says_so(tmp_path, write_problem):
+    problem = write_problem(two_at_once(tmp_path, {"max_num_seqs": [2, 1]}))
+    runner = CliRunner()
+    result = runner.invoke(main, ["simulate", problem.path, "--knob", "max_num_seqs=1", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["knobs"] == {"max_num_seqs": "1"} and document["kernels"] == 4
+    refused = runner.invoke(main, ["simulate", problem.path, "--knob", "max_num_seqs=3"])
+    assert refused.exit_code == 2 and "knob max_num_seqs=3 is not among its values (2, 1)" in refused.stderr
+
+
+def test_knobs_sweeps_every_combination_against_the_defaults_paired_by_seed(tmp_path, write_problem):
+    """The defaults first, with no difference of their own; every other combination with
+    its paired difference; the best by capacity named with its verdict."""
+    document = two_at_once(tmp_path, {"max_num_seqs": [2, 1]})
+    document["regimes"] = {"steady": {"arrivals": {"process": "poisson", "rate": 100},
+                                      "sizes": {"prompt": 1, "output": 2}, "horizon": "2 s"}}
+    problem = write_problem(document)
+    result = CliRunner().invoke(main, ["knobs", problem.path, "--seeds", "2", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    [first, second] = json.loads(result.stdout)["regimes"]["steady"]
+    assert first["default"] and first["knobs"] == {"max_num_seqs": "2"} and first["capacity_delta_rps"] is None
+    assert not second["default"] and second["knobs"] == {"max_num_seqs": "1"}
+    assert second["capacity_rps"] < first["capacity_rps"]  # one sequence per 1 ms iteration serves half as many
+    text = CliRunner().invoke(main, ["knobs", problem.path, "--seeds", "2", "-q"])
+    assert "max_num_seqs=2: goodput " in text.stdout and "(defaults)" in text.stdout
+    assert "best capacity: the defaults" in text.stdout
+    plain = write_problem(two_at_once(tmp_path), "plain.yaml")
+    none = CliRunner().invoke(main, ["knobs", plain.path])
+    assert none.exit_code == 2 and "service.knobs lists no engine knob to sweep" in none.stderr
