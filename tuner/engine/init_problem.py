@@ -289,7 +289,7 @@ def _service(dep: Deployment) -> str:
     async_scheduling: true # [VLLM] on by default{blocks_line}
     # step_cpu, request_cpu, request_overhead: the engine's CPU per step and per request, and
     # server-to-client time per request; unset, [FIT]'s H100 figures (tuner.engine.defaults)
-  memory:
+{_knobs(dep)}  memory:
     # [VLLM] gpu_memory_utilization {dep.gpu_memory_utilization:g} x the {budget / dep.gpu_memory_utilization / MIB:,.0f} MiB the GPU reports
     budget: {budget / GIB:.2f} GiB
     # weights: {m.parameters:,} parameters x {m.dtype_bytes} bytes / {dep.tp} ranks = {gib_text(dep.weights_bytes)}; the
@@ -303,6 +303,20 @@ def _service(dep: Deployment) -> str:
     # assumption: chatbot targets (DistServe, Sarathi-Serve): edit to your service's
     ttft: 2 s
     tpot: 100 ms
+"""
+
+
+def _knobs(dep: Deployment) -> str:
+    """``service.knobs``: the engine's own batch limits first, then half and a quarter of its
+    sequences (vllm#33168 measured 512 beating 1024 on a B200) and half and twice its
+    tokens per step; token budgets below the most sequences are left out (every sequence
+    needs a token of the step)."""
+    seqs = [n for n in dict.fromkeys((dep.seqs, dep.seqs // 2, dep.seqs // 4)) if n >= 1]
+    tokens = [n for n in dict.fromkeys((dep.batched_tokens, dep.batched_tokens // 2, dep.batched_tokens * 2))
+              if n >= max(seqs)]
+    return f"""  knobs:                   # what `tuner knobs` tries with the configs; the first of each is the engine's own
+    max_num_seqs: [{', '.join(map(str, seqs))}]           # [VLLM] fixed at start-up (config/scheduler.py)
+    max_num_batched_tokens: [{', '.join(map(str, tokens))}]  # [VLLM] fixed at start-up (config/scheduler.py)
 """
 
 
