@@ -58,6 +58,8 @@ def test_reading_without_storage_finds_the_last_tune_here(tmp_path, monkeypatch)
     assert shown.exit_code == 0, shown.output
     assert f"reading sqlite:///{here / 'elsewhere.db'}, which the last tuner tune in this directory wrote" \
         in shown.stderr and "seed_example" in shown.stdout
+    named = _run(["table", "show", "--storage", "sqlite:///results.db"], env)  # named: that file, or nothing
+    assert named.exit_code == 2 and "no such database file" in named.stderr and "reading" not in named.stderr
     elsewhere = tmp_path / "other"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # another directory remembers nothing

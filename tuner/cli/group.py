@@ -114,7 +114,10 @@ def table_storage(storage: str) -> str:
     directory wrote (:func:`tuner.profile.user_cache.last_tune`), said on stderr. Called
     by the commands that do read one, and only then (``simulate`` without ``--policy``
     reads none)."""
-    if storage != DEFAULT_STORAGE:
+    context = click.get_current_context(silent=True)
+    given = context is not None and context.get_parameter_source("storage") not in (
+        None, click.core.ParameterSource.DEFAULT)
+    if given or storage != DEFAULT_STORAGE:  # (a --storage naming results.db means that file)
         return storage
     from ..profile.user_cache import local_or_last_tune
 
