@@ -125,3 +125,20 @@ def test_knobs_sweeps_every_combination_against_the_defaults_paired_by_seed(tmp_
     plain = write_problem(two_at_once(tmp_path), "plain.yaml")
     none = CliRunner().invoke(main, ["knobs", plain.path])
     assert none.exit_code == 2 and "service.knobs lists no engine knob to sweep" in none.stderr
+
+
+def test_regimes_that_differ_only_in_load_search_each_capacity_once(tmp_path, write_problem, monkeypatch):
+    from tuner.search import knob_sweep
+
+    document = two_at_once(tmp_path, {"max_num_seqs": [2, 1]})
+    steady = {"arrivals": {"process": "poisson", "rate": 100}, "sizes": {"prompt": 1, "output": 2}, "horizon": "2 s"}
+    document["regimes"] = {"light": steady, "heavy": {**steady, "arrivals": {"process": "poisson", "rate": 400}}}
+    problem = write_problem(document)
+    calls: list[str] = []
+    real = knob_sweep.evaluate
+    monkeypatch.setattr(knob_sweep, "evaluate", lambda *a, **k: calls.append(k["metric"]) or real(*a, **k))
+    shared: dict = {}
+    light = knob_sweep.sweep_knobs(problem, "light", range(2), None, capacities=shared)
+    heavy = knob_sweep.sweep_knobs(problem, "heavy", range(2), None, capacities=shared)
+    assert calls.count("capacity") == 2 and calls.count("goodput") == 4  # two combinations; goodput per regime
+    assert [a.capacity for a in light] == [a.capacity for a in heavy]

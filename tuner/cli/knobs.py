@@ -36,10 +36,12 @@ def knobs(problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: f
     for name in chosen:
         loaded.regime(name)
     results: dict[str, Any] = {}
+    capacities: dict = {}  # shared: regimes that differ only in load have one capacity per combination
     with TerminalProgress("tuner knobs", "combinations", quiet or as_json, transient=True) as shown:
         for name in chosen:
             shown.start(f"regime {name}")
-            results[name] = sweep_knobs(loaded, name, range(seeds), horizon, progress=shown.update)
+            results[name] = sweep_knobs(loaded, name, range(seeds), horizon, progress=shown.update,
+                                        capacities=capacities)
     if as_json:
         click.echo(json.dumps({"problem": loaded.name, "seeds": seeds, "regimes": {
             name: [_answer_dict(answer) for answer in answers] for name, answers in results.items()}}, indent=2))

@@ -42,8 +42,13 @@ class KnobAnswer:
 
 
 def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float | None,
-                progress: Callable[[int, int], None] | None = None) -> list[KnobAnswer]:
+                progress: Callable[[int, int], None] | None = None,
+                capacities: dict[tuple, Evaluation] | None = None) -> list[KnobAnswer]:
     """Every combination of ``problem``'s knobs in ``regime``, the defaults first.
+
+    ``capacities``, shared across the regimes of one sweep, keeps each combination's
+    capacity per traffic shape: capacity does not depend on the regime's rate, so regimes
+    that differ only in load search it once (as ``tuner tune`` does).
 
     Raises:
         SearchError: the problem lists no knobs, or some bucket has no legal config.
@@ -57,10 +62,15 @@ def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
     baseline = PER_BUCKET.assignment(JointSpace.of(problem))
     combinations = list(problem.knobs.combinations())
     answers: list[KnobAnswer] = []
+    memo = {} if capacities is None else capacities
+    shape = problem.regime(regime).shape_key
     for done, values in enumerate(combinations):
         variant = problem.with_knobs(values)
         goodput = evaluate(variant, baseline, regime, seeds, horizon_s, metric="goodput")
-        capacity = evaluate(variant, baseline, regime, seeds, horizon_s, metric="capacity")
+        key = (shape, horizon_s, tuple(seeds), tuple(values.items()))
+        capacity = memo.get(key)
+        if capacity is None:
+            capacity = memo[key] = evaluate(variant, baseline, regime, seeds, horizon_s, metric="capacity")
         if answers:
             first = answers[0]
             deltas = paired_delta(goodput, first.goodput), paired_delta(capacity, first.capacity)
