@@ -142,3 +142,29 @@ def test_regimes_that_differ_only_in_load_search_each_capacity_once(tmp_path, wr
     heavy = knob_sweep.sweep_knobs(problem, "heavy", range(2), None, capacities=shared)
     assert calls.count("capacity") == 2 and calls.count("goodput") == 4  # two combinations; goodput per regime
     assert [a.capacity for a in light] == [a.capacity for a in heavy]
+
+
+def test_four_answers_say_so_when_the_configs_add_nothing_beyond_the_knobs(tmp_path, write_problem):
+    """One config per operator: tuning the configs can add nothing, so (c) is (a) and (d)
+    is (b) seed by seed, the interaction is 0, and the command says the configs add
+    nothing beyond the best knobs (issue 40: "if the kernels add nothing beyond the knobs,
+    the table says so with the numbers")."""
+    from tuner.search import TuneSettings
+    from tuner.search.knob_sweep import four_answers
+
+    document = two_at_once(tmp_path, {"max_num_seqs": [2, 1]})
+    document["regimes"] = {"steady": {"arrivals": {"process": "poisson", "rate": 100},
+                                      "sizes": {"prompt": 1, "output": 2}, "horizon": "2 s"}}
+    problem = write_problem(document)
+    four = four_answers(problem, "steady", TuneSettings(trials=2, seeds=2))
+    a, b, c, d = four.answers
+    assert a.values == c.values == {"max_num_seqs": 2} and b.values == d.values == {"max_num_seqs": 2}
+    assert a.capacity.values == c.capacity.values and b.capacity.values == d.capacity.values
+    assert four.interaction().mean == 0
+    result = CliRunner().invoke(main, ["knobs", problem.path, "--tune", "--trials", "2", "--seeds", "2", "-q"])
+    assert result.exit_code == 0, result.output
+    assert "(d) − (b): +0 ± 0 req/s: the tuned configs add nothing significant beyond the best knobs" in result.stdout
+    assert "[I " not in result.output  # no Optuna log line per trial
+    as_json = CliRunner().invoke(main, ["knobs", problem.path, "--tune", "--trials", "2", "--seeds", "2", "--json"])
+    rows = json.loads(as_json.stdout)["regimes"]["steady"]["answers"]
+    assert [row["answer"][:3] for row in rows] == ["(a)", "(b)", "(c)", "(d)"] and rows[0]["capacity_delta_rps"] is None

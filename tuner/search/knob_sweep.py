@@ -1,6 +1,7 @@
-"""What engine knobs alone give: every knob combination with the per-bucket isolated-fastest configs.
+"""What engine knobs give, alone and with the configs tuned under them.
 
-Issue 40 asks for four answers on the same seeded workloads; this is the first two:
+Issue 40 asks for four answers on the same seeded workloads. :func:`sweep_knobs` gives the
+first two for every combination:
 (a) the engine's defaults (each knob list's first value) with the per-bucket
 isolated-fastest configs, what a user runs today, and (b) the best knob combination with
 those same configs, what a knob-only tuner (vLLM's ``auto_tune.sh``, SGLang's server
@@ -9,19 +10,25 @@ isolated-fastest config of a bucket is timed alone at the bucket's shape, which 
 changes, so only the knobs vary between the rows. Each combination is a deployment of
 its own (:meth:`Problem.with_knobs`), simulated on the same seeds, and compared with the
 defaults by the paired difference per seed, on goodput at the regime's rate and on
-capacity at the SLO.
+capacity at the SLO. :func:`four_answers` adds (c) the configs tuned for the defaults and
+(d) the configs tuned for each combination, the best kept: a study per combination, knobs
+by grid and configs by Optuna (one study over both, with the table serving the knobs, is
+the rest of issue 40).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..problem.knobs import KnobValue
 from ..problem.model import Problem
 from ..stats import Delta, paired_delta
 from .baselines import PER_BUCKET
 from .evaluate import Evaluation, evaluate
+from .ranking import Choice
+from .settings import TuneSettings
 from .space import JointSpace
 
 
@@ -53,12 +60,9 @@ def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
     Raises:
         SearchError: the problem lists no knobs, or some bucket has no legal config.
     """
-    from ..errors import SearchError
-
     problem.regime(regime)
     if not problem.knobs:
-        raise SearchError(f"{problem.path}: service.knobs lists no engine knob to sweep (e.g. "
-                          "max_num_seqs: [256, 128, 512]; see docs/problem-files.md#engine-knobs)")
+        raise _no_knobs(problem)
     baseline = PER_BUCKET.assignment(JointSpace.of(problem))
     combinations = list(problem.knobs.combinations())
     answers: list[KnobAnswer] = []
@@ -85,3 +89,88 @@ def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
 def best_by_capacity(answers: Sequence[KnobAnswer]) -> KnobAnswer:
     """The combination with the highest mean capacity at the SLO (the defaults on a tie)."""
     return max(answers, key=lambda answer: (answer.capacity.mean, answer is answers[0]))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One of issue 40's four answers in a regime: the knob values and the assignment,
+    with goodput at the regime's rate and capacity at the SLO (per seed)."""
+
+    label: str
+    values: dict[str, KnobValue]
+    choice: Choice
+
+    @property
+    def capacity(self) -> Evaluation:
+        assert self.choice.capacity is not None, "a regime's outcome fills in both figures"
+        return self.choice.capacity
+
+
+@dataclass(frozen=True)
+class FourAnswers:
+    """(a) the engine's defaults with the per-bucket isolated-fastest configs, what a user
+    runs today; (b) the best knobs with those configs, a knob-only tuner; (c) the
+    defaults with the configs tuned for them, today's tuned table; (d) the best knobs with
+    the configs tuned for them. "Best" is the highest mean capacity at the SLO over the
+    combinations, on the same seeds."""
+
+    regime: str
+    answers: tuple[Answer, Answer, Answer, Answer]
+
+    def against_defaults(self, answer: Answer) -> Delta:
+        """``answer``'s capacity minus (a)'s, paired by seed."""
+        return paired_delta(answer.capacity, self.answers[0].capacity)
+
+    def interaction(self) -> Delta:
+        """(d) − (b) − (c) + (a) per seed: what knobs and configs give together beyond the sum
+        of what each gives alone (0: they add up)."""
+        a, b, c, d = (answer.capacity.values for answer in self.answers)
+        return Delta(tuple(dv - bv - cv + av for av, bv, cv, dv in zip(a, b, c, d)), 0.95)
+
+
+def four_answers(problem: Problem, regime: str, settings: TuneSettings,
+                 progress: Callable[[int, int], None] | None = None) -> FourAnswers:
+    """Tune the configs under every knob combination (a study per combination, in memory,
+    the same seeds and trials each), and read issue 40's four answers from the outcomes:
+    a nested search, knobs by grid and configs by Optuna (not yet one study over both).
+
+    Raises:
+        SearchError: the problem lists no knobs, or some combination has no feasible assignment.
+    """
+    import optuna
+
+    from .outcome import tune_regime
+
+    problem.regime(regime)
+    if not problem.knobs:
+        raise _no_knobs(problem)
+    combinations = list(problem.knobs.combinations())
+    outcomes = []
+    for done, values in enumerate(combinations):
+        outcome = tune_regime(problem.with_knobs(values), regime, optuna.storages.InMemoryStorage(), settings)
+        outcomes.append((values, outcome))
+        if progress is not None:
+            progress(done + 1, len(combinations))
+
+    def best(pick: Callable[[Any], Choice]) -> tuple[dict[str, KnobValue], Choice]:
+        values, outcome = max(outcomes, key=lambda pair: (_capacity(pick(pair[1])), pair is outcomes[0]))
+        return values, pick(outcome)
+
+    default_values, default = outcomes[0]
+    return FourAnswers(regime, (
+        Answer("(a) engine defaults, per-bucket isolated-fastest configs", default_values, default.baseline),
+        Answer("(b) best knobs, per-bucket isolated-fastest configs", *best(lambda o: o.baseline)),
+        Answer("(c) engine defaults, tuned configs", default_values, default.tuned),
+        Answer("(d) best knobs, configs tuned with them", *best(lambda o: o.tuned)),
+    ))
+
+
+def _capacity(choice: Choice) -> float:
+    return choice.capacity.mean if choice.capacity is not None else float("-inf")
+
+
+def _no_knobs(problem: Problem) -> Exception:
+    from ..errors import SearchError
+
+    return SearchError(f"{problem.path}: service.knobs lists no engine knob to sweep (e.g. "
+                       "max_num_seqs: [256, 128, 512]; see docs/problem-files.md#engine-knobs)")

@@ -192,8 +192,7 @@ class ServiceRun(Host):
         self._judged = 0
         self.kernels = 0
         self._neighbor_done = [0.0] * len(service.neighbors)
-        self._neighbor_launches = [0] * len(service.neighbors)
-        self._launch_limit = MAX_LAUNCHES
+        self._neighbor_launches, self._launch_limit = [0] * len(service.neighbors), MAX_LAUNCHES
         self._neighbor_at_horizon: float | None = None
         # metric accumulators (the integrals cover the window [0, horizon))
         self._memory_integral = 0.0
@@ -453,8 +452,7 @@ class ServiceRun(Host):
                         idle_waiting += (end - last_t) - (sm_seconds - sm_seconds_at_last)
                     last_t, sm_seconds_at_last = end, sm_seconds
                 if kernel is not None:
-                    if gpu.launched > self._launch_limit:
-                        raise SimulationError(self._over_budget(t, i))
+                    if gpu.launched > self._launch_limit: raise SimulationError(self._over_budget(t, i))  # noqa: E701
                     stream = kernel.stream
                     if recording is not None:
                         recording.kernel(stream, str(kernel.tag), kernel.started, t)  # the service's tags are names
