@@ -7,10 +7,14 @@ next to its traces with that block added, and ``tuner knobs`` runs every combina
 with the per-bucket isolated-fastest configs on seeds 0..K-1, paired against the
 defaults: answers (a) and (b) of issue 40, simulated.
 
+With ``--tune`` it runs ``tuner knobs --tune`` instead (the configs tuned under every
+combination too: the four answers (a)-(d)) and records ``bench_knobs_tuned``.
+
 Usage::
 
     python benchmarks/bench_knobs.py --record     # 3 seeds, every regime (minutes)
     python benchmarks/bench_knobs.py --seeds 2 --regime bursty_code --json
+    python benchmarks/bench_knobs.py --tune --regime light --regime bursty_code --record
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--regime", action="append", default=None, help="a regime (repeatable; default: all)")
+    parser.add_argument("--tune", action="store_true", help="the four answers (tuner knobs --tune)")
+    parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--json", action="store_true")
     add_options(parser)
     args = parser.parse_args(argv)
@@ -55,15 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = with_knobs(Path(tmp))
         regimes = [option for name in args.regime or () for option in ("--regime", name)]
+        tune = ["--tune", "--trials", str(args.trials)] if args.tune else []
         result = CliRunner().invoke(tuner, ["knobs", str(path), "--seeds", str(args.seeds), "--json", "-q",
-                                            *regimes])
+                                            *regimes, *tune])
     if result.exit_code != 0:
         print(result.stderr or result.output, file=sys.stderr)
         return 1
     report = {"problem": "llm_decode", "knobs": KNOBS, **json.loads(result.stdout)}
     if args.record:
-        record("bench_knobs", report, args.note, before)
-    if args.json:
+        record("bench_knobs_tuned" if args.tune else "bench_knobs", report, args.note, before)
+    if args.json or args.tune:
         print(json.dumps(report, indent=2))
         return 0
     for regime, answers in report["regimes"].items():
