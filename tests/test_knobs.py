@@ -168,3 +168,44 @@ def test_four_answers_say_so_when_the_configs_add_nothing_beyond_the_knobs(tmp_p
     as_json = CliRunner().invoke(main, ["knobs", problem.path, "--tune", "--trials", "2", "--seeds", "2", "--json"])
     rows = json.loads(as_json.stdout)["regimes"]["steady"]["answers"]
     assert [row["answer"][:3] for row in rows] == ["(a)", "(b)", "(c)", "(d)"] and rows[0]["capacity_delta_rps"] is None
+
+
+def test_the_chunk_size_decides_which_tile_serves_more(tmp_path):
+    """Issue 40's hand-worked interaction. One GEMM (N 1024, K 4096, 32 layers) on an H100,
+    prefill-heavy traffic (4096-token prompts fill every step to the chunk size), two
+    tiles. Alone (the analytic model, `tuner profile`): at M 2048 the 128×128 tile takes
+    39.3 us and the 128×256 one 55.2 us (at 2048 rows the wider tile leaves SMs idle);
+    at M 8192, 142.5 us against 108.6 us. So max_num_batched_tokens sets the M the
+    prefill GEMM runs, and with it which tile is faster and which serves more at the SLO:
+    each tile wins at its own chunk size, and the per-bucket isolated-fastest baseline
+    picks each in its own bucket."""
+    import yaml
+
+    from tests.test_capacity_ceiling import ONE_GEMM
+    from tuner.problem import load_problem, resolve_assignment
+    from tuner.search import PER_BUCKET, JointSpace
+    from tuner.search.evaluate import evaluate
+
+    document = yaml.safe_load(ONE_GEMM.read_text())
+    document["families"]["gemm"]["space"] = {"BLOCK_M": [128], "BLOCK_N": [128, 256], "BLOCK_K": [64],
+                                             "num_warps": [8], "num_stages": [3], "SPLIT_K": [1]}
+    document["service"]["operators"][0].update(shape={"M": "tokens", "N": 1024, "K": 4096}, repeat=32)
+    document["service"]["knobs"] = {"max_num_batched_tokens": [8192, 2048]}
+    document["service"]["slo"] = {"ttft": "50 ms", "tpot": "20 ms"}
+    document["regimes"] = {"prefill_heavy": {"arrivals": {"process": "poisson", "rate": 100},
+                                             "sizes": {"prompt": 4096, "output": 4}, "horizon": "10 s"}}
+    path = tmp_path / "chunk_and_tile.yaml"
+    path.write_text(yaml.safe_dump(document))
+    problem = load_problem(path)
+    narrow, wide = (config.name for config in problem.families["gemm"].configs)
+    assert "bn128" in narrow and "bn256" in wide
+    baseline = PER_BUCKET.assignment(JointSpace.of(problem)).as_dict(problem)["proj"]
+    assert (baseline["M1025..2048"], baseline["M4097..8192"]) == (narrow, wide)
+
+    def capacity(chunk: int, config: str) -> float:
+        deployment = problem.with_knobs({"max_num_batched_tokens": chunk})
+        assignment = resolve_assignment(deployment, [f"proj={config}"])
+        return evaluate(deployment, assignment, "prefill_heavy", range(2), None, metric="capacity").mean
+
+    assert capacity(2048, narrow) > capacity(2048, wide)
+    assert capacity(8192, wide) > capacity(8192, narrow)
