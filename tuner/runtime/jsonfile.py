@@ -121,17 +121,17 @@ def _tail(text: str, at: int, seen: Any) -> dict[str, Any]:
             or an object in the details that holds a key twice.
     """
     tail: dict[str, Any] = {}
-    spans: dict[str, tuple[int, int]] = {}
-    _members(text, at, tail, key="details", seen=seen, spans=spans)
-    for key, (start, end) in spans.items():
-        twice = _first_twice({key: _STRICT(text[start:end])})
+    _members(text, at, tail, key="details", seen=seen, decode=_STRICT_RAW)  # parsed once, every object checked
+    for key, value in tail.items():
+        twice = _first_twice({key: value})
         if twice is not None:
             raise DuplicateKey(twice)
     return tail
 
 
 def _members(text: str, at: int, into: dict[str, Any], *, key: str | None = None, defer: bool = False,
-             seen: Any = None, spans: dict[str, tuple[int, int]] | None = None) -> int | None:
+             seen: Any = None, spans: dict[str, tuple[int, int]] | None = None,
+             decode: Callable[[str, int], tuple[Any, int]] = _DECODE) -> int | None:
     """Read the top-level object's members into ``into``, from its first key at ``at``
     (or, given ``key``, from that key's value at ``at``) to the document's end.
 
@@ -140,6 +140,7 @@ def _members(text: str, at: int, into: dict[str, Any], *, key: str | None = None
         seen: keys read before (a key read again is refused: the rows served would not
             be the document's).
         spans: gets where each value lies in ``text``.
+        decode: how each value is parsed (the details: marking objects with a key twice).
 
     Returns:
         Where the deferred ``details`` value starts, or None at the document's end.
@@ -161,7 +162,7 @@ def _members(text: str, at: int, into: dict[str, Any], *, key: str | None = None
             if key in into or (seen is not None and key in seen):
                 raise DuplicateKey(f"the document's key {key!r} appears twice")
         start = at
-        into[key], at = _DECODE(text, at)
+        into[key], at = decode(text, at)
         if spans is not None:
             spans[key] = (start, at)
         key = None
@@ -194,7 +195,8 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return twice
 
 
-_STRICT = json.JSONDecoder(object_pairs_hook=_pairs).decode
+_CHECKING = json.JSONDecoder(object_pairs_hook=_pairs)
+_STRICT, _STRICT_RAW = _CHECKING.decode, _CHECKING.raw_decode
 
 
 def _strict(text: str) -> Any:
