@@ -86,13 +86,13 @@ def test_every_registered_knob_says_where_the_engine_reads_it_and_when():
 
 def test_command_line_settings_parse_as_the_engine_takes_them(tmp_path, write_problem):
     problem = write_problem(two_at_once(tmp_path, {"max_num_seqs": [2, 1]}))
-    assert parse_setting("max_num_seqs=1", problem.knobs) == ("max_num_seqs", 1)
-    assert parse_setting("cudagraph_capture_sizes=1,2,4", problem.knobs) == ("cudagraph_capture_sizes", (1, 2, 4))
-    assert parse_setting("cudagraph_capture_sizes=default", problem.knobs) == ("cudagraph_capture_sizes", None)
+    assert parse_setting("max_num_seqs=1") == ("max_num_seqs", 1)
+    assert parse_setting("cudagraph_capture_sizes=1,2,4") == ("cudagraph_capture_sizes", (1, 2, 4))
+    assert parse_setting("cudagraph_capture_sizes=default") == ("cudagraph_capture_sizes", None)
     for bad, says in (("max_num_seqs", "expected NAME=VALUE"), ("max_num_seqs=x", "invalid literal"),
                       ("cudagraph_capture_sizes=4,2", "must ascend")):
         with pytest.raises(ValueError, match=says):
-            parse_setting(bad, problem.knobs)
+            parse_setting(bad)
 
 
 def test_simulate_runs_the_engine_with_a_knob_and_says_so(tmp_path, write_problem):

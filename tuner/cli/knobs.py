@@ -58,10 +58,10 @@ def knobs(problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: f
 
 
 def _answer_dict(answer: Any) -> dict[str, Any]:
-    from ..problem.knobs import show
+    from ..problem.knobs import shown
 
     return {
-        "knobs": {k: show(v) for k, v in answer.values.items()}, "default": answer.is_default,
+        "knobs": shown(answer.values), "default": answer.is_default,
         "goodput_rps": answer.goodput.mean, "goodput_ci_rps": answer.goodput.ci,
         "capacity_rps": answer.capacity.mean, "capacity_ci_rps": answer.capacity.ci,
         "capacity_lower_bound": answer.capacity.lower_bound,
@@ -73,14 +73,14 @@ def _answer_dict(answer: Any) -> dict[str, Any]:
 
 
 def _print_regime(problem: Any, regime: str, answers: list[Any]) -> None:
-    from ..problem.knobs import show
+    from ..problem.knobs import settings_text
     from ..search.knob_sweep import best_by_capacity
     from ..stats import delta_text, figure
 
     click.echo(f"{problem.name} / {regime}: the per-bucket isolated-fastest configs under each knob combination "
                "(simulated; differences paired by seed against the defaults, the first line)")
     for answer in answers:
-        knob_text = ", ".join(f"{k}={show(v)}" for k, v in answer.values.items())
+        knob_text = settings_text(answer.values)
         capacity = ("≥ " if answer.capacity.lower_bound else "") + figure(answer.capacity.mean, answer.capacity.ci)
         line = f"  {knob_text}: goodput {figure(answer.goodput.mean, answer.goodput.ci)}, capacity {capacity} req/s"
         if answer.is_default:
@@ -96,7 +96,7 @@ def _print_regime(problem: Any, regime: str, answers: list[Any]) -> None:
         low = best.capacity_delta.low
         verdict = ("a gain" if low is not None and low > 0 else
                    "not a significant gain (the paired interval includes 0)")
-        click.echo(f"  best capacity: {', '.join(f'{k}={show(v)}' for k, v in best.values.items())}: "
+        click.echo(f"  best capacity: {settings_text(best.values)}: "
                    f"{delta_text(best.capacity_delta.mean, best.capacity_delta.half_width)} req/s, {verdict}")
 
 
@@ -123,13 +123,13 @@ def _four(problem: Any, regimes: list[str], seeds: int, horizon: float | None, t
 
 
 def _four_dict(problem: Any, four: Any) -> dict[str, Any]:
-    from ..problem.knobs import show
+    from ..problem.knobs import shown
 
     rows = []
     for answer in four.answers:
         reference = answer is four.answers[0]
         delta = four.against_defaults(answer)
-        rows.append({"answer": answer.label, "knobs": {k: show(v) for k, v in answer.values.items()},
+        rows.append({"answer": answer.label, "knobs": shown(answer.values),
                      "configs": answer.choice.assignment.as_dict(problem),
                      "capacity_rps": answer.capacity.mean, "capacity_ci_rps": answer.capacity.ci,
                      "goodput_rps": answer.choice.evaluation.mean,
@@ -140,26 +140,20 @@ def _four_dict(problem: Any, four: Any) -> dict[str, Any]:
 
 
 def _print_four(problem: Any, four: Any) -> None:
-    from ..problem.knobs import show
+    from ..problem.knobs import settings_text
     from ..stats import delta_text, figure
 
     click.echo(f"{problem.name} / {four.regime}: capacity at the SLO (simulated; paired by seed against (a))")
     for answer in four.answers:
-        knob_text = ", ".join(f"{k}={show(v)}" for k, v in answer.values.items())
+        knob_text = settings_text(answer.values)
         delta = four.against_defaults(answer)
         change = "" if answer is four.answers[0] else f"  {delta_text(delta.mean, delta.half_width)}"
         click.echo(f"  {answer.label}: {figure(answer.capacity.mean, answer.capacity.ci)} req/s{change}  [{knob_text}]")
     a, b, c, d = four.answers
-    kernels_beyond = paired_delta_of(d, b)
+    kernels_beyond = four.difference(d, b)
     interaction = four.interaction()
     low = kernels_beyond.low
     verdict = ("the tuned configs add to the best knobs" if low is not None and low > 0 else
                "the tuned configs add nothing significant beyond the best knobs")
     click.echo(f"  (d) − (b): {delta_text(kernels_beyond.mean, kernels_beyond.half_width)} req/s: {verdict}; "
                f"interaction (d) − (b) − (c) + (a): {delta_text(interaction.mean, interaction.half_width)} req/s")
-
-
-def paired_delta_of(after: Any, before: Any) -> Any:
-    from ..stats import paired_delta
-
-    return paired_delta(after.capacity, before.capacity)

@@ -88,7 +88,7 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
              trace_window: str | None, trace_kernels: str, policy: str | None, storage: str, force: bool) -> None:
     """Simulate the service under traffic regimes and report goodput and resources."""
     from ..problem import load_problem, resolve_assignment
-    from ..problem.knobs import show as show_knob
+    from ..problem.knobs import shown as shown_knobs
     from ..console import metrics_table
     from ..sim import simulate as run_simulation
     from ..sim.chrome_trace import TraceOptions
@@ -132,7 +132,7 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     if as_json:
         documents = [
             {"problem": loaded.name, "regime": name, "seed": seed, "assignment": assignment.as_dict(loaded),
-             "knobs": {name: show_knob(value) for name, value in knob_values.items()},
+             "knobs": shown_knobs(knob_values),
              "profile_source": ",".join(sources), **result.metrics.to_dict()}
             for name, result in results
         ]
@@ -184,7 +184,7 @@ def parse_knobs(problem: Problem, settings: tuple[str, ...]) -> dict[str, KnobVa
     from ..problem.knobs import parse_setting
 
     try:
-        values = dict(parse_setting(text, problem.knobs) for text in settings)
+        values = dict(parse_setting(text) for text in settings)
         problem.with_knobs(values)
     except ValueError as exc:
         raise TunerError(f"{problem.path}: {exc}") from None

@@ -116,10 +116,6 @@ class KnobSpace:
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.choices)
 
-    def defaults(self) -> dict[str, KnobValue]:
-        """The engine's own values: each list's first."""
-        return {name: values[0] for name, values in self.choices}
-
     def combinations(self) -> Iterator[dict[str, KnobValue]]:
         """Every combination, the defaults first."""
         for values in itertools.product(*(values for _, values in self.choices)):
@@ -167,9 +163,20 @@ def show(value: KnobValue) -> str:
     return str(value)
 
 
-def parse_setting(text: str, space: KnobSpace) -> tuple[str, KnobValue]:
+def shown(values: Mapping[str, KnobValue]) -> dict[str, str]:
+    """Knob values by name, each as a command line writes it (for JSON)."""
+    return {name: show(value) for name, value in values.items()}
+
+
+def settings_text(values: Mapping[str, KnobValue]) -> str:
+    """``max_num_seqs=64, max_num_batched_tokens=2048``."""
+    return ", ".join(f"{name}={text}" for name, text in shown(values).items())
+
+
+def parse_setting(text: str) -> tuple[str, KnobValue]:
     """``NAME=VALUE`` from a command line (``max_num_seqs=128``,
-    ``cudagraph_capture_sizes=1,2,4,8``, ``...=default``).
+    ``cudagraph_capture_sizes=1,2,4,8``, ``...=default``); whether the problem lists the
+    value is :meth:`Problem.with_knobs`'s to say.
 
     Raises:
         ValueError: not of that form, an unknown knob, a value it cannot take.
@@ -232,5 +239,5 @@ def knob_space(written: Mapping[str, object], service: Service) -> KnobSpace:
         try:
             space.apply(service, combination)
         except ValueError as exc:
-            raise Invalid("service.knobs", f"{', '.join(f'{k}={show(v)}' for k, v in combination.items())}: {exc}")
+            raise Invalid("service.knobs", f"{settings_text(combination)}: {exc}")
     return space

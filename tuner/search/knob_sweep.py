@@ -42,10 +42,7 @@ class KnobAnswer:
     capacity: Evaluation
     goodput_delta: Delta
     capacity_delta: Delta
-
-    @property
-    def is_default(self) -> bool:
-        return not self.goodput_delta.values and not self.capacity_delta.values
+    is_default: bool = False
 
 
 def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float | None,
@@ -60,14 +57,13 @@ def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
     Raises:
         SearchError: the problem lists no knobs, or some bucket has no legal config.
     """
-    problem.regime(regime)
+    shape = problem.regime(regime).shape_key
     if not problem.knobs:
         raise _no_knobs(problem)
     baseline = PER_BUCKET.assignment(JointSpace.of(problem))
     combinations = list(problem.knobs.combinations())
     answers: list[KnobAnswer] = []
     memo = {} if capacities is None else capacities
-    shape = problem.regime(regime).shape_key
     for done, values in enumerate(combinations):
         variant = problem.with_knobs(values)
         goodput = evaluate(variant, baseline, regime, seeds, horizon_s, metric="goodput")
@@ -80,7 +76,7 @@ def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
             deltas = paired_delta(goodput, first.goodput), paired_delta(capacity, first.capacity)
         else:
             deltas = Delta((), 0.95), Delta((), 0.95)
-        answers.append(KnobAnswer(values, goodput, capacity, *deltas))
+        answers.append(KnobAnswer(values, goodput, capacity, *deltas, is_default=not answers))
         if progress is not None:
             progress(done + 1, len(combinations))
     return answers
@@ -117,9 +113,13 @@ class FourAnswers:
     regime: str
     answers: tuple[Answer, Answer, Answer, Answer]
 
+    def difference(self, after: Answer, before: Answer) -> Delta:
+        """``after``'s capacity minus ``before``'s, paired by seed."""
+        return paired_delta(after.capacity, before.capacity)
+
     def against_defaults(self, answer: Answer) -> Delta:
         """``answer``'s capacity minus (a)'s, paired by seed."""
-        return paired_delta(answer.capacity, self.answers[0].capacity)
+        return self.difference(answer, self.answers[0])
 
     def interaction(self) -> Delta:
         """(d) − (b) − (c) + (a) per seed: what knobs and configs give together beyond the sum
