@@ -140,12 +140,12 @@ class Store:
         try:
             with self.engine.connect() as connection:
                 found = [row[0] for row in connection.exec_driver_sql("PRAGMA quick_check").fetchmany(2)]
+            damage = None if found == ["ok"] else f"PRAGMA quick_check: {found[0]}"
         except SQLAlchemyError as exc:
-            raise StorageError(f"{self.url}: the SQLite file is damaged ({_first_line(exc)}); tuner writes nothing "
-                               "to it: restore it from a copy, or give --storage another file") from None
-        if found != ["ok"]:
-            raise StorageError(f"{self.url}: the SQLite file is damaged (PRAGMA quick_check: {found[0]}); tuner "
-                               "writes nothing to it: restore it from a copy, or give --storage another file")
+            damage = _first_line(exc)
+        if damage is not None:
+            raise StorageError(f"{self.url}: the SQLite file is damaged ({damage}); tuner writes nothing to it: "
+                               "restore it from a copy, or give --storage another file")
 
     @contextmanager
     def transaction(self, what: str) -> Iterator[Session]:
