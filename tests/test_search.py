@@ -313,7 +313,7 @@ def test_warm_starts_come_first_and_include_neighbour_bests(tradeoff):
     settings = TuneSettings(trials=10, seeds=2, horizon_s=0.5)
     light = tune_regime(tradeoff, "light", storage, settings)
     space = JointSpace.of(tradeoff)
-    starts = warm_starts(tradeoff, "heavy", space, storage)
+    starts = [a for a, knobs in warm_starts(tradeoff, "heavy", space, storage)]
     assert [names(a) for a in starts[:2]] == [("w4",) * 3, ("w0",) * 3]
     assert light.tuned.assignment in starts
     heavy = tune_regime(tradeoff, "heavy", storage, settings)

@@ -295,7 +295,7 @@ def test_json_export_round_trips(tmp_path):
         row("heavy", "qkv", oracle_goodput_rps=3.6, **CAPACITY_STUDY)]
     path = export_json("toy", rows, tmp_path / "table.json")
     document = json.loads(path.read_text())
-    assert document["schema_version"] == SCHEMA_VERSION == 5 and document["problem"] == "toy"
+    assert document["schema_version"] == SCHEMA_VERSION == 6 and document["problem"] == "toy"
     first, details = document["rows"][0], document["details"][0]
     assert first["config"] == "qkv@M..16" and first["params"] == rows[0].params
     assert first["bucket"] == 0 and first["bucket_bounds"] == {"M": [None, 16]}

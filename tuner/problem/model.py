@@ -471,6 +471,7 @@ class Regime:
     shape_key: str = ""
     partition_shares: tuple[tuple[str, float], ...] = ()
     routing: Routing | None = None
+    weight: float = 1.0  # its share when one start-up knob setting must serve every regime
 
     def warmup_for(self, horizon_s: float) -> float:
         """The warm-up of a window of ``horizon_s`` (an explicit one is capped at half the window)."""

@@ -134,7 +134,8 @@ def regime(name: str, r: s.RegimeSpec, base: Path, service: Service) -> Regime:
     if r.warmup is not None and r.warmup >= r.horizon:
         raise Invalid(f"{key}.warmup", f"a warm-up of {r.warmup:g} s leaves nothing of the {r.horizon:g} s window to judge")
     return Regime(name, r.description.strip(), arrivals, sizes, r.horizon, r.memory_budget, r.warmup,
-                  shape_key(r), tuple((r.partitions or {}).items()), _routing(r.routing, service, f"{key}.routing"))
+                  shape_key(r), tuple((r.partitions or {}).items()), _routing(r.routing, service, f"{key}.routing"),
+                  r.weight)
 
 
 def _routing(spec: s.RoutingSpec | str | None, service: Service, key: str) -> Routing | None:

@@ -531,6 +531,8 @@ class RegimeSpec(Strict):
     memory_budget: PositiveBytes | None = None
     partitions: dict[str, Annotated[float, Field(gt=0, le=1)]] | None = None
     routing: Literal["uniform"] | RoutingSpec | None = None
+    # how much this regime counts when one setting serves every regime (a start-up engine knob)
+    weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
 
 
 class ProblemSpec(Strict):

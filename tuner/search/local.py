@@ -13,7 +13,9 @@ through co-running, and each cell's choices are already the configs no other dom
   one step, every cell taking its fastest config under the higher cap;
 * **operator** — move every bucket of one operator one step along its choices, towards
   less workspace or towards less time alone (its buckets usually agree);
-* **cell** — one cell to another of its choices.
+* **cell** — one cell to another of its choices;
+* **knob** — where the problem lists engine knobs (:mod:`tuner.search.knob_axis`), a
+  quarter of the proposals move one knob to another value and keep the configs.
 
 Operator and cell moves touch only the cells the incumbent's simulations launched
 (when the study recorded them): a config in a bucket the service never reached in this
@@ -33,10 +35,18 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from .knob_axis import KnobKey
 from .space import JointSpace, JointPoint
 
-#: (move, probability) of each kind of proposal.
+#: (move, probability) of each kind of proposal that changes configs.
 MOVES = (("cap", 0.3), ("operator", 0.3), ("cell", 0.4))
+
+#: How often a proposal changes a knob instead, when the problem has engine knobs.
+KNOB_MOVE = 0.25
+
+#: What a sampler starts its moves from: the best point so far, its knob values, and the
+#: cells its simulations launched (None: not recorded).
+Incumbent = tuple[JointPoint, KnobKey, "frozenset[int] | None"]
 
 
 class LocalSearchSampler(optuna.samplers.BaseSampler):
@@ -48,12 +58,11 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         seed: seeds the proposals.
     """
 
-    def __init__(self, space: JointSpace,
-                 incumbent: Callable[[optuna.Study], tuple[JointPoint, frozenset[int] | None] | None], seed: int) -> None:
+    def __init__(self, space: JointSpace, incumbent: Callable[[optuna.Study], Incumbent | None], seed: int) -> None:
         self.space = space
         self._incumbent = incumbent
         self._rng = np.random.RandomState(seed)
-        self._distributions = distributions(space)
+        self._distributions = {**distributions(space), **space.axis.distributions()}
         self._caps = sorted({c.workspace for costs in space.costs for c in costs if c.legal})
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -66,15 +75,25 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         space = self.space
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
                                                           TrialState.RUNNING, TrialState.WAITING))
-        seen = {p for t in trials if t.number != trial.number and (p := space.point(t.params)) is not None}
+        seen = {k for t in trials if t.number != trial.number and (k := space.key(t.params)) is not None}
         found = self._incumbent(study)
-        start, visited = found if found is not None else (tuple(c[0] for c in space.choices), None)
+        start, knobs, visited = found if found is not None else (tuple(c[0] for c in space.choices),
+                                                                 space.axis.defaults, None)
         movable = self._movable(visited)
         for _ in range(64):
-            point = self._move(start, movable)
-            if point not in seen:
-                return space.params(point)
-        return space.params(tuple(choices[self._rng.randint(len(choices))] for choices in space.choices))
+            proposal = self._knob_move(start, knobs) if self._moves_knobs() else (self._move(start, movable), knobs)
+            if proposal not in seen:
+                return self._params(*proposal)
+        keys = space.axis.keys()
+        for _ in range(64):  # every neighbour tried: a random point, one not tried if one turns up
+            point = tuple(choices[self._rng.randint(len(choices))] for choices in space.choices)
+            proposal = point, keys[self._rng.randint(len(keys))]
+            if proposal not in seen:
+                break
+        return self._params(*proposal)
+
+    def _params(self, point: JointPoint, knobs: KnobKey) -> dict[str, object]:
+        return {**self.space.params(point), **self.space.axis.params(knobs)}
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> object:
@@ -119,6 +138,23 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
             out[i] = ordered[max(0, here - 1)] if here > 0 else ordered[0]
         return tuple(out)
 
+    def _moves_knobs(self) -> bool:
+        """Whether the next proposal changes a knob (the configs kept) rather than configs
+        (the knobs kept): :data:`KNOB_MOVE` of the time when the problem has knobs."""
+        return self.space.axis.size > 1 and self._rng.rand() < KNOB_MOVE
+
+    def _knob_move(self, point: JointPoint, knobs: KnobKey) -> tuple[JointPoint, KnobKey]:
+        """**knob** — one knob of the incumbent to another of its values, the configs kept:
+        under a new chunk size or batch limit the incumbent's configs are the natural
+        first guess, and the config moves then adapt them."""
+        choices = self.space.axis.knobs.choices
+        movable = [i for i, (_, values) in enumerate(choices) if len(values) > 1]
+        i = movable[self._rng.randint(len(movable))]
+        others = [value for value in choices[i][1] if value != knobs[i]]
+        out = list(knobs)
+        out[i] = others[self._rng.randint(len(others))]
+        return point, tuple(out)
+
     def _movable(self, visited: frozenset[int] | None) -> list[int]:
         """Free cells the incumbent's runs launched (all free cells when not recorded)."""
         free = self.space.free
@@ -157,6 +193,6 @@ def suggest(trial: optuna.Trial, space: JointSpace) -> JointPoint:
     return point
 
 
-def names_of(trials: Sequence[FrozenTrial], space: JointSpace) -> set[JointPoint]:
-    """The distinct points of the space the trials evaluated (trials of another space left out)."""
-    return {p for t in trials if (p := space.point(t.params)) is not None}
+def names_of(trials: Sequence[FrozenTrial], space: JointSpace) -> set[tuple[JointPoint, KnobKey]]:
+    """The distinct (point, knob values) the trials evaluated (trials of another space left out)."""
+    return {k for t in trials if (k := space.key(t.params)) is not None}

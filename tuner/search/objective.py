@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 from .. import interrupts
 from ..problem.model import Problem
 from .evaluate import Constraints, check_constraints, evaluate
+from .knob_axis import KnobKey
 from .local import suggest
 from .ranking import FINISHED
 from .same_run import repeats_run
@@ -48,19 +49,20 @@ class Objective:
     horizon: float
     counter: SimulationCount = field(default_factory=lambda: SimulationCount())
     p_threshold: float = 0.1
-    rehearsed: dict[JointPoint, FrozenTrial] = field(default_factory=dict)
+    rehearsed: dict[tuple[JointPoint, KnobKey], FrozenTrial] = field(default_factory=dict)
 
     def __call__(self, trial: optuna.Trial) -> float:
         space = self.space
-        point = suggest(trial, space)
-        if point in self.rehearsed:  # the rehearsal ran this very trial
-            return copy_result(trial, self.rehearsed.pop(point))
-        prior = self._prior(trial, point)
+        point, knobs = suggest(trial, space), space.axis.suggest(trial)
+        if (point, knobs) in self.rehearsed:  # the rehearsal ran this very trial
+            return copy_result(trial, self.rehearsed.pop((point, knobs)))
+        prior = self._prior(trial, (point, knobs))
         if prior is not None:
             return copy_result(trial, prior, {"duplicate_of": prior.number})
         assignment = space.assignment(point)
-        constraints = check_constraints(self.problem, assignment, self.regime)
-        twin = self._equivalent(trial, point, constraints) if constraints.feasible else None
+        problem = space.axis.variant(self.problem, knobs)  # the deployment these knob values make
+        constraints = check_constraints(problem, assignment, self.regime)
+        twin = self._equivalent(trial, point, knobs, constraints) if constraints.feasible else None
         if twin is not None:
             return copy_result(trial, twin, {"duplicate_of": twin.number, "equivalent_to": twin.number})
         simulations = 0
@@ -78,8 +80,8 @@ class Objective:
                     raise optuna.TrialPruned(f"worse than the best trial after {step + 1} seeds (Wilcoxon)")
 
         with interrupts.interruptible():  # the simulations; what the trial writes waits for them
-            evaluation = evaluate(self.problem, assignment, self.regime, self.seeds, self.horizon, on_seed,
-                                  metric=self.problem.objective)
+            evaluation = evaluate(problem, assignment, self.regime, self.seeds, self.horizon, on_seed,
+                                  metric=problem.objective)
         record(trial, evaluation.constraints, simulations, evaluation.latency_p50_s)
         if evaluation.rates:
             trial.set_user_attr("rates", list(evaluation.rates))
@@ -94,17 +96,18 @@ class Objective:
             trial.set_user_attr("visited", sorted(index[cell] for cell in evaluation.visited))
         return evaluation.mean
 
-    def _prior(self, trial: optuna.Trial, point: JointPoint) -> FrozenTrial | None:
+    def _prior(self, trial: optuna.Trial, key: tuple[JointPoint, KnobKey]) -> FrozenTrial | None:
         for other in trial.study.get_trials(deepcopy=False, states=FINISHED):
-            if other.number != trial.number and self.space.point(other.params) == point:
+            if other.number != trial.number and self.space.key(other.params) == key:
                 return other
         return None
 
-    def _equivalent(self, trial: optuna.Trial, point: JointPoint, constraints: Constraints) -> FrozenTrial | None:
-        """A complete trial (every seed measured) whose run this point repeats
-        (:func:`tuner.search.same_run.repeats_run`)."""
+    def _equivalent(self, trial: optuna.Trial, point: JointPoint, knobs: KnobKey,
+                    constraints: Constraints) -> FrozenTrial | None:
+        """A complete trial (every seed measured) with the same knob values whose run this
+        point repeats (:func:`tuner.search.same_run.repeats_run`)."""
         for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if len(other.intermediate_values) != len(self.seeds):
+            if len(other.intermediate_values) != len(self.seeds) or self.space.axis.trial_key(other) != knobs:
                 continue
             theirs = self.space.point(other.params)
             if theirs is not None and repeats_run(constraints.reserved_bytes, other.user_attrs.get("reserved_bytes"),

@@ -23,6 +23,7 @@ from ..problem.model import Problem
 from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, ROUTING_AWARE, routing_aware
 from .evaluate import Evaluation, check_constraints, evaluate
 from .guard import guard
+from .knob_axis import KnobKey, with_key
 from .objective import SimulationCount
 from .ranking import Choice, best_of, evaluation_of, finished_trials, select_best
 from .same_run import repeats_run
@@ -53,7 +54,10 @@ class RegimeOutcome:
 
     ``tuned`` is what the table stores: the study's best, or THE baseline where the guard
     (:mod:`tuner.search.guard`) kept it, ``guard`` saying why and ``candidate`` holding
-    the study's best it turned down."""
+    the study's best it turned down. ``knobs`` are the engine knob values every figure
+    was simulated with (the deployment's, :mod:`tuner.search.deployment`); where they are
+    not the engine's own, ``defaults`` is issue 40's answer (a), the per-bucket baseline
+    under the engine's defaults, and ``deployment`` why those knob values."""
 
     problem: Problem
     regime: str
@@ -70,6 +74,9 @@ class RegimeOutcome:
     objective: str = "goodput"
     guard: str | None = None
     candidate: Choice | None = None
+    knobs: KnobKey = ()
+    defaults: Choice | None = None
+    deployment: str | None = None
 
     @property
     def baseline(self) -> Choice:
@@ -113,15 +120,25 @@ def regime_outcome(
     *,
     progress: StudyProgress | None = None,
     capacities: dict | None = None,
+    knobs: KnobKey | None = None,
 ) -> RegimeOutcome:
     """The regime's tuned assignment from its study's finished trials, with both figures,
     the baselines' and, if asked, the oracle's (these simulate: seconds to minutes).
+
+    Args:
+        knobs: the engine knob values the regime is served with (default: the engine's
+            own): only the trials run with them count, and every figure is simulated
+            with them; when they are not the defaults, answer (a) is figured too.
 
     Raises:
         SearchError: no assignment is feasible.
     """
     progress = progress or Silent()
     space = JointSpace.of(problem)
+    key = space.axis.defaults if knobs is None else knobs
+    every = finished_trials(study)
+    finished = with_key(every, space.axis, key)
+    deployed = space.axis.variant(problem, key)
     horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
     seeds = settings.seed_list
     counter = SimulationCount()
@@ -129,7 +146,6 @@ def regime_outcome(
     routing = problem.regimes[regime].routing
     if routing is not None and routing.source != "uniform":
         baseline_assignments[ROUTING_AWARE] = routing_aware(space, routing)
-    finished = finished_trials(study)
     known = known_evaluations(space, finished, len(seeds))
     tuned = select_best(space, finished, len(seeds))
     if tuned is None:
@@ -137,8 +153,8 @@ def regime_outcome(
         reason = known.get(fastest, Evaluation(())).constraints.reason or "every trial was infeasible"
         raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
                           f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
-    figures = _Figures(problem, regime, seeds, horizon, known, counter, capacities, progress.note,
-                       progress.simulated)
+    figures = _Figures(deployed, regime, seeds, horizon, known, counter, capacities, progress.note,
+                       progress.simulated, key)
     progress.after_trials(figures.estimate([tuned.assignment, *baseline_assignments.values()],
                                            capacity=[tuned.assignment] + [a for key, a in baseline_assignments.items()
                                                                           if key in CAPACITY_BASELINES]))
@@ -151,15 +167,40 @@ def regime_outcome(
     }
     oracle = None
     if settings.oracle:
-        oracle = exhaustive(problem, regime, space, seeds, horizon, settings.oracle_limit, known, counter)
+        oracle = exhaustive(deployed, regime, space, seeds, horizon, settings.oracle_limit, known, counter)
+    defaults = None
+    if key != space.axis.defaults:  # answer (a): the per-bucket baseline under the engine's own settings
+        at_defaults = dataclasses.replace(figures, problem=problem, knobs=space.axis.defaults, known=known_evaluations(
+            space, with_key(every, space.axis, space.axis.defaults), len(seeds)))
+        defaults = at_defaults.choice(baseline_assignments[PER_BUCKET.name], None, capacity=True,
+                                      label="the engine's defaults")
     guarded = guard(tuned, baselines[PER_BUCKET.name], problem.objective)
     return RegimeOutcome(
         problem=problem, regime=regime, study_name=study.study_name, space=space, settings=settings,
         horizon_s=horizon, tuned=guarded.stored, baselines=baselines, oracle=oracle,
         guard=guarded.reason, candidate=tuned if guarded.kept_baseline else None,
-        trials=len(finished), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in finished),
-        run_simulations=counter.simulations, objective=problem.objective,
+        trials=len(every), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in every),
+        run_simulations=counter.simulations, objective=problem.objective, knobs=key, defaults=defaults,
     )
+
+
+def capacity_at_slo(problem: Problem, regime: str, study: optuna.Study, settings: TuneSettings, knobs: KnobKey,
+                    assignment: Assignment, *, capacities: dict | None = None,
+                    progress: StudyProgress | None = None) -> Evaluation:
+    """``assignment``'s capacity at the SLO in ``regime`` with knob values ``knobs``: the
+    study's where it maximised capacity, else searched, and remembered in ``capacities``
+    (shared with the regimes' outcomes, which then find it there).
+
+    Raises:
+        TunerError: the capacity search failed (an illegal config at some probed rate).
+    """
+    progress = progress or Silent()
+    space = JointSpace.of(problem)
+    horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
+    known = known_evaluations(space, with_key(finished_trials(study), space.axis, knobs), settings.seeds)
+    figures = _Figures(space.axis.variant(problem, knobs), regime, settings.seed_list, horizon, known,
+                       SimulationCount(), capacities, progress.note, progress.simulated, knobs)
+    return figures.metric(assignment, "capacity", f"{space.axis.text(knobs)} in {regime}")
 
 
 #: The baselines whose capacity a regime's outcome reports (the table stores the first two).
@@ -180,9 +221,10 @@ class _Figures:
     horizon: float
     known: dict[Assignment, Evaluation]
     counter: SimulationCount
-    capacities: dict[tuple[str, float, tuple[int, ...]], dict[Assignment, Evaluation]] | None
+    capacities: dict[tuple[str, float, tuple[int, ...], KnobKey], dict[Assignment, Evaluation]] | None
     note: Callable[[str], None] = lambda text: None
     simulated: Callable[[int], None] = lambda count: None
+    knobs: KnobKey = ()  # the problem's knob values (a capacity is remembered per deployment)
 
     #: A capacity search's simulations per seed, about (:mod:`tuner.search.capacity`):
     #: a bracket by doubling, then a bisection to 2%.
@@ -195,8 +237,7 @@ class _Figures:
         seeds, objective = len(self.seeds), self.problem.objective
         needed = sum(seeds for a in dict.fromkeys(goodput)
                      if not (objective == "goodput" and _complete(self.known.get(a), self.seeds, objective)))
-        shape = (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds)
-        known = (self.capacities or {}).get(shape, {})
+        known = (self.capacities or {}).get(self._shape, {})
         needed += sum(self.PROBES_PER_SEED * seeds for a in dict.fromkeys(capacity)
                       if a not in known and not (objective == "capacity"
                                                  and _complete(self.known.get(a), self.seeds, objective)))
@@ -205,12 +246,17 @@ class _Figures:
     def metric(self, assignment: Assignment, metric: str, label: str = "") -> Evaluation:
         if metric != "capacity" or self.capacities is None:
             return self._complete(assignment, metric, label)
-        shape = (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds)
-        known = self.capacities.setdefault(shape, {})
+        known = self.capacities.setdefault(self._shape, {})
         if assignment not in known:
             twin = self._equivalent(assignment, known)
             known[assignment] = twin if twin is not None else self._complete(assignment, metric, label)
         return known[assignment]
+
+    @property
+    def _shape(self) -> tuple:
+        """What a capacity depends on beside the assignment: the traffic shape, the window,
+        the seeds and the deployment's knob values."""
+        return (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds, self.knobs)
 
     def _equivalent(self, assignment: Assignment, known: Mapping[Assignment, Evaluation]) -> Evaluation | None:
         """A capacity already found on this shape whose every probe this assignment would
@@ -242,7 +288,7 @@ class _Figures:
                 found = self.metric(assignment, "capacity", label)
             except TunerError as exc:
                 error = str(exc)
-        return Choice(assignment, self.metric(assignment, "goodput", label), trial, found, error)
+        return Choice(assignment, self.metric(assignment, "goodput", label), trial, found, error, self.knobs)
 
 
 def known_evaluations(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) -> dict[Assignment, Evaluation]:

@@ -12,14 +12,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..problem.assignment import Assignment
 from .evaluate import Constraints, Evaluation
-from .space import JointSpace, JointPoint
+from .knob_axis import KnobKey
+from .space import JointSpace
+
+if TYPE_CHECKING:
+    from .local import Incumbent
 
 #: The trial states that count as done: complete, or pruned (it measured a prefix of the seeds).
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -43,6 +47,7 @@ class Choice:
     trial: int | None = None
     capacity: Evaluation | None = None
     capacity_error: str | None = None
+    knobs: KnobKey = ()  # the engine knob values it ran with (:mod:`tuner.search.knob_axis`)
 
 
 def better(a: Evaluation, b: Evaluation) -> bool:
@@ -64,28 +69,31 @@ def best_of(candidates: Iterable[tuple[T, Evaluation]]) -> tuple[T, Evaluation] 
     return best
 
 
-def select_best(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int) -> Choice | None:
+def select_best(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int,
+                knobs: KnobKey | None = None) -> Choice | None:
     """The best feasible complete trial (every seed measured) by :func:`better`, earlier
-    trials met first. None when no trial qualifies."""
+    trials met first, among those run with knob values ``knobs`` (None: any). None when
+    no trial qualifies."""
     metric = space.problem.objective
-    candidates = sorted((t for t in trials if t.state == TrialState.COMPLETE and not _infeasible(t)
-                         and len(t.intermediate_values) == n_seeds and space.point(t.params) is not None),
-                        key=lambda t: t.number)
-    best = best_of((t, evaluation_of(t, metric)) for t in candidates)
+    keyed = ((t, key) for t in trials if t.state == TrialState.COMPLETE and not _infeasible(t)
+             and len(t.intermediate_values) == n_seeds and (key := space.key(t.params)) is not None
+             and (knobs is None or key[1] == knobs))
+    best = best_of(((t, key), evaluation_of(t, metric)) for t, key in sorted(keyed, key=lambda pair: pair[0].number))
     if best is None:
         return None
-    trial, evaluation = best
-    return Choice(space.assignment(space.point(trial.params)), evaluation, trial.number)  # type: ignore[arg-type]
+    (trial, (point, found)), evaluation = best
+    return Choice(space.assignment(point), evaluation, trial.number, knobs=found)
 
 
-def incumbent(space: JointSpace, study: optuna.Study, n_seeds: int) -> tuple[JointPoint, frozenset[int] | None] | None:
-    """The study's best point so far and the cells its simulations used (None: not recorded)."""
+def incumbent(space: JointSpace, study: optuna.Study, n_seeds: int) -> Incumbent | None:
+    """The study's best point so far, its knob values and the cells its simulations
+    used (None: not recorded)."""
     trials = finished_trials(study)
     best = select_best(space, trials, n_seeds)
     if best is None:
         return None
     visited = next(t.user_attrs.get("visited") for t in trials if t.number == best.trial)
-    return space.point_of(best.assignment), (frozenset(visited) if visited else None)
+    return space.point_of(best.assignment), best.knobs, (frozenset(visited) if visited else None)
 
 
 def evaluation_of(trial: FrozenTrial, metric: str) -> Evaluation:

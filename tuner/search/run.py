@@ -19,8 +19,8 @@ from __future__ import annotations
 import importlib.metadata
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 from datetime import datetime, timezone
 
@@ -28,6 +28,7 @@ import optuna
 from optuna.trial import FrozenTrial
 from sqlalchemy.exc import IntegrityError, ProgrammingError, SQLAlchemyError
 
+from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..errors import StorageError
 from ..interrupts import checkpoint
@@ -39,7 +40,10 @@ from ..stats import paired_delta
 from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
 from .leases import MAX_RETRY, ROWS_LEASE_S, LeaseGate, Worker, fail_running, held
-from .outcome import RegimeOutcome, regime_outcome
+from .deployment import Deployment, choose_deployment, loss_against_defaults
+from .knob_axis import KnobKey
+from .outcome import RegimeOutcome, _Figures, capacity_at_slo, regime_outcome
+from .space import JointSpace
 from .settings import TuneSettings, study_name
 from .study import StudyProgress, run_study
 
@@ -121,14 +125,19 @@ def run_regimes(job: TuneJob, start_team: Callable[[], Team] | None = None) -> l
             team = start_team()
         rows = _Rows(store, problem, settings, worker, job.progress, job.on_regime)
         held_elsewhere = []
+        studies = {}
         for name in job.regimes:
             gate = LeaseGate(store, study_name(problem.name, name), worker.id, job.orphaned)
-            study = run_study(problem, name, storage, settings, callbacks=job.callbacks, progress=job.progress,
-                              gate=gate, salt=worker.salt, rehearse=worker.writes_rows)
-            if worker.writes_rows and rows.write(name, study, wait=False) is None:
+            studies[name] = study = run_study(problem, name, storage, settings, callbacks=job.callbacks,
+                                              progress=job.progress, gate=gate, salt=worker.salt,
+                                              rehearse=worker.writes_rows)
+            # a problem with start-up knobs writes its rows once every regime's study is done
+            if worker.writes_rows and not problem.knobs and rows.write(name, study, wait=False) is None:
                 held_elsewhere.append((name, study))
         for name, study in held_elsewhere:  # another worker was writing them: wait, write if it died first
             rows.write(name, study, wait=True)
+        if worker.writes_rows and problem.knobs:
+            rows.write_deployment(studies)
         if team is not None:
             for failure in team.join():
                 job.warn(failure)
@@ -147,11 +156,12 @@ def run_regimes(job: TuneJob, start_team: Callable[[], Team] | None = None) -> l
         store.close()
 
 
-def rows_key(settings: TuneSettings) -> str:
+def rows_key(settings: TuneSettings, deployment: str = "") -> str:
     """What a regime's rows depend on beyond the study's own attributes (seeds, horizon,
-    problem file): rows written with another key are computed again."""
+    problem file): rows written with another key are computed again. ``deployment``: the
+    engine knob values chosen across the regimes, for a problem that lists knobs."""
     oracle = settings.oracle_limit if settings.oracle else 0
-    return f"trials={settings.trials};oracle={oracle}"
+    return f"trials={settings.trials};oracle={oracle}" + (f";knobs={deployment}" if deployment else "")
 
 
 @dataclass
@@ -167,11 +177,13 @@ class _Rows:
     outcomes: list[RegimeOutcome] = field(default_factory=list)
     capacities: dict = field(default_factory=dict)
 
-    def write(self, regime: str, study: optuna.Study, wait: bool) -> bool | None:
-        """Compute and write the regime's rows unless they are written from this study
-        with these settings: True when this call wrote them, False when they already
-        were, None when another worker holds the regime's lease (only without ``wait``)."""
-        key, store = rows_key(self.settings), self.store
+    def write(self, regime: str, study: optuna.Study, wait: bool, outcome: RegimeOutcome | None = None,
+              key: str | None = None) -> bool | None:
+        """Compute (unless given) and write the regime's rows unless they are written from
+        this study with these settings (``key``: :func:`rows_key`): True when this call
+        wrote them, False when they already were, None when another worker holds the
+        regime's lease (only without ``wait``)."""
+        key, store = key or rows_key(self.settings), self.store
         if store.written_key(study.study_name) == key:
             return False
         with held(store, f"rows:{study.study_name}", self.worker.id, wait=wait, seconds=ROWS_LEASE_S,
@@ -180,8 +192,8 @@ class _Rows:
                 return None
             if store.written_key(study.study_name) == key:
                 return False
-            outcome = regime_outcome(self.problem, regime, study, self.settings, progress=self.progress,
-                                     capacities=self.capacities)
+            outcome = outcome or regime_outcome(self.problem, regime, study, self.settings, progress=self.progress,
+                                                capacities=self.capacities)
             checkpoint()  # (a Ctrl-C that library code swallowed stops the run before the rows)
             store.replace_regime(self.problem.name, regime, table_rows(outcome),
                                  written=(study.study_name, key, self.worker.id))
@@ -189,6 +201,43 @@ class _Rows:
         if self.on_regime is not None:
             self.on_regime(outcome)
         return True
+
+
+    def write_deployment(self, studies: Mapping[str, optuna.Study]) -> None:
+        """Write every regime's rows with one setting of the problem's start-up knobs
+        (:mod:`tuner.search.deployment`): chosen from the studies, figured in every regime,
+        and set aside for the engine's defaults where it loses to them in any."""
+        problem = self.problem
+        axis = JointSpace.of(problem).axis
+        if self.progress is not None:  # about: a capacity search per combination and regime
+            self.progress.after_trials(axis.size * len(studies) * self.settings.seeds * _Figures.PROBES_PER_SEED)
+            self.progress.note("choosing the engine knobs: capacity at the SLO of each setting's best configs")
+
+        def capacity(regime: str, knobs: KnobKey, assignment: Assignment) -> Evaluation:
+            return capacity_at_slo(problem, regime, studies[regime], self.settings, knobs, assignment,
+                                   capacities=self.capacities, progress=self.progress)
+
+        deployment = choose_deployment(problem, studies, self.settings.seeds, capacity)
+        key = rows_key(self.settings, axis.text(deployment.knobs))
+        if all(self.store.written_key(study.study_name) == key for study in studies.values()):
+            return
+        outcomes = self._outcomes(studies, deployment)
+        for regime, outcome in outcomes.items():
+            guarded = outcome.defaults is not None and problem.regimes[regime].weight > 0
+            why = loss_against_defaults(outcome.tuned, outcome.defaults) if guarded else None  # type: ignore[arg-type]
+            if why is not None:
+                deployment = Deployment(axis.defaults, f"{axis.text(deployment.knobs)} set aside: regime "
+                                                       f"{regime!r}: {why}")
+                outcomes = self._outcomes(studies, deployment)
+                break
+        for regime, outcome in outcomes.items():
+            self.write(regime, studies[regime], wait=True, outcome=outcome, key=key)
+
+    def _outcomes(self, studies: Mapping[str, optuna.Study], deployment: Deployment) -> dict[str, RegimeOutcome]:
+        return {regime: replace(regime_outcome(self.problem, regime, study, self.settings, progress=self.progress,
+                                               capacities=self.capacities, knobs=deployment.knobs),
+                                deployment=deployment.reason)
+                for regime, study in studies.items()}
 
 
 def triton_version() -> str | None:
@@ -227,8 +276,18 @@ def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> li
         capacity_delta_ci_rps=paired_delta(capacity, base_capacity).half_width if capacity and base_capacity else None,
         one_config_capacity_rps=_mean(one_capacity),
         created_at=created_at or datetime.now(timezone.utc), guard=outcome.guard,
+        engine_args=engine_args(outcome),
     )
     return outcome.tuned.assignment.to_rows(problem, outcome.regime, provenance, baseline=outcome.baseline.assignment)
+
+
+def engine_args(outcome: RegimeOutcome) -> dict[str, object] | None:
+    """The knob values the regime's figures were simulated with, as JSON (a list for
+    capture sizes, null for the engine's own default); None without ``service.knobs``."""
+    if not outcome.problem.knobs:
+        return None
+    values = outcome.space.axis.values(outcome.knobs)
+    return {name: list(value) if isinstance(value, tuple) else value for name, value in values.items()}
 
 
 def _measured(evaluation: Evaluation | None) -> Evaluation | None:

@@ -29,6 +29,7 @@ from ..errors import IllegalConfigError, SearchError
 from ..problem.assignment import Assignment, Cell
 from ..problem.model import Config, Problem
 from ..traffic.routing import Routing
+from .knob_axis import KnobAxis, KnobKey
 
 #: A joint assignment as the search stores it: config names in cell order.
 JointPoint = tuple[str, ...]
@@ -172,6 +173,22 @@ class JointSpace:
     def size(self) -> int:
         """Number of joint assignments searched (the product of the per-cell choices)."""
         return math.prod(len(c) for c in self.choices)
+
+    @cached_property
+    def axis(self) -> KnobAxis:
+        """The problem's engine knobs, searched with the configs (:mod:`tuner.search.knob_axis`)."""
+        return KnobAxis(self.problem.knobs)
+
+    @property
+    def joint_size(self) -> int:
+        """Number of (knob combination, joint assignment) points a study can try."""
+        return self.size * self.axis.size
+
+    def key(self, params: Mapping[str, object]) -> tuple[JointPoint, KnobKey] | None:
+        """The point and knob values Optuna's ``params`` name; None when either does not
+        belong to this problem (a trial of another version of it)."""
+        point, knobs = self.point(params), self.axis.key(params)
+        return None if point is None or knobs is None else (point, knobs)
 
     def points(self) -> Iterator[JointPoint]:
         """Every joint assignment searched, in a stable order (first cell slowest)."""

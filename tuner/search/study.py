@@ -39,6 +39,7 @@ from .. import interrupts
 from ..errors import SearchError
 from ..problem.model import Problem
 from .baselines import BASELINES
+from .knob_axis import KnobKey
 from .local import LocalSearchSampler, names_of
 from .objective import Objective, SimulationCount
 from .ranking import FINISHED, finished_trials, incumbent
@@ -169,7 +170,7 @@ def run_study(
 def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optuna.storages.BaseStorage,
                 settings: TuneSettings, callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]],
                 progress: StudyProgress, gate: TrialGate, salt: str, neighbours: optuna.storages.BaseStorage,
-                rehearsed: Mapping[JointPoint, FrozenTrial]) -> optuna.Study:
+                rehearsed: Mapping[tuple[JointPoint, KnobKey], FrozenTrial]) -> optuna.Study:
     """:func:`run_study`'s loop, on a checked request: open the study, enqueue the warm
     starts, then one trial at a time under the gate until the budget is met."""
     horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
@@ -189,17 +190,18 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
         seed=zlib.crc32(f"{settings.base_seed}:{regime}:{len(finished)}{salt}".encode()) & 0x7FFFFFFF,
     )
     progress.start(regime, len(finished), settings.trials)
-    if len(finished) < settings.trials and len(names_of(finished, space)) < space.size:
+    if len(finished) < settings.trials and len(names_of(finished, space)) < space.joint_size:
         objective = Objective(problem, regime, space, seeds, horizon, SimulationCount(), settings.p_threshold,
                               dict(rehearsed))
         # a baseline with a dominated config is evaluated apart
-        starts = [a for a in warm_starts(problem, regime, space, neighbours) if space.contains(a)]
+        starts = [(a, knobs) for a, knobs in warm_starts(problem, regime, space, neighbours) if space.contains(a)]
         # Ctrl-C reaches the simulations at once and waits out every database call
         # (tuner.interrupts: an interrupted Optuna call leaves SQLite's write lock held)
         with interrupts.deferred():
             with gate.exclusive():
-                for assignment in starts:
-                    study.enqueue_trial(space.params(space.point_of(assignment)), skip_if_exists=True)
+                for assignment, knobs in starts:
+                    study.enqueue_trial({**space.params(space.point_of(assignment)), **space.axis.params(knobs)},
+                                        skip_if_exists=True)
             shown = _Shown(progress)
             study_id = storage.get_study_id_from_name(study.study_name)
             while True:
@@ -210,7 +212,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
                         optuna.storages.fail_stale_trials(study)
                     trials = study.get_trials(deepcopy=False)
                     finished = [t for t in trials if t.state in FINISHED]
-                    if len(finished) >= settings.trials or len(names_of(finished, space)) >= space.size:
+                    if len(finished) >= settings.trials or len(names_of(finished, space)) >= space.joint_size:
                         break
                     running = sum(t.state == TrialState.RUNNING and "worker" in t.user_attrs
                                   for t in trials) if gate.counts_running else 0
@@ -226,7 +228,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
 
 
 def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStorage,
-               settings: TuneSettings, salt: str) -> dict[JointPoint, FrozenTrial]:
+               settings: TuneSettings, salt: str) -> dict[tuple[JointPoint, KnobKey], FrozenTrial]:
     """The study's next trial, run on a copy of the study in memory: its point and the
     finished trial (empty when the study needs no trial).
 
@@ -246,7 +248,7 @@ def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStora
     space = JointSpace.of(problem)
     study = _run_trials(problem, regime, space, memory, dataclasses.replace(settings, trials=done + 1), (), Silent(),
                         _Alone(), salt, storage, {})
-    return {space.point(t.params): t for t in finished_trials(study)[done:] if space.point(t.params) is not None}
+    return {key: t for t in finished_trials(study)[done:] if (key := space.key(t.params)) is not None}
 
 
 def study_attrs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float) -> dict[str, Any]:

@@ -42,14 +42,14 @@ def capacity_text(evaluation: Evaluation, ci: bool = True) -> str:
     return _rate(evaluation.mean, evaluation.ci if ci else None)
 
 
-def capacity_line(tuned: Evaluation, base: Evaluation) -> str:
+def capacity_line(tuned: Evaluation, base: Evaluation, label: str = PER_BUCKET.label, name: str = "baseline") -> str:
     """The tuned and baseline capacities compared, or both shown with why they are only
     lower bounds (:mod:`tuner.search.capacity`)."""
-    shown = f"capacity at the SLO: tuned {capacity_text(tuned)}, {PER_BUCKET.label} {capacity_text(base)}"
+    shown = f"capacity at the SLO: tuned {capacity_text(tuned)}, {label} {capacity_text(base)}"
     if tuned.lower_bound or base.lower_bound:
         return f"{shown}: not compared, {tuned.limit or base.limit}"
-    return (f"{shown}: tuned / baseline {ratio(tuned.mean, base.mean)}, "
-            f"tuned − baseline {difference(tuned, base)}")
+    return (f"{shown}: tuned / {name} {ratio(tuned.mean, base.mean)}, "
+            f"tuned − {name} {difference(tuned, base)}")
 
 
 def difference(tuned: Evaluation, base: Evaluation) -> str:
@@ -203,6 +203,7 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
     for o in outcomes:
         tuned, base = o.tuned.evaluation, o.baseline.evaluation
         parts = [
+            *knob_lines(o),
             f"traffic: {realized(tuned if tuned.rates else base)}; {warmup_text(o)}",
             f"{PER_BUCKET.label} {_rate(base.mean, base.ci)}{_infeasible(base)}: tuned / baseline "
             f"{ratio(tuned.mean, base.mean)}, tuned − baseline {difference(tuned, base)}",
@@ -245,6 +246,21 @@ def print_outcomes(problem: Problem, outcomes: Sequence[RegimeOutcome], storage:
     rows = sum(sum(1 for _ in o.tuned.assignment.cells()) for o in outcomes)
     console.print(f"{rows} rows written to {storage} (studies tuner:{problem.name}:REGIME; "
                   f"`tuner table show --storage {storage}`)", highlight=False, soft_wrap=soft)
+
+
+def knob_lines(outcome: RegimeOutcome) -> list[str]:
+    """The engine knobs a regime's figures were simulated with and why (a problem with
+    ``service.knobs``), and where they are not the engine's own, the tuned capacity held
+    against the engine's defaults with the per-bucket configs (issue 40's answer (a))."""
+    if not outcome.problem.knobs:
+        return []
+    lines = [f"engine knobs (start-up: one setting for every regime): {outcome.space.axis.text(outcome.knobs)}; "
+             f"{outcome.deployment}"]
+    defaults = outcome.defaults
+    if defaults is not None and defaults.capacity is not None and outcome.tuned.capacity is not None:
+        lines.append(capacity_line(outcome.tuned.capacity, defaults.capacity, name="(a)",
+                                   label=f"(a) the engine's defaults with the {PER_BUCKET.label} configs"))
+    return lines
 
 
 def _routing_split(outcome: RegimeOutcome, aware: Choice) -> str:

@@ -68,7 +68,8 @@ def tune_problem(
         an earlier run) is skipped and absent.
 
     Raises:
-        SearchError: an unknown regime, or a study run with other settings.
+        SearchError: an unknown regime, a study run with other settings, or some regimes
+            of a problem whose engine knobs are chosen across all of them.
         StorageError: the URL cannot be used; SchemaMismatchError: another schema version.
     """
     settings = settings or TuneSettings()
@@ -76,6 +77,10 @@ def tune_problem(
     chosen = tuple(dict.fromkeys(regimes)) if regimes else tuple(problem.regimes)
     for name in chosen:
         problem.regime(name)
+    if problem.knobs and set(chosen) != set(problem.regimes):
+        left = ", ".join(name for name in problem.regimes if name not in chosen)
+        raise SearchError(f"{problem.path}: service.knobs are start-up settings, one value for every regime, "
+                          f"chosen across them all: tune every regime together (drop --regimes; {left} left out)")
     if jobs < 1:
         raise SearchError(f"--jobs must be at least 1 but got {jobs}")
     job = TuneJob(problem, url, settings, chosen, worker, progress, tuple(callbacks), on_regime, orphaned, warn)

@@ -94,6 +94,7 @@ class ConfigEntry(Base):
     workspace_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
     resources: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     guard: Mapped[str | None] = mapped_column(String(1000), nullable=True)
+    engine_args: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Lease(Base):

@@ -19,7 +19,8 @@ from numbers import Integral
 from typing import Any
 
 #: Fields stored as JSON (a ``sqlite3`` cursor hands them over as text).
-JSON_FIELDS = ("params", "shape", "bucket_bounds", "realized_rates_rps", "family_options", "resources")
+JSON_FIELDS = ("params", "shape", "bucket_bounds", "realized_rates_rps", "family_options", "resources",
+               "engine_args")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,11 @@ class TableRow:
             in goodput, capacity or p90 latency); None when the study's configs passed,
             or were the baseline's (schema version 5). The figures above are then the
             baseline's, the stored configs'.
+        engine_args: the engine knob values the regime's figures were simulated with
+            and the engine is to be started with (``{"max_num_batched_tokens": 2048,
+            "cudagraph_capture_sizes": [1, 2, 4]}``; null: the engine's own default),
+            the same in every regime of a problem; None for a problem that lists no
+            ``service.knobs`` (schema version 6).
     """
 
     problem: str
@@ -127,6 +133,7 @@ class TableRow:
     workspace_bytes: float | None = None
     resources: dict[str, Any] | None = None
     guard: str | None = None
+    engine_args: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A flat JSON-ready record (``created_at`` in ISO 8601)."""

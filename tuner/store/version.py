@@ -5,7 +5,8 @@ rows by shape bucket; version 3 adds capacity at the SLO, realised rates, the wa
 and overload flags, and judges goodput on one accounting base; version 4 adds what a
 config needs to run (family, options, SMs, reserved workspace, compiled resources);
 version 5 stores THE baseline's configs where the study's did not beat them, with the
-reason (``guard``), so a version-4 table may hold configs that lose to the baseline. A database or export of
+reason (``guard``), so a version-4 table may hold configs that lose to the baseline; version 6
+adds the engine knob values a regime was tuned with (``engine_args``). A database or export of
 another version is refused, never read silently (a version-1 table has one config per
 operator and no buckets; a version-2 one counts goodput from an empty start).
 """
@@ -17,7 +18,7 @@ from typing import Any
 from ..errors import SchemaMismatchError, StorageError
 
 #: Version of the tuner tables this code reads and writes; ``tuner_schema`` holds it.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 #: The fix for a database of an older version (or none recorded).
@@ -46,7 +47,7 @@ def check_version(found: Any, where: object, *, fix: str = RETUNE_DATABASE) -> N
     shown = "unknown" if found is None else found if isinstance(found, int) and not isinstance(found, bool) \
         else repr(found)
     raise SchemaMismatchError(f"{where}: tuner schema version {shown} found, this tuner reads and writes "
-                              f"version {SCHEMA_VERSION} (buckets, capacities, requirements, the guard): {fix}")
+                              f"version {SCHEMA_VERSION} (buckets, capacities, requirements, the guard, engine arguments): {fix}")
 
 
 def check_export(document: Any, path: object) -> None:

@@ -1,0 +1,112 @@
+"""Engine knobs and kernel configs in one search (issue 40): a regime's study proposes both,
+the deployment takes one setting of the start-up knobs for every regime, chosen by
+capacity at the SLO against the engine's defaults, and every row carries it.
+
+The problem is the hand-worked interaction of ``tests/test_knobs.py``: one GEMM (N 1024,
+K 4096, 32 layers) on an H100 under prefill-heavy traffic, the chunk size
+(``max_num_batched_tokens``) 2048 or 8192, two tiles. Alone, four 2048-row steps of the
+128×128 tile take 4 × 39.3 = 157.2 us per layer and one 8192-row step of the 128×256
+tile 108.6 us (``tuner profile``'s analytic model): the same prompt tokens prefill 1.45×
+faster at chunk 8192, so a prefill-bound service serves about 1.45× more at the SLO.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import optuna
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tests.test_capacity_ceiling import ONE_GEMM
+from tuner.cli import main
+from tuner.problem import load_problem
+from tuner.search import TuneSettings
+from tuner.search.deployment import choose_deployment
+from tuner.search.knob_axis import PREFIX
+from tuner.search.outcome import capacity_at_slo
+from tuner.search.settings import study_name
+from tuner.search.tuning import tune_problem
+from tuner.store import Store
+
+#: Per layer: four 2048-row steps of the 128x128 tile against one 8192-row step of the 128x256 one.
+PREFILL_SPEEDUP = 4 * 39.3 / 108.6
+
+
+def chunk_problem(tmp_path, short_weight: float | None = None):
+    """The one-GEMM service at chunk 2048 (the engine's setting), 8192 the alternative;
+    ``short_weight`` adds a regime of short prompts (where the long chunk serves less)."""
+    document = yaml.safe_load(ONE_GEMM.read_text())
+    document["families"]["gemm"]["space"] = {"BLOCK_M": [128], "BLOCK_N": [128, 256], "BLOCK_K": [64],
+                                             "num_warps": [8], "num_stages": [3], "SPLIT_K": [1]}
+    document["service"]["operators"][0].update(shape={"M": "tokens", "N": 1024, "K": 4096}, repeat=32)
+    document["service"]["max_tokens"] = 2048
+    document["service"]["knobs"] = {"max_num_batched_tokens": [2048, 8192]}
+    document["service"]["slo"] = {"ttft": "50 ms", "tpot": "20 ms"}
+    document["regimes"] = {"prefill_heavy": {"arrivals": {"process": "poisson", "rate": 100},
+                                             "sizes": {"prompt": 4096, "output": 4}, "horizon": "5 s"}}
+    if short_weight is not None:
+        document["regimes"]["short"] = {"arrivals": {"process": "poisson", "rate": 100}, "weight": short_weight,
+                                        "sizes": {"prompt": 512, "output": 64}, "horizon": "5 s"}
+    path = tmp_path / "chunk.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return load_problem(path)
+
+
+SETTINGS = TuneSettings(trials=6, seeds=2)
+
+
+def rows_of(url: str, problem) -> list:
+    with Store(url) as store:
+        return store.rows(problem.name)
+
+
+def test_one_study_proposes_knobs_and_configs_and_the_rows_serve_the_chosen_knobs(tmp_path):
+    problem = chunk_problem(tmp_path)
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    outcome, = tune_problem(problem, url, SETTINGS)
+    study = optuna.load_study(study_name=outcome.study_name, storage=url)
+    knob = PREFIX + "max_num_batched_tokens"
+    assert [t.params[knob] for t in study.trials[:2]] == ["2048", "8192"]  # the baseline under each setting first
+    assert {t.params[knob] for t in study.trials} == {"2048", "8192"}
+    assert outcome.knobs == (8192,) and outcome.deployment.startswith("max_num_batched_tokens=8192: weighted capacity")
+    # answer (a), the engine's defaults with the per-bucket isolated-fastest configs, is figured beside it
+    assert outcome.defaults is not None and outcome.defaults.knobs == (2048,)
+    ratio = outcome.tuned.capacity.mean / outcome.defaults.capacity.mean
+    assert ratio == pytest.approx(PREFILL_SPEEDUP, rel=0.1)
+    rows = rows_of(url, problem)
+    assert rows and {str(r.engine_args) for r in rows} == {"{'max_num_batched_tokens': 8192}"}
+
+
+def test_a_start_up_knob_is_one_setting_for_every_regime(tmp_path):
+    """Short prompts never fill a 2048-token step, and the longer chunk only delays their
+    decodes: there chunk 8192 serves less. One setting serves both regimes, so the
+    engine's default stays, saying which regime would lose; at weight 0 the short regime
+    counts for nothing and the same studies choose 8192."""
+    problem = chunk_problem(tmp_path, short_weight=1.0)
+    url = f"sqlite:///{tmp_path / 'both.db'}"
+    settings = TuneSettings(trials=6, seeds=3)  # two seeds leave the short regime's loss inside its interval
+    outcomes = tune_problem(problem, url, settings)
+    assert [o.knobs for o in outcomes] == [(2048,), (2048,)]
+    assert "max_num_batched_tokens=8192: weighted capacity at the SLO 1.2" in outcomes[0].deployment
+    assert "but regime 'short' loses" in outcomes[0].deployment
+    assert {str(r.engine_args) for r in rows_of(url, problem)} == {"{'max_num_batched_tokens': 2048}"}
+
+    regimes = dict(problem.regimes, short=dataclasses.replace(problem.regimes["short"], weight=0.0))
+    unweighted = dataclasses.replace(problem, regimes=regimes)
+    studies = {name: optuna.load_study(study_name=study_name(problem.name, name), storage=url) for name in regimes}
+
+    def capacity(regime, knobs, assignment):
+        return capacity_at_slo(unweighted, regime, studies[regime], settings, knobs, assignment)
+
+    assert choose_deployment(unweighted, studies, settings.seeds, capacity).knobs == (8192,)
+
+
+def test_tuning_some_regimes_of_a_problem_with_knobs_is_one_line(tmp_path):
+    problem = chunk_problem(tmp_path, short_weight=1.0)
+    result = CliRunner().invoke(main, ["tune", problem.path, "--regimes", "short", "--storage",
+                                       f"sqlite:///{tmp_path / 'x.db'}", "-q"])
+    assert result.exit_code == 2
+    assert "tune every regime together (drop --regimes; prefill_heavy left out)" in result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -1,0 +1,137 @@
+"""One engine setting for every regime: the start-up knobs a deployment runs with.
+
+Issue 40. Each regime's study searches knobs and configs together
+(:mod:`tuner.search.knob_axis`), but the engine reads its knobs once, at start-up
+(:mod:`tuner.problem.knobs` cites where), so the table cannot switch them with the
+regime: one combination serves them all. :func:`choose_deployment` picks it from the
+finished studies. For each combination that every regime's study tried, each regime's
+best trial under it (by the study's objective) is held to its capacity at the SLO, per
+seed: how much traffic the deployment serves within the SLO, the figure a knob changes
+most and the one issue 40's answers are ranked by (below saturation every setting serves
+the regime's rate, and goodput ties). A regime counts by its ``weight`` (default 1)
+relative to what the engine's defaults serve there, so a regime at 300 req/s does not
+drown one at 3:
+
+    score(c)[seed] = Σ_regimes weight · capacity(c)[seed] / mean(capacity(defaults))
+
+The best mean score wins, and is adopted only when it beats the defaults' score with
+the paired 95% interval above zero and no regime loses goodput or capacity against the
+defaults beyond its own paired interval (a regime of weight 0 counts for nothing); otherwise the engine's defaults stay, with the
+reason. Afterwards each regime's stored choice is held against the engine's defaults
+with the per-bucket isolated-fastest configs, issue 40's answer (a), and a loss there in
+any regime of weight above 0 sets the deployment aside for the defaults
+(:func:`loss_against_defaults`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import optuna
+
+from ..problem.model import Problem
+from ..problem.assignment import Assignment
+from ..stats import Delta, paired, paired_delta
+from .evaluate import Evaluation
+from .guard import figures
+from .knob_axis import KnobAxis, KnobKey
+from .ranking import Choice, finished_trials, select_best
+from .space import JointSpace
+
+
+#: An assignment's capacity at the SLO in a regime, under a knob combination.
+Capacity = Callable[[str, KnobKey, Assignment], Evaluation]
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The knob values every regime's rows are served with, and why those."""
+
+    knobs: KnobKey
+    reason: str
+
+    def text(self, axis: KnobAxis) -> str:
+        return f"{axis.text(self.knobs)} ({self.reason})"
+
+
+def choose_deployment(problem: Problem, studies: Mapping[str, optuna.Study], n_seeds: int,
+                      capacity: Capacity) -> Deployment:
+    """The knob combination for every regime of ``studies`` (see the module's docstring);
+    ``capacity`` figures an assignment's capacity at the SLO in a regime under a key."""
+    axis = JointSpace.of(problem).axis
+    defaults = axis.defaults
+    if axis.size == 1:
+        return Deployment(defaults, "the problem lists no engine knob to choose")
+    bests = _bests_per_combination(problem, studies, n_seeds, axis)
+    if defaults not in bests:
+        return Deployment(defaults, "the engine's defaults were not evaluated in every regime: nothing to hold "
+                                    "another setting against")
+    capacities = {key: {regime: capacity(regime, key, choice.assignment) for regime, choice in per_regime.items()}
+                  for key, per_regime in bests.items()}
+    capacities = {key: per_regime for key, per_regime in capacities.items()
+                  if all(e.feasible and len(e.values) == n_seeds for e in per_regime.values())}
+    if defaults not in capacities:
+        return Deployment(defaults, "the engine's defaults have no capacity at the SLO to hold another setting against")
+    scale = {regime: _positive(e.mean) for regime, e in capacities[defaults].items()}
+    scores = {key: _score(per_regime, problem, scale) for key, per_regime in capacities.items()}
+    best = max(scores, key=lambda key: (statistics.fmean(scores[key]), key == defaults))
+    if best == defaults:
+        return Deployment(defaults, "no other setting serves more at the SLO over the regimes")
+    gain = paired(list(scores[best]), list(scores[defaults]), 0.95)
+    times = statistics.fmean(scores[best]) / statistics.fmean(scores[defaults])
+    shown = (f"{axis.text(best)}: weighted capacity at the SLO {times:.3f}× the engine defaults' "
+             f"({_signed(gain)} of their score over {len(scale)} regimes, paired by seed)")
+    if gain.low is None or gain.low <= 0:
+        return Deployment(defaults, f"{shown}, not a gain beyond the paired interval")
+    for regime in (name for name in scale if problem.regimes[name].weight > 0):
+        pairs = ((bests[best][regime].evaluation, bests[defaults][regime].evaluation, "goodput"),
+                 (capacities[best][regime], capacities[defaults][regime], "capacity at the SLO"))
+        for after, before, what in pairs:
+            delta = paired_delta(after, before)
+            if delta.high is not None and delta.high < 0:
+                return Deployment(defaults, f"{shown}, but regime {regime!r} loses {delta} req/s {what}")
+    return Deployment(best, shown)
+
+
+def loss_against_defaults(tuned: Choice, defaults: Choice) -> str | None:
+    """Why ``tuned`` (the deployment's stored choice in a regime) may not replace
+    ``defaults`` (answer (a)): a loss in goodput, capacity at the SLO or p90 latency
+    beyond the paired interval; None when there is none."""
+    losses = [str(figure) for figure in figures(tuned, defaults).values() if figure.loss]
+    return None if not losses else ", ".join(losses) + " worse than the engine's defaults"
+
+
+def _bests_per_combination(problem: Problem, studies: Mapping[str, optuna.Study], n_seeds: int,
+                           axis: KnobAxis) -> dict[KnobKey, dict[str, Choice]]:
+    """Per combination every regime's study tried (complete, feasible), each regime's best
+    trial under it."""
+    space = JointSpace.of(problem)
+    trials = {regime: finished_trials(study) for regime, study in studies.items()}
+    out: dict[KnobKey, dict[str, Choice]] = {}
+    for key in axis.keys():
+        per_regime = {}
+        for regime, finished in trials.items():
+            best = select_best(space, finished, n_seeds, knobs=key)
+            if best is None:
+                break
+            per_regime[regime] = best
+        else:
+            out[key] = per_regime
+    return out
+
+
+def _score(per_regime: Mapping[str, Evaluation], problem: Problem, scale: Mapping[str, float]) -> tuple[float, ...]:
+    seeds = len(next(iter(per_regime.values())).values)
+    return tuple(sum(problem.regimes[regime].weight * e.values[k] / scale[regime] for regime, e in per_regime.items())
+                 for k in range(seeds))
+
+
+def _signed(delta: Delta) -> str:
+    return f"{delta.mean:+.3f}" + ("" if delta.half_width is None else f" ± {delta.half_width:.3f}")
+
+
+def _positive(value: float) -> float:
+    """A regime's scale: the defaults' mean, or 1 where they served nothing (no division by 0)."""
+    return value if value > 0 else 1.0
