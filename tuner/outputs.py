@@ -30,6 +30,7 @@ def is_stdout(path: object) -> bool:
 
 #: What each writer's file begins with (in its first bytes; a gzipped trace, once unzipped).
 EXPORT_MARK = b'"schema_version"'
+ENGINE_ARGS_MARK = b"written by `tuner table export`"
 TRACE_MARK = b'{"displayTimeUnit":"ms","traceEvents"'
 GATE_REPORT_MARK = "## tuner gate:".encode()
 HTML_REPORT_MARK = b"<title>tuner report"

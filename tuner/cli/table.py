@@ -17,6 +17,7 @@ import click
 
 from ..errors import TunerError, shown_value
 from ..stats import delta_text, ratio_text
+from ..store.engine_args import DIALECTS
 from ..store.row import bucket_label
 from .group import main, one_line_errors, storage_option, table_storage
 from .params import Choice
@@ -270,11 +271,13 @@ def _with_defaults(options: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 @table.command()
-@click.option("--format", "fmt", type=Choice(["json", "vllm"]), required=True,
+@click.option("--format", "fmt", type=Choice(["json", "vllm", *DIALECTS]), required=True,
               help="json: one project file the runtime loads; vllm: one file per (regime, op) in OUT/, "
                    "keyed by M so that vLLM's nearest-M lookup serves each bucket's config; a fused_moe "
                    "operator's file goes where vLLM's fused MoE layer reads it, "
-                   "OUT/{problem}_{regime}/E=..,N=..,device_name=...json.")
+                   "OUT/{problem}_{regime}/E=..,N=..,device_name=...json; vllm-args, sglang-args: the engine "
+                   "knobs the table was tuned with (service.knobs), one `vllm serve` or SGLang launch "
+                   "command line per regime.")
 @click.argument("out", type=click.Path(path_type=Path))
 @storage_option()
 @click.option("--problem", default=None, help="The problem to export (needed when the table holds several).")
@@ -291,6 +294,9 @@ def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file:
 
     storage = table_storage(storage)
     chosen, rows = _rows(storage, problem, one_problem=True)
+    if fmt in DIALECTS:
+        _export_engine_args(chosen, rows, DIALECTS[fmt], out, force)
+        return
     if is_stdout(out):
         if fmt != "json":
             raise TunerError("-: --format vllm writes a folder of files; name a directory")
@@ -312,3 +318,21 @@ def export(fmt: str, out: Path, storage: str, problem: str | None, problem_file:
     for note in notes:
         click.echo(f"note: {note}")
     click.echo(f"{len(files)} files written to {out}/")
+
+
+def _export_engine_args(problem: str, rows: Sequence[TableRow], dialect: Any, out: Path, force: bool) -> None:
+    """``--format vllm-args|sglang-args``: the engine's command line per regime to OUT (``-``: standard output)."""
+    from ..outputs import ENGINE_ARGS_MARK, is_stdout, output_problem, output_target, refuse_foreign, write_output
+    from ..store.engine_args import engine_lines
+
+    text = engine_lines(problem, rows, dialect)
+    if not is_stdout(out):
+        why = output_problem(out)
+        if why is not None:
+            raise TunerError(f"{out}: {why}")
+        out = output_target(out)
+        refuse_foreign(out, ENGINE_ARGS_MARK, force)
+    write_output(out, text)
+    where = "standard output" if is_stdout(out) else str(out)
+    click.echo(f"{dialect.name} of {problem} ({len({row.regime for row in rows})} regimes) written to {where}",
+               err=is_stdout(out))

@@ -17,6 +17,7 @@ sequence that reads between two ticks gets the same regime's config.
 
 from __future__ import annotations
 
+import copy
 import logging
 import numbers
 import threading
@@ -210,6 +211,33 @@ class Dispatcher:
                 memo.clear()
             memo[key] = needs
         return needs
+
+    def engine_args(self) -> dict[str, Any] | None:
+        """The engine knob values the served regime was tuned with, to start the engine
+        with (``{"max_num_batched_tokens": 2048}``; a null value is the engine's own
+        default): a row field of a problem with ``service.knobs``, the same in every
+        regime, since the engine reads them at start-up (``tuner table export --format
+        vllm-args`` writes them as a command line). A fresh dict each call. Never raises:
+        None when the table lists no knobs, and, with one warning, when no table is
+        served, its rows cannot be read, or the field is not an object.
+        """
+        state = self._state
+        if state.table is None or state.regime is None:
+            self._warn_once("engine_args:fallback", "tuner.runtime: engine_args() has no table to read (serving "
+                            f"the fallback: {state.reason}); returning None")
+            return None
+        grouped = self._rows(state.table, "engine_args")
+        if grouped is None:
+            return None
+        found = next((rows[0].engine_args for (_, regime), rows in grouped.items() if regime == state.regime), None)
+        if found is None:
+            return None
+        if not isinstance(found, dict) or not all(isinstance(name, str) for name in found):
+            self._warn_once("engine_args:malformed", f"tuner.runtime: engine_args() of {state.table.source}, "
+                            f"regime {state.regime!r}: expected an object of knob values, got "
+                            f"{short_repr(found)}; returning None")
+            return None
+        return copy.deepcopy(found)
 
     def reservation(self, shapes: Mapping[str, Mapping[str, Any]] | None = None, *,
                     regimes: Sequence[str] | None = None, executors: int = 1) -> int | None:

@@ -1,0 +1,92 @@
+"""The engine knobs a table was tuned with, served and exported (issue 40): the rows'
+``engine_args``, ``Dispatcher.engine_args()`` and ``tuner table export --format
+vllm-args|sglang-args``. The expected command lines are written out by hand from each
+engine's argument names (vLLM's ``EngineArgs`` and ``CompilationConfig``, SGLang's
+``ServerArgs``)."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+
+from click.testing import CliRunner
+
+import tuner.runtime as rt
+from tests.test_runtime import row, sqlite_table
+from tuner.cli import main
+from tuner.store.export import export_json
+
+KNOBS = {"max_num_seqs": 128, "max_num_batched_tokens": 2048, "cudagraph_capture_sizes": [1, 2, 4, 8]}
+
+
+def knob_rows(knobs=KNOBS, heavy=None):
+    return [row(regime, op, engine_args=(heavy if heavy is not None and regime == "heavy" else knobs))
+            for regime in ("light", "heavy") for op in ("qkv", "o")]
+
+
+def export(tmp_path, fmt, table_rows, *more):
+    db = sqlite_table(tmp_path / "t.db", table_rows)
+    return CliRunner().invoke(main, ["table", "export", "--format", fmt, "-", "--storage", f"sqlite:///{db}", *more])
+
+
+def test_vllm_and_sglang_command_lines_spell_each_knob_as_the_engine_does(tmp_path):
+    vllm = export(tmp_path, "vllm-args", knob_rows())
+    assert vllm.exit_code == 0, vllm.output
+    commands = [line for line in vllm.stdout.splitlines() if not line.startswith("#")]
+    assert len(commands) == 2 and commands[0] == commands[1]  # start-up knobs: one setting for every regime
+    assert shlex.split(commands[0]) == ["vllm", "serve", "$MODEL", "--max-num-seqs", "128",
+                                        "--max-num-batched-tokens", "2048", "--compilation-config",
+                                        '{"cudagraph_capture_sizes": [1, 2, 4, 8]}']
+    assert "# regime light" in vllm.stdout and "# regime heavy" in vllm.stdout
+    (tmp_path / "s").mkdir()
+    sglang = export(tmp_path / "s", "sglang-args", knob_rows())
+    assert sglang.exit_code == 0, sglang.output
+    line = next(line for line in sglang.stdout.splitlines() if not line.startswith("#"))
+    assert shlex.split(line) == ["python", "-m", "sglang.launch_server", "--model-path", "$MODEL",
+                                 "--max-running-requests", "128", "--chunked-prefill-size", "2048",
+                                 "--cuda-graph-bs", "1", "2", "4", "8"]
+
+
+def test_the_engines_default_writes_no_argument(tmp_path):
+    result = export(tmp_path, "vllm-args", knob_rows({"max_num_batched_tokens": 4096, "cudagraph_capture_sizes": None}))
+    assert result.exit_code == 0, result.output
+    assert 'vllm serve "$MODEL" --max-num-batched-tokens 4096\n' in result.stdout
+
+
+def test_a_table_without_knobs_or_with_regimes_that_disagree_is_one_line(tmp_path):
+    plain = export(tmp_path, "vllm-args", knob_rows(None))
+    assert plain.exit_code == 2 and "its rows carry no engine arguments" in plain.output
+    (tmp_path / "d").mkdir()
+    split = export(tmp_path / "d", "sglang-args", knob_rows(heavy={**KNOBS, "max_num_seqs": 256}))
+    assert split.exit_code == 2 and "the regimes' engine arguments differ" in split.output
+    assert len(split.output.strip().splitlines()) == 1
+
+
+def test_a_file_the_export_did_not_write_is_kept_without_force(tmp_path):
+    notes = tmp_path / "serve.sh"
+    notes.write_text("my own notes\n")
+    db = sqlite_table(tmp_path / "t.db", knob_rows())
+    command = ["table", "export", "--format", "vllm-args", str(notes), "--storage", f"sqlite:///{db}"]
+    refused = CliRunner().invoke(main, command)
+    assert refused.exit_code == 2 and notes.read_text() == "my own notes\n"
+    assert CliRunner().invoke(main, [*command, "--force"]).exit_code == 0
+    assert CliRunner().invoke(main, command).exit_code == 0  # its own earlier file is replaced
+    assert "--max-num-seqs 128" in notes.read_text()
+
+
+def test_the_dispatcher_answers_the_served_regimes_knobs(tmp_path, caplog):
+    table = export_json("toy", knob_rows(), tmp_path / "t.json")
+    d = rt.load_table(table, initial_regime="heavy")
+    args = d.engine_args()
+    assert args == KNOBS
+    args["max_num_seqs"] = 1  # a copy: the served table is not changed through it
+    assert d.engine_args() == KNOBS
+    plain = rt.load_table(export_json("toy", knob_rows(None), tmp_path / "p.json"), initial_regime="light")
+    assert plain.engine_args() is None
+    with caplog.at_level(logging.WARNING, "tuner.runtime"):
+        broken = rt.load_table(tmp_path / "missing.json", fallback={"BLOCK_M": 64})
+        assert broken.engine_args() is None and broken.engine_args() is None
+        odd = rt.load_table(export_json("toy", knob_rows([1, 2]), tmp_path / "o.json"), initial_regime="light")
+        assert odd.engine_args() is None
+    messages = [r.getMessage() for r in caplog.records if "engine_args()" in r.getMessage()]
+    assert len(messages) == 2 and "has no table" in messages[0] and "expected an object" in messages[1]
