@@ -54,10 +54,9 @@ from tuner.engine.calibrate import fit, replay_run, stage_figures  # noqa: E402
 from tuner.engine.defaults import H100_VLLM_V1  # noqa: E402
 from tuner.engine.measured_run import METRICS, MeasuredRun, read_run  # noqa: E402
 from tuner.engine.replay import TraceRequest  # noqa: E402
-from tuner.engine.init_problem import Deployment, poisson_regimes, problem_text  # noqa: E402
+from tuner.engine.init_problem import deployment_of, poisson_regimes, problem_text  # noqa: E402
 from tuner.engine.step_cost import COEFFICIENTS, StepCoefficients  # noqa: E402
 from tuner.profile.devices import PRESETS  # noqa: E402
-from tuner.engine.measured_run import gpu_preset_name  # noqa: E402
 
 from recorded import add_options, record  # noqa: E402
 
@@ -101,17 +100,10 @@ def _speed(run: MeasuredRun) -> dict[str, Any]:
 SERVICE_SEEDS, SERVICE_HORIZON_S, SERVICE_WARMUP_S = (0, 1, 2), 120.0, 20.0
 
 
-def _deployment(run: MeasuredRun, **extra: Any) -> Deployment:
-    engine = run.engine
-    return Deployment(model=run.model, device=PRESETS[gpu_preset_name(run.gpu)], tp=run.tp,
-                      max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
-                      block_size=engine.block_size, max_model_len=engine.max_model_len, **extra)
-
-
 def _kv_blocks(run: MeasuredRun) -> dict[str, Any]:
     """The KV blocks ``tuner init`` computes for the run's deployment (as vLLM does, at
     ``gpu_memory_utilization`` 0.9) beside those vLLM allocated."""
-    estimated = _deployment(run).kv_blocks
+    estimated = deployment_of(run).kv_blocks
     return {"run": run.name, "estimated": estimated, "recorded": run.engine.num_gpu_blocks,
             "error_pct": 100.0 * (estimated / run.engine.num_gpu_blocks - 1.0)}
 
@@ -125,11 +117,11 @@ def _served_problem(run: MeasuredRun, workdir: Path, factors: str | None = None,
 
     from tuner.problem.load import load_problem
 
-    prompt, output = _mean_lengths(run)
-    deployment = _deployment(run, num_gpu_blocks=run.engine.num_gpu_blocks, name="sim2real")
+    prompt, output = run.mean_lengths()
+    deployment = deployment_of(run, num_gpu_blocks=run.engine.num_gpu_blocks, name="sim2real")
     rates = {f"stage_{s.index}": s.rate_qps for s in run.stages if s.rate_qps}
     text = problem_text(deployment, poisson_regimes(rates, prompt, output, SERVICE_HORIZON_S, SERVICE_WARMUP_S,
-                                                    _distinct_prompts(run)))
+                                                    run.distinct_prompts()))
     if factors is not None:
         text = text.replace("factors: h100-vllm-graphs", f"factors: {factors}")
     if coefficients is not None:
@@ -141,18 +133,6 @@ def _served_problem(run: MeasuredRun, workdir: Path, factors: str | None = None,
         path = Path(folder) / "sim2real.yaml"
         path.write_text(text)
         return load_problem(path)
-
-
-def _distinct_prompts(run: MeasuredRun) -> int:
-    """How many distinct prompts the run sent: its trace's prompt ids (one id's prompt
-    varies by a few tokens between requests, so its prefix keys would count it twice)."""
-    ids = {request.prompt_id for request in run.requests}
-    return len(ids) if None not in ids else len({request.prefix for request in run.requests})
-
-
-def _mean_lengths(run: MeasuredRun) -> tuple[int, int]:
-    return (round(float(np.mean([r.prompt for r in run.requests]))),
-            round(float(np.mean([r.output for r in run.requests]))))
 
 
 def _kernel_factors(runs: list[MeasuredRun], problems: list[Any], left_out: dict[str, StepCoefficients],
@@ -209,7 +189,7 @@ def _service_simulator(run: MeasuredRun, problem: Any, engine: bool = True) -> d
     from tuner.search import PER_BUCKET, JointSpace
     from tuner.sim.service import simulate
 
-    prompt, output = _mean_lengths(run)
+    prompt, output = run.mean_lengths()
     assignment = PER_BUCKET.assignment(JointSpace.of(problem))
     stages = []
     for stage in run.stages:
@@ -237,7 +217,7 @@ def _engine_on_service_workload(run: MeasuredRun, rate: float, prompt: int, outp
     from tuner.engine.measured_run import prefix_keys
 
     e2e, tpot = [], []
-    prompts = _distinct_prompts(run)
+    prompts = run.distinct_prompts()
     full = run.engine.keyed_blocks(prompt, output)
     for seed in SERVICE_SEEDS:
         rng = np.random.default_rng(seed)

@@ -100,7 +100,8 @@ def test_a_start_up_knob_is_one_setting_for_every_regime(tmp_path):
     def capacity(regime, knobs, assignment):
         return capacity_at_slo(unweighted, regime, studies[regime], settings, knobs, assignment)
 
-    assert choose_deployment(unweighted, studies, settings.seeds, capacity).knobs == (8192,)
+    trials = {name: study.get_trials(deepcopy=False) for name, study in studies.items()}
+    assert choose_deployment(unweighted, trials, settings.seeds, capacity).knobs == (8192,)
 
 
 def test_tuning_some_regimes_of_a_problem_with_knobs_is_one_line(tmp_path):

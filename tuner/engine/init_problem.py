@@ -17,12 +17,14 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ..profile.devices import DevicePreset
+from ..profile.devices import PRESETS, DevicePreset
 from ..traffic.sizes import PROMPT_ID
 from ..units import gib_text
 from .model_config import ModelShape
 from .block_pool import blocks_in
+from .measured_run import MeasuredRun, gpu_preset_name
 from .scheduler import MAX_KV_BLOCKS, EngineArgs
 from .step_cost import StepCoefficients
 
@@ -139,6 +141,15 @@ class Deployment:
         return EngineArgs(max_num_seqs=self.seqs, max_num_batched_tokens=self.batched_tokens,
                           max_model_len=self.max_model_len, block_size=self.block_size,
                           num_gpu_blocks=self.num_gpu_blocks or self.kv_blocks)
+
+
+def deployment_of(run: MeasuredRun, **extra: Any) -> Deployment:
+    """The deployment a measured run served: its model, GPU and tensor parallelism, and the
+    engine arguments it recorded (``extra`` sets any other field of :class:`Deployment`)."""
+    engine = run.engine
+    return Deployment(model=run.model, device=PRESETS[gpu_preset_name(run.gpu)], tp=run.tp,
+                      max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
+                      block_size=engine.block_size, max_model_len=engine.max_model_len, **extra)
 
 
 def problem_text(deployment: Deployment, regimes: str | None = None) -> str:

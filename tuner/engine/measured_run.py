@@ -58,6 +58,17 @@ class MeasuredRun:
     measured_e2e_s: tuple[float, ...] | None = None
     measured_ttft_s: tuple[float, ...] | None = None
 
+    def mean_lengths(self) -> tuple[int, int]:
+        """The mean prompt and output tokens of its requests, rounded."""
+        count = len(self.requests)
+        return (round(sum(r.prompt for r in self.requests) / count), round(sum(r.output for r in self.requests) / count))
+
+    def distinct_prompts(self) -> int:
+        """How many distinct prompts the run sent: its trace's prompt ids (one id's prompt
+        varies by a few tokens between requests, so its prefix keys would count it twice)."""
+        ids = {request.prompt_id for request in self.requests}
+        return len(ids) if None not in ids else len({request.prefix for request in self.requests})
+
 
 def _load_json(path: Path) -> dict[str, Any]:
     data = read_json_object(path)

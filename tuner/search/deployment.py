@@ -26,10 +26,10 @@ any regime of weight above 0 sets the deployment aside for the defaults
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import optuna
+from optuna.trial import FrozenTrial
 
 from ..problem.model import Problem
 from ..problem.assignment import Assignment
@@ -37,7 +37,7 @@ from ..stats import Delta, paired, paired_delta
 from .evaluate import Evaluation
 from .guard import figures
 from .knob_axis import KnobAxis, KnobKey
-from .ranking import Choice, finished_trials, select_best
+from .ranking import Choice, select_best
 from .space import JointSpace
 
 
@@ -56,15 +56,16 @@ class Deployment:
         return f"{axis.text(self.knobs)} ({self.reason})"
 
 
-def choose_deployment(problem: Problem, studies: Mapping[str, optuna.Study], n_seeds: int,
+def choose_deployment(problem: Problem, trials: Mapping[str, Sequence[FrozenTrial]], n_seeds: int,
                       capacity: Capacity) -> Deployment:
-    """The knob combination for every regime of ``studies`` (see the module's docstring);
-    ``capacity`` figures an assignment's capacity at the SLO in a regime under a key."""
+    """The knob combination for every regime of ``trials`` (each regime's study's finished
+    trials, or those of them a question allows: see the module's docstring); ``capacity``
+    figures an assignment's capacity at the SLO in a regime under a key."""
     axis = JointSpace.of(problem).axis
     defaults = axis.defaults
     if axis.size == 1:
         return Deployment(defaults, "the problem lists no engine knob to choose")
-    bests = _bests_per_combination(problem, studies, n_seeds, axis)
+    bests = _bests_per_combination(problem, trials, n_seeds, axis)
     if defaults not in bests:
         return Deployment(defaults, "the engine's defaults were not evaluated in every regime: nothing to hold "
                                     "another setting against")
@@ -103,12 +104,11 @@ def loss_against_defaults(tuned: Choice, defaults: Choice) -> str | None:
     return None if not losses else ", ".join(losses) + " worse than the engine's defaults"
 
 
-def _bests_per_combination(problem: Problem, studies: Mapping[str, optuna.Study], n_seeds: int,
+def _bests_per_combination(problem: Problem, trials: Mapping[str, Sequence[FrozenTrial]], n_seeds: int,
                            axis: KnobAxis) -> dict[KnobKey, dict[str, Choice]]:
     """Per combination every regime's study tried (complete, feasible), each regime's best
     trial under it."""
     space = JointSpace.of(problem)
-    trials = {regime: finished_trials(study) for regime, study in studies.items()}
     out: dict[KnobKey, dict[str, Choice]] = {}
     for key in axis.keys():
         per_regime = {}

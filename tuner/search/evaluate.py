@@ -157,7 +157,7 @@ def evaluate(
     pool = parallel.current(problem)
     # in a pool every seed runs at once; read in seed order, the results are the serial ones
     # (which run one at a time, so a prune stops them)
-    results = (pool.run(assignment, regime, seeds, horizon_s, metric, on_probe) if pool is not None
+    results = (pool.run(problem, assignment, regime, seeds, horizon_s, metric, on_probe) if pool is not None
                else (run_seed(problem, assignment, regime, seed, horizon_s, metric, on_probe) for seed in seeds))
     for step, done in enumerate(results):
         if done.illegal is not None:

@@ -32,6 +32,7 @@ PREFIX = "knob:"
 KnobKey = tuple[KnobValue, ...]
 
 _VARIANTS: dict[tuple[int, KnobKey], tuple[Problem, Problem]] = {}  # (id(problem), key) → (problem, its variant)
+_BASES: dict[int, tuple[Problem, Problem, KnobKey]] = {}  # id(variant) → (variant, the problem it varies, key)
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,10 @@ class KnobAxis:
             return cached[1]
         if len(_VARIANTS) >= 512:
             _VARIANTS.clear()
+            _BASES.clear()
         variant = problem.with_knobs(self.values(key))
         _VARIANTS[(id(problem), key)] = (problem, variant)
+        _BASES[id(variant)] = (variant, problem, key)
         return variant
 
     def text(self, key: KnobKey) -> str:
@@ -116,6 +119,13 @@ class KnobAxis:
         if key == self.defaults:
             return "engine defaults"
         return ", ".join(f"{name}={show(value)}" for name, value in zip(self.knobs.names, key))
+
+
+def base_of(problem: Problem) -> tuple[Problem, KnobKey] | None:
+    """The loaded problem ``problem`` is a knob variant of (:meth:`KnobAxis.variant`) and
+    its key; None for a problem as loaded (a seed pool serves its variants by key)."""
+    found = _BASES.get(id(problem))
+    return (found[1], found[2]) if found is not None and found[0] is problem else None
 
 
 def with_key(trials: Sequence[FrozenTrial], axis: KnobAxis, key: KnobKey) -> list[FrozenTrial]:

@@ -33,6 +33,7 @@ from pathlib import Path
 from ..errors import IllegalConfigError, SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from .knob_axis import KnobAxis, KnobKey, base_of
 from ..processes import spawn_pool, stop_pool
 from ..sim.metrics import Metrics
 
@@ -92,14 +93,17 @@ class Simulation:
     metric: str = "goodput"
     rate_rps: float | None = None
     viewing: bool = False
+    knobs: KnobKey = ()  # the engine knob values of a variant of the file's problem (() : as written)
 
     @classmethod
     def of(cls, problem: Problem, storage: str, regime: str, assignment: Assignment, seed: int,
            horizon_s: float | None, metric: str = "goodput", rate_rps: float | None = None,
            viewing: bool = False) -> Simulation:
-        """The simulation of ``assignment`` on ``problem``'s file, as a worker would load it."""
+        """The simulation of ``assignment`` on ``problem``'s file, as a worker would load it
+        (a knob variant of it: the file's problem with the variant's knob values)."""
+        found = base_of(problem)
         return cls(problem.path, problem.file_hash, storage, regime, tuple(assignment.specs(problem)), seed,
-                   horizon_s, metric, rate_rps, viewing)
+                   horizon_s, metric, rate_rps, viewing, found[1] if found is not None else ())
 
     def run(self) -> SeedResult | None:
         """The seed's result, simulated in this process on the problem as loaded once per
@@ -109,6 +113,8 @@ class Simulation:
         problem = load(self.problem_path, self.problem_hash, self.storage, self.viewing)
         if problem is None:
             return None
+        if self.knobs:
+            problem = KnobAxis(problem.knobs).variant(problem, self.knobs)
         return run_seed(problem, resolve_assignment(problem, self.assignment), self.regime, self.seed,
                         self.horizon_s, self.metric, rate_rps=self.rate_rps)
 
@@ -162,20 +168,23 @@ class SeedPool:
         self._executor = spawn_pool(processes - 1)
 
     def serves(self, problem: Problem) -> bool:
-        return problem is self.problem
+        """Whether ``problem`` is the pool's, or a knob variant of it."""
+        found = base_of(problem)
+        return problem is self.problem or (found is not None and found[0] is self.problem)
 
-    def run(self, assignment: Assignment, regime: str, seeds: Sequence[int], horizon_s: float | None,
-            metric: str, on_probe: Callable[[float, float], object] | None = None) -> list[SeedResult]:
+    def run(self, problem: Problem, assignment: Assignment, regime: str, seeds: Sequence[int],
+            horizon_s: float | None, metric: str,
+            on_probe: Callable[[float, float], object] | None = None) -> list[SeedResult]:
         """Every seed's result, in seed order (all seeds run; reading them stays the caller's).
         ``on_probe`` hears the capacity probes of the first seed, the one run in this process
         (the workers' seeds run alongside at about the same pace)."""
         if not seeds:
             return []
-        futures = [self._executor.submit(Simulation.run, Simulation.of(self.problem, self.storage, regime, assignment,
+        futures = [self._executor.submit(Simulation.run, Simulation.of(problem, self.storage, regime, assignment,
                                                                        seed, horizon_s, metric))
                    for seed in seeds[1:]]
         try:
-            results = [run_seed(self.problem, assignment, regime, seeds[0], horizon_s, metric, on_probe)]
+            results = [run_seed(problem, assignment, regime, seeds[0], horizon_s, metric, on_probe)]
             for seed, future in zip(seeds[1:], futures):
                 try:
                     found = future.result()
@@ -183,7 +192,7 @@ class SeedPool:
                     raise SearchError(f"a seed process stopped ({exc}); rerun (finished trials are kept), "
                                       "or with --sim-jobs 1 to simulate in one process") from exc
                 results.append(found if found is not None else
-                               run_seed(self.problem, assignment, regime, seed, horizon_s, metric))
+                               run_seed(problem, assignment, regime, seed, horizon_s, metric))
             return results
         finally:
             for future in futures:

@@ -43,6 +43,7 @@ from .leases import MAX_RETRY, ROWS_LEASE_S, LeaseGate, Worker, fail_running, he
 from .deployment import Deployment, choose_deployment, loss_against_defaults
 from .knob_axis import KnobKey
 from .outcome import RegimeOutcome, _Figures, capacity_at_slo, regime_outcome
+from .ranking import finished_trials
 from .space import JointSpace
 from .settings import TuneSettings, study_name
 from .study import StudyProgress, run_study
@@ -217,7 +218,8 @@ class _Rows:
             return capacity_at_slo(problem, regime, studies[regime], self.settings, knobs, assignment,
                                    capacities=self.capacities, progress=self.progress)
 
-        deployment = choose_deployment(problem, studies, self.settings.seeds, capacity)
+        trials = {regime: finished_trials(study) for regime, study in studies.items()}
+        deployment = choose_deployment(problem, trials, self.settings.seeds, capacity)
         key = rows_key(self.settings, axis.text(deployment.knobs))
         if all(self.store.written_key(study.study_name) == key for study in studies.values()):
             return

@@ -68,6 +68,8 @@ class Metrics:
     kernels: int
     ttft_p99_s: float | None = None
     tpot_p99_s: float | None = None
+    ttft_p90_s: float | None = None
+    tpot_p90_s: float | None = None
     neighbor_progress_ratio: float | None = None
     config_switches: int = 0
     warmup_s: float = 0.0

@@ -562,6 +562,8 @@ class ServiceRun(Host):
             host_bound_iterations=self.host_bound,
             ttft_p99_s=percentile(ttft, 99) if ttft is not None else None,
             tpot_p99_s=percentile(tpot, 99) if tpot is not None else None,
+            ttft_p90_s=percentile(ttft, 90) if ttft is not None else None,
+            tpot_p90_s=percentile(tpot, 90) if tpot is not None else None,
             neighbor_progress_ratio=neighbor_ratio,
             config_switches=self.switches,
             warmup_s=warmup,

@@ -1,0 +1,180 @@
+"""Issue 40's four answers on the measured H100 deployments, from their tuned studies.
+
+For each shipped deployment (``scripts/make_deployments.py``: Llama-2-7B TP1,
+CodeLlama-34B TP2, Mixtral-8x7B TP2, Llama-2-70B TP4 on H100 under vLLM V1) tuned into a
+database by ``tuner tune`` (one study per regime over the engine knobs and the kernel
+configs together), and per regime, on the study's own seeds:
+
+* (a) the engine's defaults (the measured runs' ``max_num_seqs`` 128 and
+  ``max_num_batched_tokens`` 2048) with the per-bucket isolated-fastest configs: what a
+  user runs today;
+* (b) the knob setting a knob-only tuner would deploy: chosen across the regimes exactly
+  as ``tuner tune`` chooses (:mod:`tuner.search.deployment`), but among the per-bucket
+  isolated-fastest configs only (the study's first trials hold them under every setting);
+* (c) the engine's defaults with the regime's best configs under them (the study's best
+  trial with the default knobs);
+* (d) what the table serves: its rows' configs under their ``engine_args``.
+
+Each answer's capacity at the SLO (the highest rate at which 90% of requests meet it) with
+its paired difference from (a) and the 95% interval over the seeds, and its p90 TTFT and
+TPOT at the regime's own rate (mean over the seeds). Every figure is simulated (modeled
+kernels, the engine model calibrated on the measured runs: docs/sim2real.md).
+
+Usage::
+
+    python benchmarks/bench_deployments.py --record            # results.db.example
+    python benchmarks/bench_deployments.py --storage sqlite:///results.db --problem h100_llama2_7b_tp1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from recorded import add_options, load_average, record  # noqa: E402
+
+DEPLOYMENTS = ("h100_llama2_7b_tp1", "h100_codellama34b_tp2", "h100_mixtral8x7b_tp2", "h100_llama2_70b_tp4")
+LABELS = ("(a) engine defaults, per-bucket isolated-fastest configs", "(b) knob-only tuner",
+          "(c) engine defaults, tuned configs", "(d) the table: knobs and configs tuned together")
+
+
+def four_answers(name: str, storage: str, progress=print) -> dict[str, Any]:
+    """The four answers of every regime of the deployment ``name`` tuned in ``storage``."""
+    import optuna
+
+    from tuner.bundled import problem_file
+    from tuner.problem.assignment import Assignment
+    from tuner.problem.load import load_problem
+    from tuner.search import PER_BUCKET, JointSpace, TuneSettings
+    from tuner.search.deployment import choose_deployment
+    from tuner.search.outcome import capacity_at_slo
+    from tuner.search.ranking import select_best
+    from tuner.search.settings import study_name
+    from tuner.store import Store
+
+    problem = load_problem(problem_file(name))
+    space = JointSpace.of(problem)
+    axis = space.axis
+    studies = {r: optuna.load_study(study_name=study_name(name, r), storage=storage) for r in problem.regimes}
+    seeds = tuple(next(iter(studies.values())).user_attrs["seeds"])
+    settings = TuneSettings(seeds=len(seeds), base_seed=seeds[0])
+    memo: dict = {}
+
+    def capacity(regime: str, key: tuple, assignment: Assignment):
+        progress(f"{name}: capacity of {axis.text(key)} in {regime}")
+        return capacity_at_slo(problem, regime, studies[regime], settings, key, assignment, capacities=memo)
+
+    trials = {r: s.get_trials(deepcopy=False) for r, s in studies.items()}
+    per_bucket = PER_BUCKET.assignment(space)
+    baseline_point = space.point_of(per_bucket)
+    knob_only = {r: [t for t in ts if space.point(t.params) == baseline_point] for r, ts in trials.items()}
+    b_key = choose_deployment(problem, knob_only, len(seeds), capacity).knobs
+    with Store(storage) as store:
+        rows = store.rows(name)
+    out: dict[str, Any] = {}
+    for regime in problem.regimes:
+        mine = [row for row in rows if row.regime == regime]
+        d_key = axis.key_of(_knob_values(axis, mine[0].engine_args))
+        tuned_under_defaults = select_best(space, trials[regime], len(seeds), knobs=axis.defaults)
+        answers = [(axis.defaults, per_bucket), (b_key, per_bucket),
+                   (axis.defaults, tuned_under_defaults.assignment if tuned_under_defaults else per_bucket),
+                   (d_key, Assignment.from_rows(problem, mine, storage))]
+        figures = [_figures(problem, regime, key, assignment, seeds, capacity) for key, assignment in answers]
+        base = figures[0]["capacity_values"]
+        for label, found in zip(LABELS, figures):
+            found["answer"] = label
+            found["capacity_delta"] = _paired(found.pop("capacity_values"), base)
+        out[regime] = {"answers": figures, "rate_rps": problem.mean_rate(regime, seeds, problem.regimes[regime].horizon_s)}
+    return {"regimes": out, "seeds": list(seeds), "defaults": axis.text(axis.defaults)}
+
+
+def _knob_values(axis, stored: dict | None) -> dict:
+    """The rows' ``engine_args`` as knob values (capture sizes back to a tuple)."""
+    stored = stored or {}
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in stored.items()}
+
+
+def _figures(problem, regime: str, key: tuple, assignment, seeds, capacity) -> dict[str, Any]:
+    from tuner.search import JointSpace
+    from tuner.sim import simulate
+
+    axis = JointSpace.of(problem).axis
+    deployed = axis.variant(problem, key)
+    found = capacity(regime, key, assignment)
+    metrics = [simulate(deployed, assignment, regime, seed=seed).metrics for seed in seeds]
+    return {
+        "knobs": axis.text(key), "capacity_rps": found.mean if found.feasible else None,
+        "capacity_values": list(found.values),
+        "ttft_p90_ms": _mean_ms([m.ttft_p90_s for m in metrics]), "tpot_p90_ms": _mean_ms([m.tpot_p90_s for m in metrics]),
+    }
+
+
+def _mean_ms(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return 1e3 * statistics.fmean(known) if known else None
+
+
+def _paired(after: list[float], before: list[float]) -> dict[str, float | None]:
+    from tuner.stats import paired
+
+    if len(after) != len(before) or not after:
+        return {"mean": None, "half_width": None}
+    delta = paired(after, before, 0.95)
+    return {"mean": delta.mean, "half_width": delta.half_width}
+
+
+def table(report: dict[str, Any]) -> str:
+    """The README's first table: per deployment and regime, the four answers' capacity at
+    the SLO (the paired difference from (a)) and p90 TTFT / TPOT at the regime's rate."""
+    lines = ["| deployment (H100, vLLM V1) | regime | (a) engine defaults, per-bucket isolated-fastest | "
+             "(b) knob-only tuner | (c) defaults, tuned configs | (d) tuner's table: knobs and configs together | "
+             "(d)'s engine knobs |", "|---|---|---|---|---|---|---|"]
+    for name, found in report["deployments"].items():
+        for regime, answers in found["regimes"].items():
+            cells = [_cell(answer, i == 0) for i, answer in enumerate(answers["answers"])]
+            lines.append(f"| {name} | {regime} | {' | '.join(cells)} | {answers['answers'][3]['knobs']} |")
+    return "\n".join(lines)
+
+
+def _cell(answer: dict[str, Any], first: bool) -> str:
+    if answer["capacity_rps"] is None:
+        return "infeasible"
+    text = f"{answer['capacity_rps']:.3g} req/s"
+    delta = answer["capacity_delta"]
+    if not first and delta["mean"] is not None:
+        width = "" if delta["half_width"] is None else f" ± {delta['half_width']:.2g}"
+        text += f" ({delta['mean']:+.2g}{width})"
+    ttft, tpot = answer["ttft_p90_ms"], answer["tpot_p90_ms"]
+    if ttft is not None and tpot is not None:
+        text += f"; p90 TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--storage", default=f"sqlite:///{ROOT / 'results.db.example'}")
+    parser.add_argument("--problem", action="append", help="a deployment (default: all four)")
+    parser.add_argument("--json", action="store_true")
+    add_options(parser)
+    args = parser.parse_args(argv)
+    before = load_average()
+    names = args.problem or list(DEPLOYMENTS)
+    report = {"deployments": {name: four_answers(name, args.storage, progress=lambda t: print(t, file=sys.stderr))
+                              for name in names},
+              "note": "simulated: modeled kernels, the vLLM engine model calibrated on the measured runs"}
+    if args.record:
+        record("bench_deployments", report, args.note, before)
+    print(json.dumps(report, indent=2) if args.json else table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
