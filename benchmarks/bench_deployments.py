@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from recorded import add_options, load_average, record  # noqa: E402
 
+PROCESSES = 2  # seeds simulated side by side (this machine's two cores)
 DEPLOYMENTS = ("h100_llama2_7b_tp1", "h100_codellama34b_tp2", "h100_mixtral8x7b_tp2", "h100_llama2_70b_tp4")
 LABELS = ("(a) engine defaults, per-bucket isolated-fastest configs", "(b) knob-only tuner",
           "(c) engine defaults, tuned configs", "(d) the table: knobs and configs tuned together")
@@ -48,11 +49,18 @@ LABELS = ("(a) engine defaults, per-bucket isolated-fastest configs", "(b) knob-
 
 def four_answers(name: str, storage: str, progress=print) -> dict[str, Any]:
     """The four answers of every regime of the deployment ``name`` tuned in ``storage``."""
+    from tuner.bundled import problem_file
+    from tuner.search import parallel
+
+    problem = parallel.load_for_tuning(problem_file(name), storage)
+    with parallel.seed_pool(problem, storage, PROCESSES):
+        return _answers(problem, storage, progress)
+
+
+def _answers(problem, storage: str, progress) -> dict[str, Any]:
     import optuna
 
-    from tuner.bundled import problem_file
     from tuner.problem.assignment import Assignment
-    from tuner.problem.load import load_problem
     from tuner.search import PER_BUCKET, JointSpace, TuneSettings
     from tuner.search.deployment import choose_deployment
     from tuner.search.outcome import capacity_at_slo
@@ -60,7 +68,7 @@ def four_answers(name: str, storage: str, progress=print) -> dict[str, Any]:
     from tuner.search.settings import study_name
     from tuner.store import Store
 
-    problem = load_problem(problem_file(name))
+    name = problem.name
     space = JointSpace.of(problem)
     axis = space.axis
     studies = {r: optuna.load_study(study_name=study_name(name, r), storage=storage) for r in problem.regimes}
@@ -169,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.problem or list(DEPLOYMENTS)
     report = {"deployments": {name: four_answers(name, args.storage, progress=lambda t: print(t, file=sys.stderr))
                               for name in names},
+              "sim_processes": PROCESSES,
               "note": "simulated: modeled kernels, the vLLM engine model calibrated on the measured runs"}
     if args.record:
         record("bench_deployments", report, args.note, before)

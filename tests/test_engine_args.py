@@ -90,3 +90,13 @@ def test_the_dispatcher_answers_the_served_regimes_knobs(tmp_path, caplog):
         assert odd.engine_args() is None
     messages = [r.getMessage() for r in caplog.records if "engine_args()" in r.getMessage()]
     assert len(messages) == 2 and "has no table" in messages[0] and "expected an object" in messages[1]
+
+
+def test_table_show_names_the_engine_arguments_once_per_problem(tmp_path):
+    db = sqlite_table(tmp_path / "t.db", knob_rows())
+    shown = CliRunner().invoke(main, ["table", "show", "--storage", f"sqlite:///{db}"])
+    assert shown.exit_code == 0, shown.output
+    lines = [line for line in shown.output.splitlines() if "engine arguments" in line]
+    assert lines == ["toy: engine arguments (every regime; start-up): max_num_seqs=128, max_num_batched_tokens=2048, "
+                     "cudagraph_capture_sizes=[1, 2, 4, 8]; `tuner table export --format vllm-args -` writes the "
+                     "command line"]

@@ -111,3 +111,22 @@ def test_tuning_some_regimes_of_a_problem_with_knobs_is_one_line(tmp_path):
     assert result.exit_code == 2
     assert "tune every regime together (drop --regimes; prefill_heavy left out)" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_seed_processes_simulate_a_knob_variant_as_this_process_does(tmp_path):
+    """A seed pool is made for the problem file as loaded; its workers run a knob variant
+    by loading the file and applying the variant's values (not the file's defaults)."""
+    from tuner.search import PER_BUCKET, JointSpace, parallel
+    from tuner.search.evaluate import evaluate
+    from tuner.search.knob_axis import KnobAxis
+
+    problem = chunk_problem(tmp_path)
+    variant = KnobAxis(problem.knobs).variant(problem, (8192,))
+    assignment = PER_BUCKET.assignment(JointSpace.of(problem))
+    alone = evaluate(variant, assignment, "prefill_heavy", range(2), None, metric="capacity")
+    defaults = evaluate(problem, assignment, "prefill_heavy", range(2), None, metric="capacity")
+    assert alone.values != defaults.values  # so the pool's answer tells the two apart
+    with parallel.seed_pool(problem, f"sqlite:///{tmp_path / 'pool.db'}", 2):
+        assert parallel.current(variant) is not None
+        pooled = evaluate(variant, assignment, "prefill_heavy", range(2), None, metric="capacity")
+    assert pooled.values == alone.values

@@ -80,6 +80,10 @@ def show(storage: str, problem: str | None, regimes: tuple[str, ...], ops: tuple
     for row in _first_of_each_regime(rows):  # the regimes that hold THE baseline's configs, and why
         if row.guard:
             console.print(f"{row.problem} / {row.regime}: {row.guard}", highlight=False, soft_wrap=True)
+    for problem_name, args in {r.problem: r.engine_args for r in rows if r.engine_args is not None}.items():
+        shown = ", ".join(f"{name}={'default' if value is None else value}" for name, value in args.items())
+        console.print(f"{problem_name}: engine arguments (every regime; start-up): {shown}; `tuner table export "
+                      "--format vllm-args -` writes the command line", highlight=False, soft_wrap=True)
     console.print(config_table(rows) if wide else differences_table(rows))
 
 

@@ -522,14 +522,15 @@ class Problem:
 
     def with_knobs(self, values: Mapping[str, KnobValue]) -> Problem:
         """The problem as the engine runs with these knob values (``service.knobs``): a
-        deployment of its own, simulated like any problem.
+        deployment of its own, simulated like any problem, whose knobs are set (it lists
+        none: a study of it searches configs only).
 
         Raises:
             ValueError: a knob the problem does not list, or a value not among its own.
         """
         if not values:
             return self
-        return replace(self, service=self.knobs.apply(self.service, values))
+        return replace(self, service=self.knobs.apply(self.service, values), knobs=KnobSpace())
 
     def regime(self, name: str) -> Regime:
         """The regime ``name``: the one place a regime asked for by name is checked.

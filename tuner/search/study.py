@@ -6,7 +6,8 @@ workers on many machines may share it (run the same command against the same URL
 The study's user attributes record what its numbers mean — regime description, seeds,
 horizon, problem-file hash — and a run with other settings is refused rather than
 mixed in. One trial is one joint assignment: a categorical parameter per (operator,
-bucket) cell, named ``op`` or ``op@BUCKET`` (:mod:`tuner.search.space`), proposed by
+bucket) cell, named ``op`` or ``op@BUCKET`` (:mod:`tuner.search.space`), and where the
+problem lists engine knobs one per knob, ``knob:NAME`` (:mod:`tuner.search.knob_axis`), proposed by
 the local-search sampler of :mod:`tuner.search.local`, scored by the objective of
 :mod:`tuner.search.objective`: the mean of the objective over seeds ``base_seed + k``,
 each seed reported at step ``k`` so the Wilcoxon pruner compares it with the best trial
