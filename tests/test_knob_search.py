@@ -70,7 +70,7 @@ def test_one_study_proposes_knobs_and_configs_and_the_rows_serve_the_chosen_knob
     knob = PREFIX + "max_num_batched_tokens"
     assert [t.params[knob] for t in study.trials[:2]] == ["2048", "8192"]  # the baseline under each setting first
     assert {t.params[knob] for t in study.trials} == {"2048", "8192"}
-    assert outcome.knobs == (8192,) and outcome.deployment.startswith("max_num_batched_tokens=8192: weighted capacity")
+    assert outcome.knobs == (8192,) and outcome.deployment.startswith("weighted capacity at the SLO 1.4")
     # answer (a), the engine's defaults with the per-bucket isolated-fastest configs, is figured beside it
     assert outcome.defaults is not None and outcome.defaults.knobs == (2048,)
     ratio = outcome.tuned.capacity.mean / outcome.defaults.capacity.mean

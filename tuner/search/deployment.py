@@ -82,8 +82,9 @@ def choose_deployment(problem: Problem, trials: Mapping[str, Sequence[FrozenTria
         return Deployment(defaults, "no other setting serves more at the SLO over the regimes")
     gain = paired(list(scores[best]), list(scores[defaults]), 0.95)
     times = statistics.fmean(scores[best]) / statistics.fmean(scores[defaults])
-    shown = (f"{axis.text(best)}: weighted capacity at the SLO {times:.3f}× the engine defaults' "
-             f"({_signed(gain)} of their score over {len(scale)} regimes, paired by seed)")
+    measured = (f"weighted capacity at the SLO {times:.3f}× the engine defaults' "
+                f"({_signed(gain)} of their score over {len(scale)} regimes, paired by seed)")
+    shown = f"{axis.text(best)}: {measured}"
     if gain.low is None or gain.low <= 0:
         return Deployment(defaults, f"{shown}, not a gain beyond the paired interval")
     for regime in (name for name in scale if problem.regimes[name].weight > 0):
@@ -93,7 +94,7 @@ def choose_deployment(problem: Problem, trials: Mapping[str, Sequence[FrozenTria
             delta = paired_delta(after, before)
             if delta.high is not None and delta.high < 0:
                 return Deployment(defaults, f"{shown}, but regime {regime!r} loses {delta} req/s {what}")
-    return Deployment(best, shown)
+    return Deployment(best, measured)
 
 
 def loss_against_defaults(tuned: Choice, defaults: Choice) -> str | None:
