@@ -140,30 +140,50 @@ def _paired(after: list[float], before: list[float]) -> dict[str, float | None]:
 
 
 def table(report: dict[str, Any]) -> str:
-    """The README's first table: per deployment and regime, the four answers' capacity at
-    the SLO (the paired difference from (a)) and p90 TTFT / TPOT at the regime's rate."""
-    lines = ["| deployment (H100, vLLM V1) | regime | (a) engine defaults, per-bucket isolated-fastest | "
-             "(b) knob-only tuner | (c) defaults, tuned configs | (d) tuner's table: knobs and configs together | "
-             "(d)'s engine knobs |", "|---|---|---|---|---|---|---|"]
+    """The README's first table: per deployment and regime the four answers' capacity at
+    the SLO, (d)'s paired difference from (a), p90 TTFT / TPOT at the regime's rate under
+    (a) and (d), and a verdict; gains first (largest first), then no difference."""
+    lines = ["| deployment (H100, vLLM V1) | regime | capacity at the SLO, req/s: (a) / (b) / (c) / (d) | "
+             "(d) − (a), paired 95% CI | p90 TTFT / TPOT at the regime's rate, ms: (a) → (d) | verdict |",
+             "|---|---|---|---|---|---|"]
+    rows = []
     for name, found in report["deployments"].items():
         for regime, answers in found["regimes"].items():
-            cells = [_cell(answer, i == 0) for i, answer in enumerate(answers["answers"])]
-            lines.append(f"| {name} | {regime} | {' | '.join(cells)} | {answers['answers'][3]['knobs']} |")
+            a, b, c, d = answers["answers"]
+            rows.append((_verdict(a, b, d, len(found["seeds"])), name, regime, a, b, c, d))
+    rows.sort(key=lambda row: (not row[0][0], -row[0][1]))
+    for (gain, _, verdict), name, regime, a, b, c, d in rows:
+        capacities = " / ".join(_rate(answer["capacity_rps"]) for answer in (a, b, c, d))
+        delta = d["capacity_delta"]
+        difference = "—" if delta["mean"] is None else f"{delta['mean']:+.2g}" + (
+            "" if delta["half_width"] is None else f" ± {delta['half_width']:.2g}")
+        lines.append(f"| {name} | {regime} | {capacities} | {difference} | {_tails(a)} → {_tails(d)} | {verdict} |")
     return "\n".join(lines)
 
 
-def _cell(answer: dict[str, Any], first: bool) -> str:
-    if answer["capacity_rps"] is None:
-        return "infeasible"
-    text = f"{answer['capacity_rps']:.3g} req/s"
-    delta = answer["capacity_delta"]
-    if not first and delta["mean"] is not None:
-        width = "" if delta["half_width"] is None else f" ± {delta['half_width']:.2g}"
-        text += f" ({delta['mean']:+.2g}{width})"
+def _verdict(a: dict, b: dict, d: dict, seeds: int) -> tuple[bool, float, str]:
+    """(significant gain, its share, the words): a gain of (d) over (a) beyond the paired
+    interval, with the knobs that give it and whether the configs add to them."""
+    delta = d["capacity_delta"]
+    low = None if delta["mean"] is None or delta["half_width"] is None else delta["mean"] - delta["half_width"]
+    share = (d["capacity_rps"] / a["capacity_rps"] - 1.0) if a["capacity_rps"] and d["capacity_rps"] else 0.0
+    if low is None or low <= 0:
+        return False, 0.0, f"no difference: {d['knobs']} kept" if d["knobs"] == a["knobs"] else \
+            f"no significant difference ({d['knobs']})"
+    beyond = d["capacity_rps"] - (b["capacity_rps"] or 0.0)
+    configs = ("the configs add nothing beyond the knobs" if beyond == 0 else
+               "above (b): the tuned configs add to the knobs" if beyond > 0 else
+               f"below (b), whose setting the table did not adopt")
+    return True, share, f"gain: {share:+.0%} capacity over {seeds} seeds ({d['knobs']}); {configs}"
+
+
+def _rate(value: float | None) -> str:
+    return "infeasible" if value is None else f"{value:.3g}"
+
+
+def _tails(answer: dict) -> str:
     ttft, tpot = answer["ttft_p90_ms"], answer["tpot_p90_ms"]
-    if ttft is not None and tpot is not None:
-        text += f"; p90 TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms"
-    return text
+    return "—" if ttft is None or tpot is None else f"{ttft:.0f} / {tpot:.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -230,6 +230,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "bench_horizon_seed_example": lambda: bench("bench_horizon").render(
         report("bench_horizon_seed_example_heavy")),
     "headline_summary": lambda: bench("headline").summary(report("headline")),
+    "deployments": lambda: bench("bench_deployments").table(report("bench_deployments")),
     "sim2real": lambda: bench("bench_sim2real").render(report("bench_sim2real")),
     "sim2real_published": lambda: bench("bench_sim2real").render_published(report("bench_sim2real")),
     "sim2real_service_simulator": lambda: bench("bench_sim2real").render_service_simulator(report("bench_sim2real")),
