@@ -169,7 +169,7 @@ def _verdict(a: dict, b: dict, d: dict, seeds: int) -> tuple[bool, float, str]:
     share = (d["capacity_rps"] / a["capacity_rps"] - 1.0) if a["capacity_rps"] and d["capacity_rps"] else 0.0
     if low is None or low <= 0:
         return False, 0.0, f"no difference: {d['knobs']} kept" if d["knobs"] == a["knobs"] else \
-            f"no significant difference ({d['knobs']})"
+            f"no difference beyond the interval ({d['knobs']})"
     beyond = d["capacity_rps"] - (b["capacity_rps"] or 0.0)
     configs = ("the configs add nothing beyond the knobs" if beyond == 0 else
                "above (b): the tuned configs add to the knobs" if beyond > 0 else

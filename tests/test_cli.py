@@ -316,7 +316,8 @@ OPTION_CASES = [
     (["report", "--html", "{dir}"], "--html: '{dir}' is a directory; name a file"),
     (["simulate", "--regime", "light", "--trace", "{dir}"], "--trace: '{dir}' is a directory; name a file"),
     (["gate", "a", "b", "--report", "{dir}"], "--report: '{dir}' is a directory; name a file"),
-    (["table", "export", "--format", "xml", "out.json"], "--format: 'xml' is not one of json, vllm"),
+    (["table", "export", "--format", "xml", "out.json"],
+     "--format: 'xml' is not one of json, vllm, vllm-args, sglang-args"),
     (["table", "export", "--format", "json"], "OUT: missing argument (usage: tuner table export [OPTIONS] OUT)"),
     (["table", "export", "out.json"], "--format: missing required option"),
     (["table", "show", "--json=1"], "--json: a flag takes no value"),
@@ -476,7 +477,7 @@ def test_help_and_version_are_still_clicks() -> None:
 def test_an_option_error_is_one_line_from_the_real_command(tmp_path: Path) -> None:
     done = _python_m_tuner("table", "export", "--format", "xml", "out.json", cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", "tuner: error: --format: 'xml' is not one of "
-                                                                  "json, vllm\n")
+                                                                  "json, vllm, vllm-args, sglang-args\n")
 
 
 def test_report_into_a_read_only_database_is_one_line(tmp_path: Path) -> None:

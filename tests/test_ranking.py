@@ -36,6 +36,10 @@ class _Space:
     def point(self, params):
         return (params["cell"],) if "cell" in params else None
 
+    def key(self, params):
+        point = self.point(params)
+        return None if point is None else (point, ())
+
     def assignment(self, point):
         return point[0]
 
