@@ -12,8 +12,8 @@ its own (:meth:`Problem.with_knobs`), simulated on the same seeds, and compared 
 defaults by the paired difference per seed, on goodput at the regime's rate and on
 capacity at the SLO. :func:`four_answers` adds (c) the configs tuned for the defaults and
 (d) the configs tuned for each combination, the best kept: a study per combination, knobs
-by grid and configs by Optuna (one study over both, with the table serving the knobs, is
-the rest of issue 40).
+by grid and configs by Optuna, each combination's configs searched in full (``tuner tune``
+searches both in one study per regime instead: :mod:`tuner.search.knob_axis`).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def four_answers(problem: Problem, regime: str, settings: TuneSettings,
                  progress: Callable[[int, int], None] | None = None) -> FourAnswers:
     """Tune the configs under every knob combination (a study per combination, in memory,
     the same seeds and trials each), and read issue 40's four answers from the outcomes:
-    a nested search, knobs by grid and configs by Optuna (not yet one study over both).
+    a nested search, knobs by grid and configs by Optuna (``tuner tune`` runs one study over both).
 
     Raises:
         SearchError: the problem lists no knobs, or some combination has no feasible assignment.
