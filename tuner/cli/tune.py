@@ -95,16 +95,11 @@ def _tune(problem: Path | None, storage: str, *, fresh: bool, salt: str, trials:
           regimes: str | None, oracle: bool, oracle_limit: int, horizon: float | None, seed: int, jobs: int,
           sim_jobs: int | None, force_jobs: bool, heartbeat: int, quiet: bool) -> None:
     _check_processes(jobs, sim_jobs, force_jobs)
-    from ..interrupts import deferred
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
 
-    # A Ctrl-C while Triton's extension runs Python during its import ends the process in
-    # C++ (std::terminate, no line, no exit code 130): it waits for the imports instead.
-    with deferred():
-        import optuna
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from ..collect.fill import compile_ahead
-        from ..search import TuneSettings, tune_problem
+    from ..collect.fill import compile_ahead
+    from ..search import TuneSettings, tune_problem
     from ..interrupts import exit_interrupted
     from ..processes import quiet_logs
     from ..search.leases import Worker
