@@ -144,3 +144,18 @@ def test_nothing_to_guard_against() -> None:
     infeasible = Choice(B, Evaluation((), Constraints(memory=0.5)))
     tuned = _choice(A, (1.0, 1.0))
     assert guard(tuned, infeasible, "goodput").stored is tuned
+
+
+def test_a_deployment_is_set_aside_for_throughput_lost_not_for_a_longer_tail() -> None:
+    """The engine setting's rule (tuner.search.deployment): more sequences per step serve
+    more within the SLO and take longer per request; the p90 is reported, not a veto.
+    Per seed, p90 +20 ms each (interval 0); capacity -2, -2.5, -3 = -2.5 ± 1.2."""
+    from tuner.search.deployment import latency_change, loss_against_defaults
+
+    slower = _choice(A, (10.0, 10.0, 10.0), (22.0, 23.0, 24.0), (0.030, 0.031, 0.032))
+    defaults = _choice(B, (10.0, 10.0, 10.0), (20.0, 20.5, 21.0), (0.010, 0.011, 0.012))
+    assert loss_against_defaults(slower, defaults) is None
+    assert latency_change(slower, defaults) == "p90 latency +20 ± 0 ms against the engine's defaults, within the SLO"
+    assert loss_against_defaults(defaults, slower) == \
+        "capacity at the SLO -2.5 ± 1.2 req/s worse than the engine's defaults"
+    assert latency_change(defaults, slower) is None

@@ -40,7 +40,7 @@ from ..stats import paired_delta
 from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
 from .leases import MAX_RETRY, ROWS_LEASE_S, LeaseGate, Worker, fail_running, held
-from .deployment import Deployment, choose_deployment, loss_against_defaults
+from .deployment import Deployment, choose_deployment, latency_change, loss_against_defaults
 from .knob_axis import KnobKey
 from .outcome import RegimeOutcome, _Figures, capacity_at_slo, regime_outcome
 from .ranking import finished_trials
@@ -233,6 +233,9 @@ class _Rows:
                 outcomes = self._outcomes(studies, deployment)
                 break
         for regime, outcome in outcomes.items():
+            slower = latency_change(outcome.tuned, outcome.defaults) if outcome.defaults is not None else None
+            if slower is not None and deployment.knobs != axis.defaults:
+                outcome = replace(outcome, deployment=f"{outcome.deployment}; p90 latency here: {slower}")
             self.write(regime, studies[regime], wait=True, outcome=outcome, key=key)
 
     def _outcomes(self, studies: Mapping[str, optuna.Study], deployment: Deployment) -> dict[str, RegimeOutcome]:
