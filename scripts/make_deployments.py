@@ -65,7 +65,6 @@ def problem_for(name: str, run_path: Path) -> str:
     deployment = deployment_of(run, num_gpu_blocks=run.engine.num_gpu_blocks, name=name)
     text = problem_text(deployment, regimes + "\n" + bursty(prompt, output, run.distinct_prompts()))
     text = with_knobs(text)
-    text = with_baseline_batch(text, run.engine.num_gpu_blocks * run.engine.block_size)
     source = (f"# Built by scripts/make_deployments.py from the measured run {run.name}\n"
               f"# (shared/data/serving_real: inference-sim/training, measured by others; only its figures are used).\n")
     return source + text
@@ -78,18 +77,6 @@ def with_knobs(text: str) -> str:
         at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"{name}: ["))
         indent, comment = lines[at][:len(lines[at]) - len(lines[at].lstrip())], lines[at].partition("#")[2]
         lines[at] = f"{indent}{name}: [{', '.join(map(str, values))}]  #{comment}"
-    return "\n".join(lines) + "\n"
-
-
-def with_baseline_batch(text: str, kv_tokens: int) -> str:
-    """The service's ``baseline_batch`` at the context its KV cache holds: the largest batch
-    ``tuner init`` judges the one-config baseline at (``max_num_seqs`` sequences, each at
-    ``max_model_len``) holds more tokens than the cache (Llama-2-7B: 128 x 4096 = 524,288
-    against 119,392), and its decode-attention tensor outgrows the kernels' int32 indexing."""
-    lines = text.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("max_context:"))
-    lines.insert(at + 1, f"  baseline_batch: {{context: {kv_tokens}}}   # the KV cache's tokens "
-                         "(num_gpu_blocks x block_size): the most context a batch can hold")
     return "\n".join(lines) + "\n"
 
 

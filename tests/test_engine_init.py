@@ -50,6 +50,21 @@ def test_llama2_7b_on_one_h100_by_hand(tmp_path: Path):
     assert result.metrics.completed > 0
 
 
+def test_the_one_config_baseline_is_judged_at_a_batch_the_kv_cache_holds(tmp_path: Path):
+    """vLLM's H100 default of 1024 sequences at the model length is millions of tokens
+    of context, where the KV cache holds (0.9 x 81,559 MiB - 12.55 GiB - the activation
+    peak of 0.4-2 GiB) / (16 x 512 KiB) = 7,300-7,600 blocks of 16 tokens: the baseline
+    batch is the cache's tokens. With 8 sequences of 256 tokens the cache holds them all."""
+    deployment = Deployment(model_shape(LLAMA2_7B), H100, tp=1, rates=(1.0,), name="llama7b")
+    problem = load_problem(_write(tmp_path, deployment))
+    context = problem.service.baseline_batch_variables(problem.size_fields)["context"]
+    assert context == deployment.kv_blocks * 16 and 7_300 * 16 < context < 7_600 * 16
+    small = Deployment(model_shape(LLAMA2_7B), H100, tp=1, rates=(1.0,), name="small", max_num_seqs=8,
+                       max_model_len=256)
+    problem = load_problem(_write(tmp_path, small))
+    assert problem.service.baseline_batch_variables(problem.size_fields)["context"] == 8 * 256
+
+
 def test_mixtral_on_two_ranks_shards_and_all_reduces(tmp_path: Path):
     """TP 2: 16 heads and 4 KV heads per rank, 7168 of each expert's 14336, the router and
     experts in place of the dense MLP, two all-reduces per layer."""

@@ -291,6 +291,7 @@ def _service(dep: Deployment) -> str:
   max_batch: {dep.seqs}           # [VLLM] max_num_seqs ({source})
   max_tokens: {dep.batched_tokens}          # [VLLM] max_num_batched_tokens ({tokens_source}; the chunked-prefill budget)
   max_context: {dep.max_model_len}         # max_model_len
+{_baseline_batch(dep)}
   launch_overhead: {overhead}{router}
   engine:
     kv_bytes_per_token: kv_bytes_per_token
@@ -315,6 +316,19 @@ def _service(dep: Deployment) -> str:
     ttft: 2 s
     tpot: 100 ms
 """
+
+
+def _baseline_batch(dep: Deployment) -> str:
+    """The batch the one-config baseline is judged at: ``max_num_seqs`` sequences at
+    ``max_model_len``, unless the KV cache holds fewer tokens (Llama-2-7B on an H100:
+    128 x 4096 = 524,288 against 119,392), when a batch holds what the cache does; beyond
+    it, the decode-attention tensor of such a batch outgrew the kernels' int32 indexing."""
+    kv_tokens = dep.engine_args.num_gpu_blocks * dep.block_size
+    if kv_tokens < dep.seqs * dep.max_model_len:
+        return (f"  baseline_batch: {{context: {kv_tokens}}}   # the KV cache's tokens "
+                "(num_gpu_blocks x block_size): the most context a batch can hold")
+    return (f"  baseline_batch: {{context: {dep.seqs * dep.max_model_len}}}   # max_num_seqs x max_model_len "
+            "(the KV cache holds them all)")
 
 
 def _knobs(dep: Deployment) -> str:

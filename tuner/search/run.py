@@ -40,7 +40,7 @@ from ..stats import paired_delta
 from .baselines import ONE_CONFIG
 from .evaluate import Evaluation
 from .leases import MAX_RETRY, ROWS_LEASE_S, LeaseGate, Worker, fail_running, held
-from .deployment import Deployment, choose_deployment, latency_change, loss_against_defaults
+from .deployment import SET_ASIDE_FOR, Deployment, choose_deployment, latency_change, loss_against_defaults
 from .knob_axis import KnobKey
 from .outcome import RegimeOutcome, _Figures, capacity_at_slo, regime_outcome
 from .ranking import finished_trials
@@ -162,7 +162,8 @@ def rows_key(settings: TuneSettings, deployment: str = "") -> str:
     problem file): rows written with another key are computed again. ``deployment``: the
     engine knob values chosen across the regimes, for a problem that lists knobs."""
     oracle = settings.oracle_limit if settings.oracle else 0
-    return f"trials={settings.trials};oracle={oracle}" + (f";knobs={deployment}" if deployment else "")
+    chosen = f";knobs={deployment};set aside for={','.join(SET_ASIDE_FOR)}" if deployment else ""
+    return f"trials={settings.trials};oracle={oracle}" + chosen
 
 
 @dataclass
@@ -235,7 +236,7 @@ class _Rows:
         for regime, outcome in outcomes.items():
             slower = latency_change(outcome.tuned, outcome.defaults) if outcome.defaults is not None else None
             if slower is not None and deployment.knobs != axis.defaults:
-                outcome = replace(outcome, deployment=f"{outcome.deployment}; p90 latency here: {slower}")
+                outcome = replace(outcome, deployment=f"{outcome.deployment}; in this regime {slower}")
             self.write(regime, studies[regime], wait=True, outcome=outcome, key=key)
 
     def _outcomes(self, studies: Mapping[str, optuna.Study], deployment: Deployment) -> dict[str, RegimeOutcome]:
