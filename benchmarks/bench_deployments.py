@@ -90,7 +90,7 @@ def _answers(problem, storage: str, progress) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for regime in problem.regimes:
         mine = [row for row in rows if row.regime == regime]
-        d_key = axis.key_of(_knob_values(axis, mine[0].engine_args))
+        d_key = axis.key_of(_knob_values(mine[0].engine_args))
         tuned_under_defaults = select_best(space, trials[regime], len(seeds), knobs=axis.defaults)
         answers = [(axis.defaults, per_bucket), (b_key, per_bucket),
                    (axis.defaults, tuned_under_defaults.assignment if tuned_under_defaults else per_bucket),
@@ -104,7 +104,7 @@ def _answers(problem, storage: str, progress) -> dict[str, Any]:
     return {"regimes": out, "seeds": list(seeds), "defaults": axis.text(axis.defaults)}
 
 
-def _knob_values(axis, stored: dict | None) -> dict:
+def _knob_values(stored: dict | None) -> dict:
     """The rows' ``engine_args`` as knob values (capture sizes back to a tuple)."""
     stored = stored or {}
     return {name: tuple(value) if isinstance(value, list) else value for name, value in stored.items()}

@@ -223,8 +223,7 @@ class Dispatcher:
         """
         state = self._state
         if state.table is None or state.regime is None:
-            self._warn_once("engine_args:fallback", "tuner.runtime: engine_args() has no table to read (serving "
-                            f"the fallback: {state.reason}); returning None")
+            self._no_table("engine_args", "read", state)
             return None
         grouped = self._rows(state.table, "engine_args")
         if grouped is None:
@@ -259,8 +258,7 @@ class Dispatcher:
         """
         state = self._state
         if state.table is None:
-            self._warn_once("reservation:fallback", "tuner.runtime: reservation() has no table to judge (serving "
-                            f"the fallback: {state.reason}); returning None")
+            self._no_table("reservation", "judge", state)
             return None
         grouped = self._rows(state.table, "reservation")
         if grouped is None:
@@ -285,8 +283,7 @@ class Dispatcher:
         """:meth:`requirements` without the memo."""
         table, regime = state.table, state.regime
         if table is None or regime is None:
-            self._warn_once("requirements:fallback", "tuner.runtime: requirements() has no table to judge (serving "
-                            f"the fallback: {state.reason}); returning None")
+            self._no_table("requirements", "judge", state)
             return None
         entry = table.configs[regime].get(op)
         if entry is None:
@@ -483,6 +480,11 @@ class Dispatcher:
         self._warn_once(f"shape:{op}", f"tuner.runtime: config({op!r}, ...): shape {short_repr(shape)} is not a "
                         f"mapping of {', '.join(entry.key)} to numbers; serving the last bucket")
         return entry.pick(shape)
+
+    def _no_table(self, method: str, verb: str, state: _State) -> None:
+        """One warning that ``method()`` answers None: the fallback is served."""
+        self._warn_once(f"{method}:fallback", f"tuner.runtime: {method}() has no table to {verb} (serving "
+                        f"the fallback: {state.reason}); returning None")
 
     def _warn_once(self, key: str, message: str) -> None:
         with self._warn_lock:

@@ -59,6 +59,9 @@ MAX_EXPAND = 24
 #: ceiling (about 4e5 arrivals in all) costs seconds to a minute per seed, where windows
 #: of up to :data:`~tuner.problem.bounds.MAX_ARRIVALS` (5e6) would take about 21 minutes.
 MAX_PROBE_ARRIVALS = min(2**17, MAX_ARRIVALS)
+#: A search's simulations per seed, about (for progress estimates): a bracket by doubling,
+#: then a bisection to :data:`REL_TOL`.
+PROBES_PER_SEED = 10
 
 
 @dataclass(frozen=True)

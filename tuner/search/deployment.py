@@ -33,7 +33,7 @@ from optuna.trial import FrozenTrial
 
 from ..problem.model import Problem
 from ..problem.assignment import Assignment
-from ..stats import Delta, paired, paired_delta
+from ..stats import delta_text, paired, paired_delta
 from .evaluate import Evaluation
 from .guard import figures
 from .knob_axis import KnobAxis, KnobKey
@@ -88,7 +88,7 @@ def choose_deployment(problem: Problem, trials: Mapping[str, Sequence[FrozenTria
     gain = paired(list(scores[best]), list(scores[defaults]), 0.95)
     times = statistics.fmean(scores[best]) / statistics.fmean(scores[defaults])
     measured = (f"weighted capacity at the SLO {times:.3f}× the engine defaults' "
-                f"({_signed(gain)} of their score over {len(scale)} regimes, paired by seed)")
+                f"({delta_text(gain.mean, gain.half_width)} of their score over {len(scale)} regimes, paired by seed)")
     shown = f"{axis.text(best)}: {measured}"
     if gain.low is None or gain.low <= 0:
         return Deployment(defaults, f"{shown}, not a gain beyond the paired interval")
@@ -149,10 +149,6 @@ def _score(per_regime: Mapping[str, Evaluation], problem: Problem, scale: Mappin
     seeds = len(next(iter(per_regime.values())).values)
     return tuple(sum(problem.regimes[regime].weight * e.values[k] / scale[regime] for regime, e in per_regime.items())
                  for k in range(seeds))
-
-
-def _signed(delta: Delta) -> str:
-    return f"{delta.mean:+.3f}" + ("" if delta.half_width is None else f" ± {delta.half_width:.3f}")
 
 
 def _positive(value: float) -> float:

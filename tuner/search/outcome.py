@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -21,6 +20,7 @@ from ..errors import SearchError, TunerError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from .baselines import BASELINES, ONE_CONFIG, PER_BUCKET, ROUTING_AWARE, routing_aware
+from .capacity import PROBES_PER_SEED
 from .evaluate import Evaluation, check_constraints, evaluate
 from .guard import guard
 from .knob_axis import KnobKey, with_key
@@ -226,9 +226,6 @@ class _Figures:
     simulated: Callable[[int], None] = lambda count: None
     knobs: KnobKey = ()  # the problem's knob values (a capacity is remembered per deployment)
 
-    #: A capacity search's simulations per seed, about (:mod:`tuner.search.capacity`):
-    #: a bracket by doubling, then a bisection to 2%.
-    PROBES_PER_SEED: ClassVar[int] = 10
 
     def estimate(self, goodput: Sequence[Assignment], capacity: Sequence[Assignment]) -> int:
         """About how many simulations the figures still need: each seed of a goodput the
@@ -238,7 +235,7 @@ class _Figures:
         needed = sum(seeds for a in dict.fromkeys(goodput)
                      if not (objective == "goodput" and _complete(self.known.get(a), self.seeds, objective)))
         known = (self.capacities or {}).get(self._shape, {})
-        needed += sum(self.PROBES_PER_SEED * seeds for a in dict.fromkeys(capacity)
+        needed += sum(PROBES_PER_SEED * seeds for a in dict.fromkeys(capacity)
                       if a not in known and not (objective == "capacity"
                                                  and _complete(self.known.get(a), self.seeds, objective)))
         return needed

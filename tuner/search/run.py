@@ -38,11 +38,12 @@ from ..store.store import (
 )
 from ..stats import paired_delta
 from .baselines import ONE_CONFIG
+from .capacity import PROBES_PER_SEED
 from .evaluate import Evaluation
 from .leases import MAX_RETRY, ROWS_LEASE_S, LeaseGate, Worker, fail_running, held
 from .deployment import SET_ASIDE_FOR, Deployment, choose_deployment, latency_change, loss_against_defaults
 from .knob_axis import KnobKey
-from .outcome import RegimeOutcome, _Figures, capacity_at_slo, regime_outcome
+from .outcome import RegimeOutcome, capacity_at_slo, regime_outcome
 from .ranking import finished_trials
 from .space import JointSpace
 from .settings import TuneSettings, study_name
@@ -212,7 +213,7 @@ class _Rows:
         problem = self.problem
         axis = JointSpace.of(problem).axis
         if self.progress is not None:  # about: a capacity search per combination and regime
-            self.progress.after_trials(axis.size * len(studies) * self.settings.seeds * _Figures.PROBES_PER_SEED)
+            self.progress.after_trials(axis.size * len(studies) * self.settings.seeds * PROBES_PER_SEED)
             self.progress.note("choosing the engine knobs: capacity at the SLO of each setting's best configs")
 
         def capacity(regime: str, knobs: KnobKey, assignment: Assignment) -> Evaluation:
