@@ -96,10 +96,11 @@ def _answers(problem, storage: str, progress) -> dict[str, Any]:
                    (axis.defaults, tuned_under_defaults.assignment if tuned_under_defaults else per_bucket),
                    (d_key, Assignment.from_rows(problem, mine, storage))]
         figures = [_figures(problem, regime, key, assignment, seeds, capacity) for key, assignment in answers]
-        base = figures[0]["capacity_values"]
+        base, knob_only = figures[0]["capacity_values"], figures[1]["capacity_values"]
         for label, found in zip(LABELS, figures):
             found["answer"] = label
-            found["capacity_delta"] = _paired(found.pop("capacity_values"), base)
+            found["capacity_delta"] = _paired(found["capacity_values"], base)
+            found["capacity_delta_b"] = _paired(found["capacity_values"], knob_only)
         out[regime] = {"answers": figures, "rate_rps": problem.mean_rate(regime, seeds, problem.regimes[regime].horizon_s)}
     return {"regimes": out, "seeds": list(seeds), "defaults": axis.text(axis.defaults)}
 
@@ -155,26 +156,40 @@ def table(report: dict[str, Any]) -> str:
     for (gain, _, verdict), name, regime, a, b, c, d in rows:
         capacities = " / ".join(_rate(answer["capacity_rps"]) for answer in (a, b, c, d))
         delta = d["capacity_delta"]
-        difference = "—" if delta["mean"] is None else f"{delta['mean']:+.2g}" + (
-            "" if delta["half_width"] is None else f" ± {delta['half_width']:.2g}")
+        difference = "—" if delta["mean"] is None else _signed(delta)
         lines.append(f"| {name} | {regime} | {capacities} | {difference} | {_tails(a)} → {_tails(d)} | {verdict} |")
     return "\n".join(lines)
 
 
 def _verdict(a: dict, b: dict, d: dict, seeds: int) -> tuple[bool, float, str]:
     """(significant gain, its share, the words): a gain of (d) over (a) beyond the paired
-    interval, with the knobs that give it and whether the configs add to them."""
-    delta = d["capacity_delta"]
-    low = None if delta["mean"] is None or delta["half_width"] is None else delta["mean"] - delta["half_width"]
+    interval, with the knobs that give it, and how (d) stands against (b) (whether the
+    tuned configs add to the knob-only tuner's answer, each beyond its paired interval)."""
+    low, high = _bounds(d["capacity_delta"])
     share = (d["capacity_rps"] / a["capacity_rps"] - 1.0) if a["capacity_rps"] and d["capacity_rps"] else 0.0
+    over_b = d["capacity_delta_b"]
+    low_b, high_b = _bounds(over_b)
+    against_b = ("the configs add nothing beyond the knobs" if over_b["mean"] == 0 else
+                 f"the tuned configs add {_signed(over_b)} req/s to (b)" if low_b is not None and low_b > 0 else
+                 f"below (b) by {_signed(over_b)} req/s" if high_b is not None and high_b < 0 else
+                 f"no different from (b) beyond the interval ({_signed(over_b)} req/s)")
     if low is None or low <= 0:
-        return False, 0.0, f"no difference: {d['knobs']} kept" if d["knobs"] == a["knobs"] else \
+        kept = f"no difference: {d['knobs']} kept" if d["knobs"] == a["knobs"] else \
             f"no difference beyond the interval ({d['knobs']})"
-    beyond = d["capacity_rps"] - (b["capacity_rps"] or 0.0)
-    configs = ("the configs add nothing beyond the knobs" if beyond == 0 else
-               "above (b): the tuned configs add to the knobs" if beyond > 0 else
-               f"below (b), whose setting the table did not adopt")
-    return True, share, f"gain: {share:+.0%} capacity over {seeds} seeds ({d['knobs']}); {configs}"
+        return False, 0.0, kept + ("" if over_b["mean"] == 0 else f"; {against_b}")
+    return True, share, f"gain: {share:+.0%} capacity over {seeds} seeds ({d['knobs']}); {against_b}"
+
+
+def _bounds(delta: dict) -> tuple[float | None, float | None]:
+    """A paired difference's 95% interval (None, None without one)."""
+    if delta["mean"] is None or delta["half_width"] is None:
+        return None, None
+    return delta["mean"] - delta["half_width"], delta["mean"] + delta["half_width"]
+
+
+def _signed(delta: dict) -> str:
+    """A paired difference as ``+0.5 ± 0.42`` (two significant figures)."""
+    return f"{delta['mean']:+.2g}" + ("" if delta["half_width"] is None else f" ± {delta['half_width']:.2g}")
 
 
 def _rate(value: float | None) -> str:
