@@ -1,13 +1,16 @@
 """Issue 40's four answers on the measured H100 deployments, from their tuned studies.
 
 For each shipped deployment (``scripts/make_deployments.py``: Llama-2-7B TP1,
-CodeLlama-34B TP2, Mixtral-8x7B TP2, Llama-2-70B TP4 on H100 under vLLM V1) tuned into a
-database by ``tuner tune`` (one study per regime over the engine knobs and the kernel
-configs together), and per regime, on the study's own seeds:
+CodeLlama-34B TP2, Mixtral-8x7B TP2, Llama-2-70B TP4 on H100 under vLLM V1) and
+``llm_tp_overlap`` (Llama-3-70B over 8 H100s, continuous batching with SGLang's two-batch
+overlap of the all-reduces, its knobs the overlap and the chunk size; an engine model not
+calibrated on a measured run), tuned into a database by ``tuner tune`` (one study per
+regime over the engine knobs and the kernel configs together), and per regime, on the
+study's own seeds:
 
 * (a) the engine's defaults (the measured runs' ``max_num_seqs`` 128 and
-  ``max_num_batched_tokens`` 2048) with the per-bucket isolated-fastest configs: what a
-  user runs today;
+  ``max_num_batched_tokens`` 2048; llm_tp_overlap's file: the overlap on, 8192 tokens)
+  with the per-bucket isolated-fastest configs: what a user runs today;
 * (b) the knob setting a knob-only tuner would deploy: chosen across the regimes exactly
   as ``tuner tune`` chooses (:mod:`tuner.search.deployment`), but among the per-bucket
   isolated-fastest configs only (the study's first trials hold them under every setting);
@@ -42,7 +45,8 @@ sys.path.insert(0, str(ROOT))
 from recorded import add_options, load_average, record  # noqa: E402
 
 PROCESSES = 2  # seeds simulated side by side (this machine's two cores)
-DEPLOYMENTS = ("h100_llama2_7b_tp1", "h100_codellama34b_tp2", "h100_mixtral8x7b_tp2", "h100_llama2_70b_tp4")
+DEPLOYMENTS = ("h100_llama2_7b_tp1", "h100_codellama34b_tp2", "h100_mixtral8x7b_tp2", "h100_llama2_70b_tp4",
+               "llm_tp_overlap")
 LABELS = ("(a) engine defaults, per-bucket isolated-fastest configs", "(b) knob-only tuner",
           "(c) engine defaults, tuned configs", "(d) the table: knobs and configs tuned together")
 
@@ -144,7 +148,7 @@ def table(report: dict[str, Any]) -> str:
     """The README's first table: per deployment and regime the four answers' capacity at
     the SLO, (d)'s paired difference from (a), p90 TTFT / TPOT at the regime's rate under
     (a) and (d), and a verdict; gains first (largest first), then no difference."""
-    lines = ["| deployment (H100, vLLM V1) | regime | capacity at the SLO, req/s: (a) / (b) / (c) / (d) | "
+    lines = ["| deployment (H100) | regime | capacity at the SLO, req/s: (a) / (b) / (c) / (d) | "
              "(d) − (a), paired 95% CI | p90 TTFT / TPOT at the regime's rate, ms: (a) → (d) | verdict |",
              "|---|---|---|---|---|---|"]
     rows = []

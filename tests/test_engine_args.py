@@ -53,6 +53,24 @@ def test_the_engines_default_writes_no_argument(tmp_path):
     assert 'vllm serve "$MODEL" --max-num-batched-tokens 4096\n' in result.stdout
 
 
+def test_two_batch_overlap_is_sglangs_switch_and_refused_by_vllm_when_on(tmp_path):
+    """SGLang: ``ServerArgs.enable_two_batch_overlap`` (a flag, off by default); vLLM's
+    ``--enable-dbo`` needs data and expert parallelism, so its line refuses the knob on
+    and writes nothing for it off."""
+    on = {"max_num_seqs": 128, "two_batch_overlap": True}
+    sglang = export(tmp_path, "sglang-args", knob_rows(on))
+    assert sglang.exit_code == 0, sglang.output
+    line = next(line for line in sglang.stdout.splitlines() if not line.startswith("#"))
+    assert shlex.split(line)[-3:] == ["--max-running-requests", "128", "--enable-two-batch-overlap"]
+    (tmp_path / "v").mkdir()
+    vllm = export(tmp_path / "v", "vllm-args", knob_rows(on))
+    assert vllm.exit_code == 2 and len(vllm.output.strip().splitlines()) == 1
+    assert "knob two_batch_overlap=true has no vllm-args argument: vLLM's dual-batch overlap" in vllm.output
+    (tmp_path / "o").mkdir()
+    off = export(tmp_path / "o", "vllm-args", knob_rows({"max_num_seqs": 128, "two_batch_overlap": False}))
+    assert off.exit_code == 0 and 'vllm serve "$MODEL" --max-num-seqs 128\n' in off.stdout
+
+
 def test_a_table_without_knobs_or_with_regimes_that_disagree_is_one_line(tmp_path):
     plain = export(tmp_path, "vllm-args", knob_rows(None))
     assert plain.exit_code == 2 and "its rows carry no engine arguments" in plain.output

@@ -80,8 +80,38 @@ def test_buckets_cover_every_value_the_knobs_may_take(tmp_path):
 
 
 def test_every_registered_knob_says_where_the_engine_reads_it_and_when():
-    for knob in KNOBS.values():
-        assert knob.source.startswith("vllm/") and knob.start_up  # vLLM fixes all three at engine start
+    for knob in KNOBS.values():  # vLLM and SGLang fix all of them at engine start
+        assert knob.source.startswith(("vllm/", "python/sglang/")) and knob.start_up
+
+
+@pytest.mark.parametrize("comm_ms, on_ms, off_ms", [(4.0, 28.0 + 44.0, 28.0 + 56.0), (15.0, 50.0 + 70.0, 50.0 + 100.0)])
+def test_two_batch_overlap_as_a_knob_runs_the_hand_worked_schedules(tmp_path, write_problem, comm_ms, on_ms, off_ms):
+    """tests/test_two_batch.py's layer (GEMM 10 ms, all-reduce per token; A and B
+    together). On: its hand-worked schedule (A's prefill alone, then both split in two
+    micro-batches). Off: every kernel in series on one stream, as an engine without the
+    overlap runs them: A alone 10 + c + 10 + c, then two tokens 20 + 2c + 20 + 2c
+    (c = 4 ms: 28 + 56; c = 15 ms: 50 + 100), 4 kernels per step."""
+    from tests.test_two_batch import MS, overlapped
+    from tests.test_two_batch import two_at_once as together
+
+    document = overlapped(together(tmp_path), comm_ms)
+    document["service"]["knobs"] = {"two_batch_overlap": [True, False]}
+    problem = write_problem(document)
+    off = problem.with_knobs({"two_batch_overlap": False})
+    on_m = simulate(problem, Assignment.default(problem), "replay").metrics
+    off_m = simulate(off, Assignment.default(off), "replay").metrics
+    assert (on_m.latency_p50_s, off_m.latency_p50_s) == (pytest.approx(on_ms * MS), pytest.approx(off_ms * MS))
+    assert (on_m.kernels, off_m.kernels) == (12, 8) and off.service.overlap == "independent"
+    assert parse_setting("two_batch_overlap=false") == ("two_batch_overlap", False)
+
+
+def test_two_batch_overlap_needs_a_second_stream(tmp_path, write_problem):
+    with pytest.raises(ProblemError) as raised:
+        write_problem(two_at_once(tmp_path, {"two_batch_overlap": [False, True]}))
+    message = str(raised.value)
+    assert "service.knobs: two_batch_overlap=true: two-batch overlap overlaps operators on another partition" in message
+    with pytest.raises(ProblemError, match=r"service.knobs.two_batch_overlap\[1\]: expected true or false"):
+        write_problem(two_at_once(tmp_path, {"two_batch_overlap": [False, 1]}))
 
 
 def test_command_line_settings_parse_as_the_engine_takes_them(tmp_path, write_problem):

@@ -15,7 +15,10 @@ start-up settings: ``EngineArgs`` builds the ``VllmConfig`` once, ``SchedulerCon
 scheduler's budgets and ``CompilationConfig`` (``vllm/config/compilation.py``:
 ``cudagraph_capture_sizes``, defaulting from ``max_num_seqs`` in
 ``set_cudagraph_sizes``) the graphs captured before the first request. A start-up knob
-takes one value per deployment, never switched at run time.
+takes one value per deployment, never switched at run time. So is SGLang's two-batch
+overlap (``ServerArgs.enable_two_batch_overlap``, ``python/sglang/srt/server_args.py``),
+a switch: each step split into two micro-batches whose collectives and compute overlap
+(``service.overlap: two_batch``).
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from .explain import Invalid
 #: A :class:`tuner.problem.model.Service` (not imported: the model holds a KnobSpace).
 Service = Any
 
-#: A knob's value: a count, or a list of counts (capture sizes); None: the engine's own default.
-KnobValue = Union[int, tuple[int, ...], None]
+#: A knob's value: a count, a list of counts (capture sizes), or a switch (on/off); None:
+#: the engine's own default.
+KnobValue = Union[int, bool, tuple[int, ...], None]
 
 #: The most knob combinations a problem may list (each is a deployment to simulate).
 MAX_COMBINATIONS = 256
@@ -81,6 +85,35 @@ def _sizes(value: object) -> tuple[int, ...] | None:
     return sizes
 
 
+def _switch(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false but got {value!r}")
+    return value
+
+
+def _with_two_batch_overlap(service: Service, value: KnobValue) -> Service:
+    """The service with each step split into two overlapped micro-batches (on), or not.
+
+    Off is what an engine without the overlap runs: no split, and each layer's collective
+    issued on the compute stream after the GEMM that feeds it, so the operators a
+    two-batch service places on a second stream run in series with the rest (not beside
+    it, as ``overlap: independent`` lanes would: an all-reduce depends on the GEMM before
+    it). A service already without the overlap is left as it is.
+
+    Raises:
+        ValueError: on, but no operator runs on a second partition: nothing to overlap.
+    """
+    if value:
+        if len(service.lanes()) < 2:
+            raise ValueError("two-batch overlap overlaps operators on another partition (a second stream) with "
+                             "the rest, and no operator is placed on one")
+        return dataclasses.replace(service, overlap="two_batch")
+    if service.overlap != "two_batch":
+        return service
+    return dataclasses.replace(service, overlap="independent",
+                               operators=tuple(dataclasses.replace(op, partition=None) for op in service.operators))
+
+
 def _with_engine(service: Service, **changes: Any) -> Service:
     assert service.engine is not None, "capture sizes are registered for batching: vllm only"
     return dataclasses.replace(service, engine=dataclasses.replace(service.engine, **changes))
@@ -101,6 +134,12 @@ register(Knob(
     "vllm/config/compilation.py CompilationConfig.cudagraph_capture_sizes", frozenset({"vllm"}),
     lambda service: service.engine.capture_sizes if service.engine is not None else None,
     lambda service, value: _with_engine(service, capture_sizes=value), _sizes, many=True))
+
+register(Knob(
+    "two_batch_overlap", "each step split into two micro-batches, one's collectives overlapping the other's compute",
+    True, "python/sglang/srt/server_args.py ServerArgs.enable_two_batch_overlap (vLLM's counterpart, "
+          "ParallelConfig.enable_dbo, runs only with data and expert parallelism: docs/design/dbo.md)",
+    frozenset({"continuous"}), lambda service: service.overlap == "two_batch", _with_two_batch_overlap, _switch))
 
 
 @dataclass(frozen=True)
@@ -128,7 +167,7 @@ class KnobSpace:
         """The service with each count knob at its largest value: the range its buckets
         and probes must cover whatever the search picks."""
         for name, values in self.choices:
-            counts = [value for value in values if isinstance(value, int)]
+            counts = [value for value in values if isinstance(value, int) and not isinstance(value, bool)]
             if counts:
                 service = KNOBS[name].write(service, max(counts))
         return service
@@ -158,6 +197,8 @@ def show(value: KnobValue) -> str:
     """A knob value as a command line writes it (``8,16,32``; ``default``)."""
     if value is None:
         return "default"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, tuple):
         return ",".join(map(str, value))
     return str(value)
@@ -192,6 +233,8 @@ def parse_setting(text: str) -> tuple[str, KnobValue]:
     try:
         if raw == "default":
             return name, None
+        if raw in ("true", "false"):
+            return name, knob.parse(raw == "true")
         numbers: Sequence[int] = [int(part) for part in raw.split(",")]
         value: object = list(numbers) if knob.many else (numbers[0] if len(numbers) == 1 else list(numbers))
         return name, knob.parse(value)

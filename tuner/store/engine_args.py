@@ -15,7 +15,11 @@ that defines the argument:
 * SGLang (``python -m sglang.launch_server``): ``ServerArgs`` in
   ``python/sglang/srt/server_args.py``: ``--max-running-requests`` (the most requests
   in a batch), ``--chunked-prefill-size`` (the tokens one chunked-prefill step takes,
-  vLLM's chunk size) and ``--cuda-graph-bs`` (the batch sizes captured, one argument each).
+  vLLM's chunk size), ``--cuda-graph-bs`` (the batch sizes captured, one argument each)
+  and ``--enable-two-batch-overlap`` (a switch: two micro-batches per step, one's
+  communication overlapping the other's compute; documented for MoE under expert
+  parallelism). vLLM's counterpart, ``--enable-dbo``, requires data and expert
+  parallelism, so a vLLM line refuses the knob when it is on.
 
 A null value is the engine's own default and writes no argument. The knobs are start-up
 settings, the same in every regime's line (:mod:`tuner.search.deployment`).
@@ -23,6 +27,7 @@ settings, the same in every regime's line (:mod:`tuner.search.deployment`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -45,21 +50,25 @@ class EngineDialect:
     command: str
     spellings: Mapping[str, Spelling]
     source: str
+    #: knobs the engine has no argument for, and why (said when one is set)
+    lacking: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def arguments(self, values: Mapping[str, Any]) -> list[str]:
-        """The arguments for ``values`` (a knob this engine cannot take is refused).
+        """The arguments for ``values``: none for a knob at the engine's default (None,
+        or a switch left off); a knob set that this engine cannot take is refused.
 
         Raises:
-            TunerError: a knob the dialect has no argument for.
+            TunerError: a knob set that the dialect has no argument for.
         """
         out: list[str] = []
         for name, value in values.items():
+            if value is None or value is False:
+                continue
             spelling = self.spellings.get(name)
             if spelling is None:
-                raise TunerError(f"knob {name!r} has no {self.name} argument (it has: "
-                                 f"{', '.join(self.spellings)})")
-            if value is not None:
-                out += spelling(value)
+                why = self.lacking.get(name, f"it has arguments for {', '.join(self.spellings)} only")
+                raise TunerError(f"knob {name}={json.dumps(value)} has no {self.name} argument: {why}")
+            out += spelling(value)
         return out
 
     def line(self, values: Mapping[str, Any]) -> str:
@@ -84,11 +93,14 @@ register(EngineDialect(
     {"max_num_seqs": _flag("--max-num-seqs"), "max_num_batched_tokens": _flag("--max-num-batched-tokens"),
      "cudagraph_capture_sizes": lambda sizes: ["--compilation-config",
                                                json.dumps({"cudagraph_capture_sizes": list(sizes)})]},
-    "vllm/engine/arg_utils.py EngineArgs; vllm/config/compilation.py CompilationConfig.cudagraph_capture_sizes"))
+    "vllm/engine/arg_utils.py EngineArgs; vllm/config/compilation.py CompilationConfig.cudagraph_capture_sizes",
+    {"two_batch_overlap": "vLLM's dual-batch overlap (--enable-dbo) runs only with data and expert parallelism "
+                          "(docs/design/dbo.md), not beside a tensor-parallel all-reduce"}))
 register(EngineDialect(
     "sglang-args", 'python -m sglang.launch_server --model-path "$MODEL"',
     {"max_num_seqs": _flag("--max-running-requests"), "max_num_batched_tokens": _flag("--chunked-prefill-size"),
-     "cudagraph_capture_sizes": lambda sizes: ["--cuda-graph-bs", *map(str, sizes)]},
+     "cudagraph_capture_sizes": lambda sizes: ["--cuda-graph-bs", *map(str, sizes)],
+     "two_batch_overlap": lambda on: ["--enable-two-batch-overlap"]},
     "python/sglang/srt/server_args.py ServerArgs"))
 
 
