@@ -15,6 +15,11 @@ Usage::
     python benchmarks/bench_knobs.py --record     # 3 seeds, every regime (minutes)
     python benchmarks/bench_knobs.py --seeds 2 --regime bursty_code --json
     python benchmarks/bench_knobs.py --tune --regime light --regime bursty_code --record
+    python benchmarks/bench_knobs.py --problem llm_tp_overlap --tune --trials 12 --seeds 2 --record
+
+``--problem NAME`` runs a shipped problem that lists its own knobs instead (recorded as
+``bench_knobs[_tuned]_NAME``): with ``--tune``, each setting's configs tuned in a study of
+their own, against which the joint study of ``tuner tune`` can be read.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--regime", action="append", default=None, help="a regime (repeatable; default: all)")
     parser.add_argument("--tune", action="store_true", help="the four answers (tuner knobs --tune)")
     parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--problem", default=None,
+                        help="a shipped problem that lists its own service.knobs (default: llm_decode with KNOBS)")
     parser.add_argument("--json", action="store_true")
     add_options(parser)
     args = parser.parse_args(argv)
@@ -59,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     before = load_average()
     with tempfile.TemporaryDirectory() as tmp:
-        path = with_knobs(Path(tmp))
+        path = with_knobs(Path(tmp)) if args.problem is None else SPACES / f"{args.problem}.yaml"
         regimes = [option for name in args.regime or () for option in ("--regime", name)]
         tune = ["--tune", "--trials", str(args.trials)] if args.tune else []
         result = CliRunner().invoke(tuner, ["knobs", str(path), "--seeds", str(args.seeds), "--json", "-q",
@@ -67,9 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     if result.exit_code != 0:
         print(result.stderr or result.output, file=sys.stderr)
         return 1
-    report = {"problem": "llm_decode", "knobs": KNOBS, **json.loads(result.stdout)}
+    own = args.problem is None
+    report = {"problem": "llm_decode" if own else args.problem, "knobs": KNOBS if own else "the problem's own",
+              **json.loads(result.stdout)}
     if args.record:
-        record("bench_knobs_tuned" if args.tune else "bench_knobs", report, args.note, before)
+        name = ("bench_knobs_tuned" if args.tune else "bench_knobs") + ("" if own else f"_{args.problem}")
+        record(name, report, args.note, before)
     if args.json or args.tune:
         print(json.dumps(report, indent=2))
         return 0
