@@ -71,6 +71,8 @@ def test_one_study_proposes_knobs_and_configs_and_the_rows_serve_the_chosen_knob
     assert [t.params[knob] for t in study.trials[:2]] == ["2048", "8192"]  # the baseline under each setting first
     assert {t.params[knob] for t in study.trials} == {"2048", "8192"}
     assert outcome.knobs == (8192,) and outcome.deployment.startswith("weighted capacity at the SLO 1.4")
+    under = sum(t.params[knob] == "8192" for t in study.trials if t.state.is_finished())
+    assert 0 < outcome.trials_under_knobs == under < outcome.trials == len(study.trials)  # the chosen setting's share
     # answer (a), the engine's defaults with the per-bucket isolated-fastest configs, is figured beside it
     assert outcome.defaults is not None and outcome.defaults.knobs == (2048,)
     ratio = outcome.tuned.capacity.mean / outcome.defaults.capacity.mean

@@ -88,7 +88,7 @@ def choose_deployment(problem: Problem, trials: Mapping[str, Sequence[FrozenTria
     gain = paired(list(scores[best]), list(scores[defaults]), 0.95)
     times = statistics.fmean(scores[best]) / statistics.fmean(scores[defaults])
     measured = (f"weighted capacity at the SLO {times:.3f}× the engine defaults' "
-                f"({delta_text(gain.mean, gain.half_width)} of their score over {len(scale)} regimes, paired by seed)")
+                f"({delta_text(gain.mean, gain.half_width)} of their score over {len(scale)} regime{'' if len(scale) == 1 else 's'}, paired by seed)")
     shown = f"{axis.text(best)}: {measured}"
     if gain.low is None or gain.low <= 0:
         return Deployment(defaults, f"{shown}, not a gain beyond the paired interval")

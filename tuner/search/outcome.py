@@ -77,6 +77,9 @@ class RegimeOutcome:
     knobs: KnobKey = ()
     defaults: Choice | None = None
     deployment: str | None = None
+    #: the finished trials that ran under ``knobs``: the configs' share of the study's
+    #: budget where it searched several knob settings
+    trials_under_knobs: int = 0
 
     @property
     def baseline(self) -> Choice:
@@ -181,6 +184,7 @@ def regime_outcome(
         guard=guarded.reason, candidate=tuned if guarded.kept_baseline else None,
         trials=len(every), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in every),
         run_simulations=counter.simulations, objective=problem.objective, knobs=key, defaults=defaults,
+        trials_under_knobs=len(finished),
     )
 
 

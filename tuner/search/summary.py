@@ -254,8 +254,13 @@ def knob_lines(outcome: RegimeOutcome) -> list[str]:
     against the engine's defaults with the per-bucket configs (issue 40's answer (a))."""
     if not outcome.problem.knobs:
         return []
-    lines = [f"engine knobs (start-up: one setting for every regime): {outcome.space.axis.text(outcome.knobs)}; "
+    axis = outcome.space.axis
+    lines = [f"engine knobs (start-up: one setting for every regime): {axis.text(outcome.knobs)}; "
              f"{outcome.deployment}"]
+    if axis.size > 1:
+        lines.append(f"configs searched under this setting in {outcome.trials_under_knobs} of the study's "
+                     f"{outcome.trials} trials (shared among {axis.size} settings; where the configs matter, "
+                     "more --trials)")
     defaults = outcome.defaults
     if defaults is not None and defaults.capacity is not None and outcome.tuned.capacity is not None:
         lines.append(capacity_line(outcome.tuned.capacity, defaults.capacity, name="(a)",
