@@ -87,8 +87,9 @@ def choose_deployment(problem: Problem, trials: Mapping[str, Sequence[FrozenTria
         return Deployment(defaults, "no other setting serves more at the SLO over the regimes")
     gain = paired(list(scores[best]), list(scores[defaults]), 0.95)
     times = statistics.fmean(scores[best]) / statistics.fmean(scores[defaults])
+    regimes = f"{len(scale)} regime" + ("" if len(scale) == 1 else "s")
     measured = (f"weighted capacity at the SLO {times:.3f}× the engine defaults' "
-                f"({delta_text(gain.mean, gain.half_width)} of their score over {len(scale)} regime{'' if len(scale) == 1 else 's'}, paired by seed)")
+                f"({delta_text(gain.mean, gain.half_width)} of their score over {regimes}, paired by seed)")
     shown = f"{axis.text(best)}: {measured}"
     if gain.low is None or gain.low <= 0:
         return Deployment(defaults, f"{shown}, not a gain beyond the paired interval")
