@@ -159,6 +159,29 @@ def test_the_tensor_parallel_file_puts_two_all_reduces_a_layer_on_the_comm_strea
     assert {phases[0][1] for _, phases in comm} == {16 / 132} and {phases[0][4] for _, phases in comm} == {1.0}
 
 
+def test_nccl_channels_hold_every_all_reduce_to_its_count_at_start_up() -> None:
+    """The knob pins each all-reduce's channels whatever its config: at 8 it holds 8 of
+    132 SMs and runs as the link model prices 8 channels, 8 x 36.7 GB/s = 294 GB/s below
+    the 367 GB/s ring bus bandwidth (tuner.profile.interconnect), so it is slower than at
+    NCCL's own 16, which fill the link."""
+    from tuner.profile.interconnect import NVLINK4
+
+    problem = load_problem(TP)
+    assert problem.service.collective_channels is None and "nccl_channels" in problem.knobs.names
+    times = {}
+    for channels in (None, 8):
+        variant = problem.with_knobs({"nccl_channels": channels}) if channels else problem
+        bound = bind(variant.service, resolve_assignment(problem, []), problem.size_fields, allow_merge=False)
+        _, comm = bound.program(ITERATIONS["decode"]).lanes
+        assert {phases[0][1] for _, phases in comm} == {(channels or 16) / 132}
+        times[channels] = comm[0][1][0][0]
+    tokens = ITERATIONS["decode"]["tokens"]
+    nbytes = tokens * 8192 * 2
+    assert times[8] == pytest.approx(NVLINK4.latency_s + NVLINK4.latency_per_peer_s * 7 + 2 * 7 / 8 * nbytes / (8 * 36.7e9), rel=1e-9)
+    assert times[None] == pytest.approx(NVLINK4.seconds("all_reduce", nbytes, 8, 16), rel=1e-9)
+    assert times[8] > times[None]
+
+
 def test_a_persistent_gemm_sized_to_every_sm_loses_a_round_beside_the_all_reduce() -> None:
     # The down projection of a 1024-token iteration (M=1024, N=8192, K=3584) as one
     # persistent grid sized to all 132 SMs (two CTAs per SM, its compiled occupancy: 264),

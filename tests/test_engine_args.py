@@ -71,6 +71,22 @@ def test_two_batch_overlap_is_sglangs_switch_and_refused_by_vllm_when_on(tmp_pat
     assert off.exit_code == 0 and 'vllm serve "$MODEL" --max-num-seqs 128\n' in off.stdout
 
 
+def test_nccls_channels_are_its_environment_before_either_engines_command(tmp_path):
+    """NCCL reads NCCL_MIN_NCHANNELS and NCCL_MAX_NCHANNELS from the environment (both
+    the count: every collective held to it); no engine argument sets them. The engine's
+    default (null) writes neither."""
+    for fmt, command in (("vllm-args", ["vllm", "serve"]), ("sglang-args", ["python", "-m", "sglang.launch_server"])):
+        (tmp_path / fmt).mkdir()
+        result = export(tmp_path / fmt, fmt, knob_rows({"max_num_seqs": 128, "nccl_channels": 8}))
+        assert result.exit_code == 0, result.output
+        line = next(line for line in result.stdout.splitlines() if not line.startswith("#"))
+        assert shlex.split(line)[:2 + len(command)] == ["NCCL_MIN_NCHANNELS=8", "NCCL_MAX_NCHANNELS=8", *command]
+        assert "--disable-custom-all-reduce hands it to NCCL" in result.stdout
+    (tmp_path / "d").mkdir()
+    default = export(tmp_path / "d", "vllm-args", knob_rows({"max_num_seqs": 128, "nccl_channels": None}))
+    assert default.exit_code == 0 and "NCCL" not in default.stdout
+
+
 def test_a_table_without_knobs_or_with_regimes_that_disagree_is_one_line(tmp_path):
     plain = export(tmp_path, "vllm-args", knob_rows(None))
     assert plain.exit_code == 2 and "its rows carry no engine arguments" in plain.output

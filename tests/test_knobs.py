@@ -53,6 +53,8 @@ def test_max_num_seqs_is_the_sequences_an_iteration_holds_by_hand(tmp_path, writ
     ({"max_num_seqs": []}, "service.knobs.max_num_seqs", "expected a list of values"),
     ({"cudagraph_capture_sizes": [None]}, "service.knobs.cudagraph_capture_sizes", "batching vllm, not continuous"),
     ({"max_num_seqs": [2, 4]}, "service.knobs", "max_num_seqs=4: max_num_seqs 4 > max_num_batched_tokens 2"),
+    ({"nccl_channels": [None, 8]}, "service.knobs.nccl_channels",
+     "changes nothing here: no operator runs a collective (kernel: comm)"),
     ({"max_num_seqs": [2, *range(3, 40)], "max_num_batched_tokens": [2, *range(40, 48)]}, "service.knobs",
      "342 combinations; at most 256"),
 ])
@@ -80,8 +82,8 @@ def test_buckets_cover_every_value_the_knobs_may_take(tmp_path):
 
 
 def test_every_registered_knob_says_where_the_engine_reads_it_and_when():
-    for knob in KNOBS.values():  # vLLM and SGLang fix all of them at engine start
-        assert knob.source.startswith(("vllm/", "python/sglang/")) and knob.start_up
+    for knob in KNOBS.values():  # vLLM, SGLang and NCCL fix all of them at engine start
+        assert knob.source.startswith(("vllm/", "python/sglang/", "src/graph/")) and knob.start_up
 
 
 @pytest.mark.parametrize("comm_ms, on_ms, off_ms", [(4.0, 28.0 + 44.0, 28.0 + 56.0), (15.0, 50.0 + 70.0, 50.0 + 100.0)])

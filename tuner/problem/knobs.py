@@ -18,7 +18,11 @@ scheduler's budgets and ``CompilationConfig`` (``vllm/config/compilation.py``:
 takes one value per deployment, never switched at run time. So is SGLang's two-batch
 overlap (``ServerArgs.enable_two_batch_overlap``, ``python/sglang/srt/server_args.py``),
 a switch: each step split into two micro-batches whose collectives and compute overlap
-(``service.overlap: two_batch``).
+(``service.overlap: two_batch``). And so are NCCL's channel bounds, read from the
+environment when the engine creates its communicators (``NCCL_MIN_NCHANNELS``,
+``NCCL_MAX_NCHANNELS``: ``src/graph/connect.cc``), which hold every collective to one
+channel count: the knob ``nccl_channels``, the count a ``comm`` family's ``CHANNELS``
+otherwise sets per config.
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ class Knob:
     write: Callable[[Service, KnobValue], Service]
     parse: Callable[[object], KnobValue]
     many: bool = False  # its value is a list (written NAME=1,2,4 on a command line)
+    #: which kernels' profiles it changes, where it changes only some (a knob no
+    #: operator's kernel answers to changes nothing, and a problem listing it is refused)
+    acts_on: Callable[[object], bool] | None = None
+    acts_on_what: str = ""
 
 
 #: The knobs by name: how an engine names its argument (``vllm serve --max-num-seqs``).
@@ -83,6 +91,10 @@ def _sizes(value: object) -> tuple[int, ...] | None:
     if list(sizes) != sorted(set(sizes)):
         raise ValueError(f"capture sizes must ascend without repeats but got {list(sizes)}")
     return sizes
+
+
+def _optional_count(value: object) -> int | None:
+    return None if value is None else _count(value)
 
 
 def _switch(value: object) -> bool:
@@ -140,6 +152,15 @@ register(Knob(
     True, "python/sglang/srt/server_args.py ServerArgs.enable_two_batch_overlap (vLLM's counterpart, "
           "ParallelConfig.enable_dbo, runs only with data and expert parallelism: docs/design/dbo.md)",
     frozenset({"continuous"}), lambda service: service.overlap == "two_batch", _with_two_batch_overlap, _switch))
+
+register(Knob(
+    "nccl_channels", "the channels (one CTA, one SM each) NCCL holds every collective to; default: each "
+                     "collective's CHANNELS", True,
+    "src/graph/connect.cc (NVIDIA/nccl) NCCL_PARAM MinNchannels, MaxNchannels: the environment's "
+    "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, read when the engine creates its communicators",
+    frozenset({"dynamic", "continuous", "vllm"}), lambda service: service.collective_channels,
+    lambda service, value: dataclasses.replace(service, collective_channels=value), _optional_count,
+    acts_on=lambda profile: hasattr(profile, "with_channels"), acts_on_what="a collective (kernel: comm)"))
 
 
 @dataclass(frozen=True)
@@ -242,7 +263,16 @@ def parse_setting(text: str) -> tuple[str, KnobValue]:
         raise ValueError(f"--knob {text!r}: {exc}") from None
 
 
-def knob_space(written: Mapping[str, object], service: Service) -> KnobSpace:
+def _acted_on(knob: Knob, service: Service, configs_of: Callable[[str], Sequence[Any]] | None) -> bool:
+    """Whether an operator of ``service`` runs a kernel ``knob`` changes (always, for a
+    knob that changes the engine rather than some kernels)."""
+    if knob.acts_on is None or configs_of is None:
+        return True
+    return any(knob.acts_on(config.profile) for op in service.operators for config in configs_of(op.family))
+
+
+def knob_space(written: Mapping[str, object], service: Service,
+               configs_of: Callable[[str], Sequence[Any]] | None = None) -> KnobSpace:
     """``service.knobs`` of a problem file, checked against the registry and the service.
 
     Raises:
@@ -261,6 +291,8 @@ def knob_space(written: Mapping[str, object], service: Service) -> KnobSpace:
                                f"{service.batching}")
         if not isinstance(values, list) or not values:
             raise Invalid(key, f"expected a list of values, the service's own first, but got {values!r}")
+        if not _acted_on(knob, service, configs_of):
+            raise Invalid(key, f"changes nothing here: no operator runs {knob.acts_on_what}")
         parsed: list[KnobValue] = []
         for i, value in enumerate(values):
             try:

@@ -98,7 +98,7 @@ def _build(spec: s.ProblemSpec, path: Path, file_hash: str, resources: object | 
         device = Device(preset.name, preset.sms, spec.device.saturating_share or preset.saturating_share)
         families.update(kernels.kernel_families(spec, operators, preset, factors, resources, base, constants))
     service = _service(spec, operators, size_fields, constants, device, partitions)
-    knobs = knob_space(spec.service.knobs, service)
+    knobs = knob_space(spec.service.knobs, service, lambda family: families[family].configs)
     widest = knobs.widest(service)  # the buckets and probes cover every value the knobs may take
     built = {name: regimes.regime(name, r, base, service) for name, r in spec.regimes.items()}
     points = probe.probe_points(widest, size_fields)

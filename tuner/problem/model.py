@@ -361,6 +361,9 @@ class Service:
     graph_replay_s: float = 0.0
     #: the engine of a ``batching: vllm`` service
     engine: EngineSettings | None = None
+    #: the channels NCCL holds every collective to, set at start-up (the knob
+    #: ``nccl_channels``); None: each collective's config says (``CHANNELS``)
+    collective_channels: int | None = None
 
     @property
     def kind(self) -> BatchingKind:

@@ -29,9 +29,11 @@ class CollectiveProfile:
     source: str = "modeled"
     config: dict[str, Any] = field(init=False, compare=False, repr=False)
     link: Interconnect = field(init=False, compare=False, repr=False)
+    _pinned: dict[int, CollectiveProfile] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "config", dict(self.params))
+        object.__setattr__(self, "_pinned", {})
         link = PRESETS.get(self.family.interconnect)
         if link is None:
             raise KernelError(f"interconnect {self.family.interconnect!r} is not a preset ({', '.join(PRESETS)})")
@@ -49,6 +51,19 @@ class CollectiveProfile:
 
     def shape_of(self, variables: Mapping[str, float]) -> dict[str, int]:
         return {key: max(1, math.ceil(variables[key])) for key in self.family.shape_keys}
+
+    def with_channels(self, channels: int) -> CollectiveProfile:
+        """This collective as NCCL runs it when held to ``channels`` at start-up
+        (``NCCL_MIN_NCHANNELS`` = ``NCCL_MAX_NCHANNELS``: the knob ``nccl_channels``),
+        whatever its config's ``CHANNELS``; one object per count, so the simulator's
+        launch memos, keyed by profile, are shared by every trial that pins it alike."""
+        if int(self.config["CHANNELS"]) == channels:
+            return self
+        pinned = self._pinned.get(channels)
+        if pinned is None:
+            params = tuple((k, channels if k == "CHANNELS" else v) for k, v in self.params)
+            pinned = self._pinned[channels] = CollectiveProfile(self.family, params, self.device, self.source)
+        return pinned
 
     def seconds(self, shape: Mapping[str, int]) -> float:
         """Isolated time of one collective at ``shape``."""

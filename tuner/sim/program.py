@@ -7,6 +7,7 @@ iteration) makes: consecutive operators with the same ``repeat`` form a block th
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from operator import itemgetter
@@ -420,6 +421,17 @@ def _reads(configs: tuple[Config, ...], op: Operator) -> tuple[str, ...] | None:
     return tuple(sorted(names - {dim for dim, _ in op.shape}))
 
 
+def _held_to_channels(configs: tuple[Config, ...], channels: int) -> tuple[Config, ...]:
+    """The configs with each collective's profile held to ``channels`` (the knob
+    ``nccl_channels``: NCCL reads its channel bounds once, at start-up, for every
+    collective alike); a profile that is not a collective's has no ``with_channels``."""
+    out = []
+    for config in configs:
+        pin = getattr(config.profile, "with_channels", None)
+        out.append(config if pin is None else dataclasses.replace(config, profile=pin(channels)))
+    return tuple(out)
+
+
 def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
          allow_merge: bool = True) -> BoundService:
     """Pair each operator with its configs and compute the workspace the engine reserves.
@@ -449,6 +461,8 @@ def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
             if config.family != op.family:
                 raise AssignmentError(f"operator {op.name!r} is family {op.family!r} but config "
                                       f"{config.name!r} is of {config.family!r}")
+        if service.collective_channels is not None:
+            configs = _held_to_channels(configs, service.collective_channels)
         direct = _reads(configs, op)
         reads = None if direct is None else tuple(sorted(set(direct).union(*(e.names for _, e in op.shape))))
         partition = op.partition or service.partition

@@ -21,7 +21,9 @@ that defines the argument:
   parallelism). vLLM's counterpart, ``--enable-dbo``, requires data and expert
   parallelism, so a vLLM line refuses the knob when it is on.
 
-A null value is the engine's own default and writes no argument. The knobs are start-up
+NCCL's channel count (``nccl_channels``) is no engine argument: NCCL reads
+``NCCL_MIN_NCHANNELS``/``NCCL_MAX_NCHANNELS`` from the environment, so a line sets both
+before the command. A null value is the engine's own default and writes no argument. The knobs are start-up
 settings, the same in every regime's line (:mod:`tuner.search.deployment`).
 """
 
@@ -52,27 +54,37 @@ class EngineDialect:
     source: str
     #: knobs the engine has no argument for, and why (said when one is set)
     lacking: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: knobs read from the environment rather than the command line (NCCL's), each as
+    #: ``NAME=VALUE`` assignments written before the command
+    environment: Mapping[str, Spelling] = dataclasses.field(default_factory=dict)
 
-    def arguments(self, values: Mapping[str, Any]) -> list[str]:
-        """The arguments for ``values``: none for a knob at the engine's default (None,
-        or a switch left off); a knob set that this engine cannot take is refused.
+    def arguments(self, values: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+        """The environment assignments and the arguments for ``values``: none for a knob
+        at the engine's default (None, or a switch left off); a knob set that this engine
+        cannot take is refused.
 
         Raises:
             TunerError: a knob set that the dialect has no argument for.
         """
-        out: list[str] = []
+        assignments: list[str] = []
+        arguments: list[str] = []
         for name, value in values.items():
             if value is None or value is False:
                 continue
+            if name in self.environment:
+                assignments += self.environment[name](value)
+                continue
             spelling = self.spellings.get(name)
             if spelling is None:
-                why = self.lacking.get(name, f"it has arguments for {', '.join(self.spellings)} only")
+                known = ", ".join([*self.spellings, *self.environment])
+                why = self.lacking.get(name, f"it has arguments for {known} only")
                 raise TunerError(f"knob {name}={json.dumps(value)} has no {self.name} argument: {why}")
-            out += spelling(value)
-        return out
+            arguments += spelling(value)
+        return assignments, arguments
 
     def line(self, values: Mapping[str, Any]) -> str:
-        return " ".join([self.command, *(shlex.quote(argument) for argument in self.arguments(values))])
+        assignments, arguments = self.arguments(values)
+        return " ".join([*assignments, self.command, *(shlex.quote(argument) for argument in arguments)])
 
 
 #: The dialects by the name ``--format`` takes.
@@ -88,6 +100,13 @@ def _flag(flag: str) -> Spelling:
     return lambda value: [flag, str(value)]
 
 
+#: NCCL's channel bounds, read from the environment when a communicator is created (NCCL
+#: user guide, Environment Variables): both set to one count hold every collective to it.
+#: Engines run small all-reduces on NVLink with their own kernel instead of NCCL (vLLM's
+#: and SGLang's custom all-reduce), which these do not reach.
+_NCCL_ENVIRONMENT: dict[str, Spelling] = {
+    "nccl_channels": lambda channels: [f"NCCL_MIN_NCHANNELS={channels}", f"NCCL_MAX_NCHANNELS={channels}"]}
+
 register(EngineDialect(
     "vllm-args", 'vllm serve "$MODEL"',
     {"max_num_seqs": _flag("--max-num-seqs"), "max_num_batched_tokens": _flag("--max-num-batched-tokens"),
@@ -95,13 +114,14 @@ register(EngineDialect(
                                                json.dumps({"cudagraph_capture_sizes": list(sizes)})]},
     "vllm/engine/arg_utils.py EngineArgs; vllm/config/compilation.py CompilationConfig.cudagraph_capture_sizes",
     {"two_batch_overlap": "vLLM's dual-batch overlap (--enable-dbo) runs only with data and expert parallelism "
-                          "(docs/design/dbo.md), not beside a tensor-parallel all-reduce"}))
+                          "(docs/design/dbo.md), not beside a tensor-parallel all-reduce"},
+    _NCCL_ENVIRONMENT))
 register(EngineDialect(
     "sglang-args", 'python -m sglang.launch_server --model-path "$MODEL"',
     {"max_num_seqs": _flag("--max-running-requests"), "max_num_batched_tokens": _flag("--chunked-prefill-size"),
      "cudagraph_capture_sizes": lambda sizes: ["--cuda-graph-bs", *map(str, sizes)],
      "two_batch_overlap": lambda on: ["--enable-two-batch-overlap"]},
-    "python/sglang/srt/server_args.py ServerArgs"))
+    "python/sglang/srt/server_args.py ServerArgs", environment=_NCCL_ENVIRONMENT))
 
 
 def engine_lines(problem: str, rows: Sequence[TableRow], dialect: EngineDialect) -> str:
@@ -126,6 +146,9 @@ def engine_lines(problem: str, rows: Sequence[TableRow], dialect: EngineDialect)
     lines = [f"# {dialect.name} for {problem}, written by `tuner table export` ({dialect.source}).",
              "# One command line per regime; the engine reads these knobs at start-up, so every line is the same.",
              '# MODEL: the model the problem describes; other arguments (parallelism, memory) are yours.']
+    if any(dialect.arguments(values or {})[0] for values in by_regime.values()):
+        lines.append("# NCCL_*: NCCL's channel bounds; an all-reduce the engine runs on its own kernel (its custom "
+                     "all-reduce, small messages on NVLink) ignores them: --disable-custom-all-reduce hands it to NCCL.")
     for regime, values in by_regime.items():
         lines += [f"# regime {regime}", dialect.line(values or {})]
     return "\n".join(lines) + "\n"
