@@ -132,3 +132,31 @@ def test_seed_processes_simulate_a_knob_variant_as_this_process_does(tmp_path):
         assert parallel.current(variant) is not None
         pooled = evaluate(variant, assignment, "prefill_heavy", range(2), None, metric="capacity")
     assert pooled.values == alone.values
+
+
+def test_the_adopted_setting_gets_trials_of_its_own_for_its_configs(tmp_path):
+    """The study shares its budget among the settings, so the one adopted (chunk 8192)
+    had a share of the 4 trials; before the rows are figured its configs are searched
+    under it until 4 trials ran with it (here all 4 of its points: two GEMMs, two tiles
+    each in the 4096-row bucket), no knob moving. A rerun adds nothing."""
+    chunk_problem(tmp_path)
+    document = yaml.safe_load((tmp_path / "chunk.yaml").read_text())
+    first_op = document["service"]["operators"][0]
+    document["service"]["operators"] = [dict(first_op, repeat=16), dict(first_op, name="proj2", repeat=16)]
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(document))
+    problem = load_problem(path)
+    settings = TuneSettings(trials=4, seeds=2)
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    outcome, = tune_problem(problem, url, settings)
+    study = optuna.load_study(study_name=outcome.study_name, storage=url)
+    knob = PREFIX + "max_num_batched_tokens"
+    shared = [t.params[knob] for t in study.trials[:settings.trials]]
+    continued = study.trials[settings.trials:]
+    assert outcome.knobs == (8192,) and 0 < shared.count("8192") < settings.trials
+    assert continued and {t.params[knob] for t in continued} == {"8192"}
+    assert outcome.trials_under_knobs == settings.trials == shared.count("8192") + len(continued)
+    rows = [(r.regime, r.op, r.bucket, r.config, r.engine_args) for r in rows_of(url, problem)]
+    assert tune_problem(problem, url, settings) == []  # its rows are written from these studies already
+    assert len(optuna.load_study(study_name=outcome.study_name, storage=url).trials) == len(study.trials)
+    assert [(r.regime, r.op, r.bucket, r.config, r.engine_args) for r in rows_of(url, problem)] == rows

@@ -15,7 +15,9 @@ through co-running, and each cell's choices are already the configs no other dom
   less workspace or towards less time alone (its buckets usually agree);
 * **cell** — one cell to another of its choices;
 * **knob** — where the problem lists engine knobs (:mod:`tuner.search.knob_axis`), a
-  quarter of the proposals move one knob to another value and keep the configs.
+  quarter of the proposals move one knob to another value and keep the configs; a
+  sampler *pinned* to one knob setting (a study continued under the deployed setting)
+  moves configs only.
 
 Operator and cell moves touch only the cells the incumbent's simulations launched
 (when the study recorded them): a config in a bucket the service never reached in this
@@ -56,11 +58,15 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         space: the joint space; its ``names`` are the parameters sampled.
         incumbent: the best point of a study so far, or None before any finished trial.
         seed: seeds the proposals.
+        pinned: the knob values every proposal keeps (None: knobs move too); the
+            incumbent is then the best trial run with them.
     """
 
-    def __init__(self, space: JointSpace, incumbent: Callable[[optuna.Study], Incumbent | None], seed: int) -> None:
+    def __init__(self, space: JointSpace, incumbent: Callable[[optuna.Study], Incumbent | None], seed: int,
+                 pinned: KnobKey | None = None) -> None:
         self.space = space
         self._incumbent = incumbent
+        self._pinned = pinned
         self._rng = np.random.RandomState(seed)
         self._distributions = {**distributions(space), **space.axis.distributions()}
         self._caps = sorted({c.workspace for costs in space.costs for c in costs if c.legal})
@@ -78,13 +84,13 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         seen = {k for t in trials if t.number != trial.number and (k := space.key(t.params)) is not None}
         found = self._incumbent(study)
         start, knobs, visited = found if found is not None else (tuple(c[0] for c in space.choices),
-                                                                 space.axis.defaults, None)
+                                                                 self._pinned or space.axis.defaults, None)
         movable = self._movable(visited)
         for _ in range(64):
             proposal = self._knob_move(start, knobs) if self._moves_knobs() else (self._move(start, movable), knobs)
             if proposal not in seen:
                 return self._params(*proposal)
-        keys = space.axis.keys()
+        keys = space.axis.keys() if self._pinned is None else [self._pinned]
         for _ in range(64):  # every neighbour tried: a random point, one not tried if one turns up
             point = tuple(choices[self._rng.randint(len(choices))] for choices in space.choices)
             proposal = point, keys[self._rng.randint(len(keys))]
@@ -141,7 +147,7 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
     def _moves_knobs(self) -> bool:
         """Whether the next proposal changes a knob (the configs kept) rather than configs
         (the knobs kept): :data:`KNOB_MOVE` of the time when the problem has knobs."""
-        return self.space.axis.size > 1 and self._rng.rand() < KNOB_MOVE
+        return self._pinned is None and self.space.axis.size > 1 and self._rng.rand() < KNOB_MOVE
 
     def _knob_move(self, point: JointPoint, knobs: KnobKey) -> tuple[JointPoint, KnobKey]:
         """**knob** — one knob of the incumbent to another of its values, the configs kept:

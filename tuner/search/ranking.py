@@ -85,11 +85,12 @@ def select_best(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int,
     return Choice(space.assignment(point), evaluation, trial.number, knobs=found)
 
 
-def incumbent(space: JointSpace, study: optuna.Study, n_seeds: int) -> Incumbent | None:
-    """The study's best point so far, its knob values and the cells its simulations
-    used (None: not recorded)."""
+def incumbent(space: JointSpace, study: optuna.Study, n_seeds: int, knobs: KnobKey | None = None
+              ) -> Incumbent | None:
+    """The study's best point so far (among the trials run with knob values ``knobs``;
+    None: any), its knob values and the cells its simulations used (None: not recorded)."""
     trials = finished_trials(study)
-    best = select_best(space, trials, n_seeds)
+    best = select_best(space, trials, n_seeds, knobs)
     if best is None:
         return None
     visited = next(t.user_attrs.get("visited") for t in trials if t.number == best.trial)

@@ -139,7 +139,15 @@ def run_regimes(job: TuneJob, start_team: Callable[[], Team] | None = None) -> l
         for name, study in held_elsewhere:  # another worker was writing them: wait, write if it died first
             rows.write(name, study, wait=True)
         if worker.writes_rows and problem.knobs:
-            rows.write_deployment(studies)
+            def continued(knobs: KnobKey) -> dict[str, optuna.Study]:
+                """Each regime's study continued under the setting ``knobs`` (:func:`run_study`)."""
+                return {name: run_study(problem, name, storage, settings, callbacks=job.callbacks,
+                                        progress=job.progress, salt=worker.salt, knobs=knobs,
+                                        gate=LeaseGate(store, study_name(problem.name, name), worker.id,
+                                                       job.orphaned))
+                        for name in job.regimes}
+
+            rows.write_deployment(studies, continued)
         if team is not None:
             for failure in team.join():
                 job.warn(failure)
@@ -163,7 +171,8 @@ def rows_key(settings: TuneSettings, deployment: str = "") -> str:
     problem file): rows written with another key are computed again. ``deployment``: the
     engine knob values chosen across the regimes, for a problem that lists knobs."""
     oracle = settings.oracle_limit if settings.oracle else 0
-    chosen = f";knobs={deployment};set aside for={','.join(SET_ASIDE_FOR)}" if deployment else ""
+    chosen = (f";knobs={deployment};set aside for={','.join(SET_ASIDE_FOR)};configs continued under it"
+              if deployment else "")
     return f"trials={settings.trials};oracle={oracle}" + chosen
 
 
@@ -206,10 +215,15 @@ class _Rows:
         return True
 
 
-    def write_deployment(self, studies: Mapping[str, optuna.Study]) -> None:
+    def write_deployment(self, studies: Mapping[str, optuna.Study],
+                         continued: Callable[[KnobKey], Mapping[str, optuna.Study]]) -> None:
         """Write every regime's rows with one setting of the problem's start-up knobs
         (:mod:`tuner.search.deployment`): chosen from the studies, figured in every regime,
-        and set aside for the engine's defaults where it loses to them in any."""
+        and set aside for the engine's defaults where it loses to them in any.
+
+        The studies shared their trials among the settings, so the one adopted had only a
+        share of them for its configs: before its rows are figured, every regime's study
+        is ``continued`` under it until it has ``--trials`` of its own."""
         problem = self.problem
         axis = JointSpace.of(problem).axis
         if self.progress is not None:  # about: a capacity search per combination and regime
@@ -225,6 +239,7 @@ class _Rows:
         key = rows_key(self.settings, axis.text(deployment.knobs))
         if all(self.store.written_key(study.study_name) == key for study in studies.values()):
             return
+        studies = self._continued(continued, deployment.knobs)
         outcomes = self._outcomes(studies, deployment)
         for regime, outcome in outcomes.items():
             guarded = outcome.defaults is not None and problem.regimes[regime].weight > 0
@@ -232,6 +247,7 @@ class _Rows:
             if why is not None:
                 deployment = Deployment(axis.defaults, f"{axis.text(deployment.knobs)} set aside: regime "
                                                        f"{regime!r}: {why}")
+                studies = self._continued(continued, deployment.knobs)
                 outcomes = self._outcomes(studies, deployment)
                 break
         for regime, outcome in outcomes.items():
@@ -239,6 +255,14 @@ class _Rows:
             if slower is not None and deployment.knobs != axis.defaults:
                 outcome = replace(outcome, deployment=f"{outcome.deployment}; in this regime {slower}")
             self.write(regime, studies[regime], wait=True, outcome=outcome, key=key)
+
+    def _continued(self, continued: Callable[[KnobKey], Mapping[str, optuna.Study]],
+                   knobs: KnobKey) -> Mapping[str, optuna.Study]:
+        if self.progress is not None:
+            text = JointSpace.of(self.problem).axis.text(knobs)
+            self.progress.note(f"searching the configs under {text}: {self.settings.trials} trials of their own "
+                               "per regime")
+        return continued(knobs)
 
     def _outcomes(self, studies: Mapping[str, optuna.Study], deployment: Deployment) -> dict[str, RegimeOutcome]:
         return {regime: replace(regime_outcome(self.problem, regime, study, self.settings, progress=self.progress,

@@ -46,7 +46,7 @@ from .objective import Objective, SimulationCount
 from .ranking import FINISHED, finished_trials, incumbent
 from .settings import TuneSettings, study_name
 from .space import JointSpace, JointPoint
-from .warm_starts import warm_starts
+from .warm_starts import pinned_starts, warm_starts
 
 
 class StudyProgress(Protocol):
@@ -139,9 +139,15 @@ def run_study(
     salt: str = "",
     rehearse: bool = False,
     neighbours: optuna.storages.BaseStorage | None = None,
+    knobs: KnobKey | None = None,
 ) -> optuna.Study:
     """Open (or create) the regime's study and run trials until it holds ``settings.trials``
     finished ones, or every point of the space has been tried.
+
+    With ``knobs``, the study is *continued under that knob setting*: every new trial
+    runs with it, and the budget counts only the trials that did, so the configs of the
+    setting a deployment adopts are searched with a budget of their own rather than the
+    share of it the knob search left them (:mod:`tuner.search.deployment`).
 
     Args:
         gate: how trials start when other workers share the study (default: alone).
@@ -163,39 +169,59 @@ def run_study(
         baseline.assignment(space)
     if isinstance(storage, str):
         storage = optuna.storages.RDBStorage(storage)
-    rehearsed = _rehearsal(problem, regime, storage, settings, salt) if rehearse else {}
+    rehearsed = _rehearsal(problem, regime, storage, settings, salt) if rehearse and knobs is None else {}
     return _run_trials(problem, regime, space, storage, settings, callbacks, progress or Silent(), gate or _Alone(),
-                       salt, neighbours or storage, rehearsed)
+                       salt, neighbours or storage, rehearsed, _Budget(space, knobs))
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """Which finished trials count against a study's budget, and how many points it has:
+    all of them, or under a pinned knob setting only its own."""
+
+    space: JointSpace
+    knobs: KnobKey | None
+
+    def counted(self, finished: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+        if self.knobs is None:
+            return list(finished)
+        return [t for t in finished if self.space.axis.trial_key(t) == self.knobs]
+
+    def exhausted(self, finished: Sequence[FrozenTrial], trials: int) -> bool:
+        counted = self.counted(finished)
+        points = self.space.joint_size if self.knobs is None else self.space.size
+        return len(counted) >= trials or len(names_of(counted, self.space)) >= points
 
 
 def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optuna.storages.BaseStorage,
                 settings: TuneSettings, callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]],
                 progress: StudyProgress, gate: TrialGate, salt: str, neighbours: optuna.storages.BaseStorage,
-                rehearsed: Mapping[tuple[JointPoint, KnobKey], FrozenTrial]) -> optuna.Study:
+                rehearsed: Mapping[tuple[JointPoint, KnobKey], FrozenTrial], budget: _Budget) -> optuna.Study:
     """:func:`run_study`'s loop, on a checked request: open the study, enqueue the warm
     starts, then one trial at a time under the gate until the budget is met."""
     horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
     seeds = settings.seed_list
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        pruner = optuna.pruners.WilcoxonPruner(p_threshold=settings.p_threshold, n_startup_steps=2)
     study = optuna.create_study(study_name=study_name(problem.name, regime), storage=storage,
-                                direction="maximize", pruner=pruner, load_if_exists=True)
+                                direction="maximize", pruner=_pruner(settings, budget), load_if_exists=True)
     _check_attrs(study, study_attrs(problem, regime, seeds, horizon))
     finished = finished_trials(study)
+    pinned = budget.knobs
     # Seeded by the run's seed, the regime and the trials already there: the same command
     # on the same storage suggests the same points, and a resumed run does not replay the
     # suggestions its first part already evaluated.
     study.sampler = LocalSearchSampler(
-        space, lambda s: incumbent(space, s, len(seeds)),
+        space, lambda s: incumbent(space, s, len(seeds), pinned),
         seed=zlib.crc32(f"{settings.base_seed}:{regime}:{len(finished)}{salt}".encode()) & 0x7FFFFFFF,
+        pinned=pinned,
     )
-    progress.start(regime, len(finished), settings.trials)
-    if len(finished) < settings.trials and len(names_of(finished, space)) < space.joint_size:
+    progress.start(regime, len(budget.counted(finished)), settings.trials)
+    if not budget.exhausted(finished, settings.trials):
         objective = Objective(problem, regime, space, seeds, horizon, SimulationCount(), settings.p_threshold,
                               dict(rehearsed))
         # a baseline with a dominated config is evaluated apart
-        starts = [(a, knobs) for a, knobs in warm_starts(problem, regime, space, neighbours) if space.contains(a)]
+        starts = warm_starts(problem, regime, space, neighbours) if pinned is None else \
+            pinned_starts(space, study, pinned)
+        starts = [(a, knobs) for a, knobs in starts if space.contains(a)]
         # Ctrl-C reaches the simulations at once and waits out every database call
         # (tuner.interrupts: an interrupted Optuna call leaves SQLite's write lock held)
         with interrupts.deferred():
@@ -203,7 +229,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
                 for assignment, knobs in starts:
                     study.enqueue_trial({**space.params(space.point_of(assignment)), **space.axis.params(knobs)},
                                         skip_if_exists=True)
-            shown = _Shown(progress)
+            shown = _Shown(progress, budget)
             study_id = storage.get_study_id_from_name(study.study_name)
             while True:
                 interrupts.checkpoint()  # between trials: a Ctrl-C from the last one's bookkeeping
@@ -213,11 +239,11 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
                         optuna.storages.fail_stale_trials(study)
                     trials = study.get_trials(deepcopy=False)
                     finished = [t for t in trials if t.state in FINISHED]
-                    if len(finished) >= settings.trials or len(names_of(finished, space)) >= space.joint_size:
+                    if budget.exhausted(finished, settings.trials):
                         break
                     running = sum(t.state == TrialState.RUNNING and "worker" in t.user_attrs
-                                  for t in trials) if gate.counts_running else 0
-                    room = len(finished) + running < settings.trials
+                                  for t in budget.counted(trials)) if gate.counts_running else 0
+                    room = len(budget.counted(finished)) + running < settings.trials
                     if room:
                         study.optimize(_Started(objective, release, gate.worker, storage, study_id), n_trials=1,
                                        callbacks=[shown, *callbacks], gc_after_trial=False)
@@ -226,6 +252,17 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
                     gate.wait()
     progress.finish()
     return study
+
+
+def _pruner(settings: TuneSettings, budget: _Budget) -> optuna.pruners.BasePruner:
+    """Wilcoxon's pruner, which holds each trial's seeds against the study's best trial;
+    none under a pinned setting, whose trials are held against the best under the same
+    setting, which the study's best (under another setting) may far outrun."""
+    if budget.knobs is not None:
+        return optuna.pruners.NopPruner()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.pruners.WilcoxonPruner(p_threshold=settings.p_threshold, n_startup_steps=2)
 
 
 def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStorage,
@@ -248,7 +285,7 @@ def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStora
         return {}
     space = JointSpace.of(problem)
     study = _run_trials(problem, regime, space, memory, dataclasses.replace(settings, trials=done + 1), (), Silent(),
-                        _Alone(), salt, storage, {})
+                        _Alone(), salt, storage, {}, _Budget(space, None))
     return {key: t for t in finished_trials(study)[done:] if (key := space.key(t.params)) is not None}
 
 
@@ -317,10 +354,9 @@ class _Shown:
     """Tells the progress display the finished count and best value after each trial."""
 
     progress: StudyProgress
+    budget: _Budget
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        try:
-            best: float | None = study.best_value
-        except ValueError:
-            best = None
-        self.progress.update(len(finished_trials(study)), best)
+        counted = self.budget.counted(finished_trials(study))
+        values = [t.value for t in counted if t.state == TrialState.COMPLETE and t.value is not None]
+        self.progress.update(len(counted), max(values) if values else None)

@@ -259,8 +259,8 @@ def knob_lines(outcome: RegimeOutcome) -> list[str]:
              f"{outcome.deployment}"]
     if axis.size > 1:
         lines.append(f"configs searched under this setting in {outcome.trials_under_knobs} of the study's "
-                     f"{outcome.trials} trials (shared among {axis.size} settings; where the configs matter, "
-                     "more --trials)")
+                     f"{outcome.trials} trials (the knob search's share among {axis.size} settings, then "
+                     "continued under it alone)")
     defaults = outcome.defaults
     if defaults is not None and defaults.capacity is not None and outcome.tuned.capacity is not None:
         lines.append(capacity_line(outcome.tuned.capacity, defaults.capacity, name="(a)",

@@ -4,7 +4,10 @@ The baselines (THE baseline, the per-bucket isolated-fastest assignment, first),
 the engine's defaults and, where the problem lists engine knobs, under every other
 knob combination; the *footprint ladder* (per workspace cap, each cell's fastest config under it: the engine
 reserves the peak workspace, so this is the memory trade-off's natural axis), and the
-best of the neighbouring regimes' studies. So the tuned assignment is never below a
+best of the neighbouring regimes' studies. A study continued under one knob setting
+(the one deployed: :func:`pinned_starts`) starts again from the baselines and the ladder
+under that setting, then from the configs its own best trials found under the others.
+So the tuned assignment is never below a
 baseline by construction, which is why the tests judge the search against the oracle and
 a hand-derived optimum instead.
 """
@@ -62,3 +65,21 @@ def _neighbour_bests(problem: Problem, regime: str, space: JointSpace,
         if best is not None and (best.assignment, best.knobs) not in points:
             points.append((best.assignment, best.knobs))
     return points
+
+
+def pinned_starts(space: JointSpace, study: optuna.Study, knobs: KnobKey) -> list[tuple[Assignment, KnobKey]]:
+    """Where a study continued under the knob values ``knobs`` starts: the baselines and
+    the footprint ladder under them, then, best first, the configs the study's best trial
+    under each other setting found, tried under these (a config good under one chunk
+    size is the natural first guess under another)."""
+    seeds = len(study.user_attrs.get("seeds", ()))
+    trials = finished_trials(study)
+    others = [best for key in space.axis.keys() if key != knobs
+              and (best := select_best(space, trials, seeds, key)) is not None]
+    others.sort(key=lambda best: -best.evaluation.mean)
+    out: list[tuple[Assignment, KnobKey]] = []
+    for assignment in (*(b.assignment(space) for b in BASELINES), *footprint_ladder(space),
+                       *(best.assignment for best in others)):
+        if (assignment, knobs) not in out:
+            out.append((assignment, knobs))
+    return out
