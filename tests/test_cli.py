@@ -474,6 +474,16 @@ def test_help_and_version_are_still_clicks() -> None:
     assert "Commands:" in bare.output and "export" in bare.output and "tuner: error" not in bare.output
 
 
+def test_every_commands_description_wraps_as_prose() -> None:
+    """A command with a problem has a sentence appended to its docstring; the docstring's
+    indentation must not survive into the help as runs of spaces mid-paragraph."""
+    from tuner.cli import main as group
+
+    for name in group.commands:
+        described = run(name, "--help").stdout.split("Options:")[0]
+        assert "     " not in described.replace("\n  ", "\n"), name
+
+
 def test_an_option_error_is_one_line_from_the_real_command(tmp_path: Path) -> None:
     done = _python_m_tuner("table", "export", "--format", "xml", "out.json", cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", "tuner: error: --format: 'xml' is not one of "

@@ -7,6 +7,8 @@ imports them all, so the package sits above its commands and nothing imports it 
 
 from __future__ import annotations
 
+import inspect
+
 import os
 import sys
 import traceback
@@ -253,4 +255,5 @@ def say_the_default_problem(group: click.Group) -> None:
         if isinstance(command, click.Group):
             say_the_default_problem(command)
         elif any(isinstance(param, click.Argument) and param.name == "problem" for param in command.params):
-            command.help = f"{command.help or ''}\n\n{PROBLEM_HELP}"
+            # cleaned first: a docstring's indented lines would read as preformatted text
+            command.help = f"{inspect.cleandoc(command.help or '')}\n\n{PROBLEM_HELP}"
