@@ -111,7 +111,7 @@ def test_two_batch_overlap_needs_a_second_stream(tmp_path, write_problem):
     with pytest.raises(ProblemError) as raised:
         write_problem(two_at_once(tmp_path, {"two_batch_overlap": [False, True]}))
     message = str(raised.value)
-    assert "service.knobs: two_batch_overlap=true: two-batch overlap overlaps operators on another partition" in message
+    assert "service.knobs: two_batch_overlap=true: two_batch overlaps operators on another partition" in message
     with pytest.raises(ProblemError, match=r"service.knobs.two_batch_overlap\[1\]: expected true or false"):
         write_problem(two_at_once(tmp_path, {"two_batch_overlap": [False, 1]}))
 

@@ -103,6 +103,12 @@ def _switch(value: object) -> bool:
     return value
 
 
+#: Why two-batch overlap cannot run (``service.overlap: two_batch`` or the knob on) where
+#: every operator is on the service's own partition.
+NOTHING_TO_OVERLAP = ("two_batch overlaps operators on another partition (a second stream) with the rest, and no "
+                      "operator is placed on one")
+
+
 def _with_two_batch_overlap(service: Service, value: KnobValue) -> Service:
     """The service with each step split into two overlapped micro-batches (on), or not.
 
@@ -117,8 +123,7 @@ def _with_two_batch_overlap(service: Service, value: KnobValue) -> Service:
     """
     if value:
         if len(service.lanes()) < 2:
-            raise ValueError("two-batch overlap overlaps operators on another partition (a second stream) with "
-                             "the rest, and no operator is placed on one")
+            raise ValueError(NOTHING_TO_OVERLAP)
         return dataclasses.replace(service, overlap="two_batch")
     if service.overlap != "two_batch":
         return service

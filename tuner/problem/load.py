@@ -26,7 +26,7 @@ from ..engine.defaults import H100_VLLM_V1
 from . import bounds, bucket_rules, kernels, probe, regimes
 from .batching import BATCHING, batching_kind
 from . import schema as s
-from .knobs import knob_space
+from .knobs import NOTHING_TO_OVERLAP, knob_space
 from .document import read_document
 from .explain import Invalid, checked, explain
 from .model import (
@@ -374,8 +374,7 @@ def _service(
             raise Invalid("service.overlap", "two_batch splits a continuous-batching iteration's sequences; "
                                              "it needs batching: continuous")
         if all(op.partition is None or op.partition == sv.partition for op in sv.operators):
-            raise Invalid("service.overlap", "two_batch overlaps operators on another partition (a second "
-                                             "stream) with the rest, and no operator is placed on one")
+            raise Invalid("service.overlap", NOTHING_TO_OVERLAP)
     names = [n.name for n in sv.neighbors]
     for i, name in enumerate(names):
         if name in names[:i]:
