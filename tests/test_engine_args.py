@@ -132,5 +132,5 @@ def test_table_show_names_the_engine_arguments_once_per_problem(tmp_path):
     assert shown.exit_code == 0, shown.output
     lines = [line for line in shown.output.splitlines() if "engine arguments" in line]
     assert lines == ["toy: engine arguments (every regime; start-up): max_num_seqs=128, max_num_batched_tokens=2048, "
-                     "cudagraph_capture_sizes=[1, 2, 4, 8]; `tuner table export --format vllm-args -` writes the "
-                     "command line"]
+                     "cudagraph_capture_sizes=1,2,4,8; `tuner table export --format vllm-args -` writes the "
+                     "command line"]  # as a command line writes them (tuner simulate --knob NAME=VALUE)

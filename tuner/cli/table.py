@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..problem.knobs import settings_text
 from ..errors import TunerError, shown_value
 from ..stats import delta_text, ratio_text
 from ..store.engine_args import DIALECTS
@@ -81,7 +82,8 @@ def show(storage: str, problem: str | None, regimes: tuple[str, ...], ops: tuple
         if row.guard:
             console.print(f"{row.problem} / {row.regime}: {row.guard}", highlight=False, soft_wrap=True)
     for problem_name, args in {r.problem: r.engine_args for r in rows if r.engine_args is not None}.items():
-        shown = ", ".join(f"{name}={'default' if value is None else value}" for name, value in args.items())
+        shown = settings_text({name: tuple(value) if isinstance(value, list) else value  # JSON's lists
+                               for name, value in args.items()})
         console.print(f"{problem_name}: engine arguments (every regime; start-up): {shown}; `tuner table export "
                       "--format vllm-args -` writes the command line", highlight=False, soft_wrap=True)
     console.print(config_table(rows) if wide else differences_table(rows))
