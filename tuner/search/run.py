@@ -128,26 +128,22 @@ def run_regimes(job: TuneJob, start_team: Callable[[], Team] | None = None) -> l
         rows = _Rows(store, problem, settings, worker, job.progress, job.on_regime)
         held_elsewhere = []
         studies = {}
-        for name in job.regimes:
+
+        def study_of(name: str, knobs: KnobKey | None = None) -> optuna.Study:
+            """The regime's study run to its budget (continued under ``knobs``: :func:`run_study`)."""
             gate = LeaseGate(store, study_name(problem.name, name), worker.id, job.orphaned)
-            studies[name] = study = run_study(problem, name, storage, settings, callbacks=job.callbacks,
-                                              progress=job.progress, gate=gate, salt=worker.salt,
-                                              rehearse=worker.writes_rows)
+            return run_study(problem, name, storage, settings, callbacks=job.callbacks, progress=job.progress,
+                             gate=gate, salt=worker.salt, rehearse=worker.writes_rows, knobs=knobs)
+
+        for name in job.regimes:
+            studies[name] = study = study_of(name)
             # a problem with start-up knobs writes its rows once every regime's study is done
             if worker.writes_rows and not problem.knobs and rows.write(name, study, wait=False) is None:
                 held_elsewhere.append((name, study))
         for name, study in held_elsewhere:  # another worker was writing them: wait, write if it died first
             rows.write(name, study, wait=True)
         if worker.writes_rows and problem.knobs:
-            def continued(knobs: KnobKey) -> dict[str, optuna.Study]:
-                """Each regime's study continued under the setting ``knobs`` (:func:`run_study`)."""
-                return {name: run_study(problem, name, storage, settings, callbacks=job.callbacks,
-                                        progress=job.progress, salt=worker.salt, knobs=knobs,
-                                        gate=LeaseGate(store, study_name(problem.name, name), worker.id,
-                                                       job.orphaned))
-                        for name in job.regimes}
-
-            rows.write_deployment(studies, continued)
+            rows.write_deployment(studies, lambda knobs: {name: study_of(name, knobs) for name in job.regimes})
         if team is not None:
             for failure in team.join():
                 job.warn(failure)
