@@ -32,7 +32,7 @@ compiled_only = pytest.mark.skipif(not BUILD.compiled, reason=f"the simulator co
 
 #: The simulator's own tests (closed-form queues, hand-worked schedules), rerun on pure Python.
 SIMULATOR_TESTS = ("tests/test_gpu.py", "tests/test_queueing.py", "tests/test_service.py", "tests/test_program_memo.py",
-                   "tests/test_waves.py", "tests/test_two_batch.py")
+                   "tests/test_waves.py", "tests/test_two_batch.py", "tests/test_engine_scheduler.py")
 HORIZON_S = 2.0
 
 
@@ -61,7 +61,7 @@ def test_setup_compiles_exactly_the_core() -> None:
     tree = ast.parse((ROOT / "setup.py").read_text())
     listed = next(ast.literal_eval(node.value) for node in tree.body
                   if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CORE")
-    assert tuple(listed) == tuple(f"tuner/sim/{name}.py" for name in native.CORE)
+    assert tuple(listed) == tuple(f"tuner/{native.source_of(name)}" for name in native.CORE)
 
 
 def test_the_installed_build_is_current() -> None:
@@ -70,21 +70,24 @@ def test_the_installed_build_is_current() -> None:
             pytest.fail(f"TUNER_REQUIRE_COMPILED=1 but the simulator core runs {BUILD}")
         pytest.skip(f"no compiled build: {BUILD}")
     assert BUILD.compiled, f"{BUILD}"  # a stale build means the suite silently ran pure Python
+    from tuner.engine import scheduler
     from tuner.sim import gpu, service
 
-    assert Path(gpu.__file__).suffix == Path(service.__file__).suffix == ".so"
+    assert Path(gpu.__file__).suffix == Path(service.__file__).suffix == Path(scheduler.__file__).suffix == ".so"
 
 
 def _package_copy(tmp_path: Path) -> Path:
-    here = tmp_path / "sim"
-    here.mkdir()
+    """The core's sources in a package directory of their own (``tuner/sim``, ``tuner/engine``)."""
+    here = tmp_path / "tuner"
     for name in native.CORE:
-        shutil.copy(native.HERE / f"{name}.py", here)
+        target = here / native.source_of(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(native.ROOT / native.source_of(name), target)
     return here
 
 
 def _stamp(here: Path, **changes: str) -> None:
-    sources = {f"tuner/sim/{name}.py": hashlib.sha256((here / f"{name}.py").read_bytes()).hexdigest()
+    sources = {f"tuner/{native.source_of(name)}": hashlib.sha256((here / native.source_of(name)).read_bytes()).hexdigest()
                for name in native.CORE}
     (here / native.STAMP).write_text(json.dumps({"compiler": "mypyc 9.9", "sources": sources | changes}))
 
@@ -93,16 +96,17 @@ def test_which_build_a_directory_gets(tmp_path: Path) -> None:
     here = _package_copy(tmp_path)
     assert "no compiled build installed" in native.choose(here).reason
     for name in native.CORE:  # only the files' presence matters to the choice
-        (here / f"{name}.cpython-311-x86_64-linux-gnu.so").touch()
-    assert "no readable _compiled.json" in native.choose(here).reason
+        (here / native.source_of(name).replace(".py", ".cpython-311-x86_64-linux-gnu.so")).touch()
+    assert len(native.extensions(here)) == len(native.CORE)
+    assert "no readable sim/_compiled.json" in native.choose(here).reason
     _stamp(here)
     assert native.choose(here) == native.Build(True, "mypyc 9.9", "")
     assert str(native.choose(here)) == "compiled with mypyc 9.9"
     assert str(native.choose(here, pure=True)) == "pure Python (TUNER_PURE_PYTHON=1)"
-    with (here / "batching.py").open("a") as source:
+    with (here / "engine" / "scheduler.py").open("a") as source:
         source.write("# edited after the build\n")
     stale = native.choose(here)
-    assert not stale.compiled and "stale: tuner/sim/batching.py changed" in stale.reason
+    assert not stale.compiled and "stale: tuner/engine/scheduler.py changed" in stale.reason
     (here / native.STAMP).write_text("{not json")
     assert "no readable" in native.choose(here).reason
 
@@ -116,12 +120,12 @@ def test_version_says_which_build_runs() -> None:
 
 
 def test_pure_python_loads_every_core_module_from_its_source() -> None:
-    code = ("import tuner.sim, tuner.sim.gpu, tuner.sim.batching, tuner.sim.service as s, sys;"
-            "print([sys.modules[f'tuner.sim.{n}'].__file__ for n in tuner.sim.native.CORE])")
+    code = ("import tuner.sim, tuner.sim.gpu, tuner.sim.batching, tuner.sim.service as s, tuner.engine, sys;"
+            "print([sys.modules[f'tuner.{n}'].__file__ for n in tuner.sim.native.CORE])")
     done = subprocess.run([sys.executable, "-c", code], env=_pure_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     files = ast.literal_eval(done.stdout)
-    assert [Path(f).name for f in files] == [f"{name}.py" for name in native.CORE]
+    assert [f"{Path(f).parent.name}.{Path(f).name}" for f in files] == [f"{name}.py" for name in native.CORE]
 
 
 @compiled_only

@@ -10,6 +10,7 @@ through it and prints predicted against measured latencies.
 
 from __future__ import annotations
 
+from ..sim import native  # noqa: F401  first: it decides which build of the compiled scheduler loads
 from .model_config import ModelShape, read_model_config
 from .scheduler import EngineArgs, Scheduler, ScheduledStep
 from .step_cost import StepCost, StepCoefficients

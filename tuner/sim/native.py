@@ -1,8 +1,9 @@
 """Which build of the simulator core runs: mypyc-compiled or pure Python.
 
-``setup.py`` compiles the modules every simulated event passes through (:data:`CORE`)
-with mypyc when it can, and writes a stamp beside them: the compiler and the SHA-256 of
-each source it compiled. Python would import a compiled module in preference to its
+``setup.py`` compiles the modules every simulated event passes through (:data:`CORE`:
+the service simulator's, and the vLLM scheduler and KV cache of :mod:`tuner.engine` that
+a ``batching: vllm`` service runs every step) with mypyc when it can, and writes a stamp
+beside them: the compiler and the SHA-256 of each source it compiled. Python would import a compiled module in preference to its
 source, so two cases must not load it:
 
 * ``TUNER_PURE_PYTHON=1`` asks for the pure-Python build (to compare, or to debug with
@@ -16,7 +17,8 @@ classes directly. Both builds compute the same numbers to the last digit
 (``tests/test_native.py``); only the speed differs. ``tuner --version`` prints
 :data:`BUILD`.
 
-This module must be imported before any core module (``tuner/sim/__init__.py`` does).
+This module must be imported before any core module (``tuner/sim/__init__.py`` and
+``tuner/engine/__init__.py`` do).
 """
 
 from __future__ import annotations
@@ -31,11 +33,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The compiled modules, as setup.py's CORE lists their files.
-CORE = ("gpu", "batching", "vllm_batching", "service", "program")
+#: The compiled modules, named within the ``tuner`` package, as setup.py's CORE lists their files.
+CORE = ("sim.gpu", "sim.batching", "sim.vllm_batching", "sim.service", "sim.program", "engine.block_pool",
+        "engine.scheduler")
 PURE_ENV = "TUNER_PURE_PYTHON"
-STAMP = "_compiled.json"
-HERE = Path(__file__).resolve().parent
+#: The stamp setup.py writes, within the ``tuner`` package.
+STAMP = "sim/_compiled.json"
+#: The ``tuner`` package's directory.
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = __package__.rpartition(".")[0]  # "tuner"
+
+
+def source_of(name: str) -> str:
+    """A core module's source file within the package: ``engine.scheduler`` -> ``engine/scheduler.py``."""
+    return name.replace(".", "/") + ".py"
 
 
 @dataclass(frozen=True)
@@ -54,33 +65,34 @@ class _SourcesFirst(importlib.abc.MetaPathFinder):
     """Loads the core modules from their ``.py`` files even where an extension exists."""
 
     def find_spec(self, fullname: str, path: object = None, target: object = None):  # noqa: ANN201 (importlib's)
-        package, _, name = fullname.rpartition(".")
-        if package != __package__ or name not in CORE:
+        package, _, name = fullname.partition(".")
+        if package != PACKAGE or name not in CORE:
             return None
-        return importlib.util.spec_from_file_location(fullname, HERE / f"{name}.py")
+        return importlib.util.spec_from_file_location(fullname, ROOT / source_of(name))
 
 
-def extensions(here: Path = HERE) -> list[Path]:
-    """The compiled modules' files present in ``here``."""
-    return [here / f"{name}{suffix}" for name in CORE for suffix in importlib.machinery.EXTENSION_SUFFIXES
-            if (here / f"{name}{suffix}").exists()]
+def extensions(root: Path = ROOT) -> list[Path]:
+    """The compiled modules' files present under ``root`` (the package's directory)."""
+    stems = [root / source_of(name).removesuffix(".py") for name in CORE]
+    return [stem.with_name(stem.name + suffix) for stem in stems for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            if stem.with_name(stem.name + suffix).exists()]
 
 
-def choose(here: Path = HERE, pure: bool = False) -> Build:
-    """Which build ``here`` (the package's directory) should load."""
+def choose(root: Path = ROOT, pure: bool = False) -> Build:
+    """Which build ``root`` (the package's directory) should load."""
     if pure:
         return Build(False, None, f"{PURE_ENV}=1")
-    if not extensions(here):
+    if not extensions(root):
         return Build(False, None, "no compiled build installed: no C compiler or mypyc when it was installed")
     try:
-        stamp = json.loads((here / STAMP).read_text())
+        stamp = json.loads((root / STAMP).read_text())
         built = stamp["sources"]
         compiler = str(stamp["compiler"])
     except (OSError, ValueError, KeyError, TypeError):
         return Build(False, None, f"the compiled build has no readable {STAMP}: reinstall tuner")
     for name in CORE:
-        source = f"tuner/sim/{name}.py"
-        if built.get(source) != hashlib.sha256((here / f"{name}.py").read_bytes()).hexdigest():
+        source = f"{PACKAGE}/{source_of(name)}"
+        if built.get(source) != hashlib.sha256((root / source_of(name)).read_bytes()).hexdigest():
             return Build(False, None, f"the compiled build is stale: {source} changed since it was compiled; "
                                       "reinstall tuner (pip install -e .) to recompile")
     return Build(True, compiler, "")
@@ -89,7 +101,7 @@ def choose(here: Path = HERE, pure: bool = False) -> Build:
 def _install() -> Build:
     build = choose(pure=os.environ.get(PURE_ENV) == "1")
     if not build.compiled and extensions():
-        already = [f"{__package__}.{name}" for name in CORE if f"{__package__}.{name}" in sys.modules]
+        already = [f"{PACKAGE}.{name}" for name in CORE if f"{PACKAGE}.{name}" in sys.modules]
         if already:  # imported before this module: too late to choose (a bug in the import order)
             raise ImportError(f"{', '.join(already)} imported before tuner.sim.native")
         sys.meta_path.insert(0, _SourcesFirst())
