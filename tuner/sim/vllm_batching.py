@@ -44,13 +44,21 @@ if TYPE_CHECKING:
 
 def _requests(sizes: Mapping[str, list[Any]], args: EngineArgs) -> list[EngineRequest]:
     """The workload's requests as the engine sees them, each prompt keyed for the prefix
-    cache by its ``prompt_id`` where the regime gives one."""
+    cache by its ``prompt_id`` where the regime gives one. Requests of one prompt id and
+    length share one tuple of keys (a prompt id's keys do not depend on the request):
+    built per request, they were a tenth of a simulation's time."""
     prompt, output = sizes["prompt"], sizes["output"]
     ids = sizes.get(PROMPT_ID)
     found = []
+    shared: dict[tuple[int, int], tuple[Any, ...]] = {}
     for r in range(len(prompt)):
         p, o = int(prompt[r]), int(output[r])
-        prefix = () if ids is None else prefix_keys(int(ids[r]), args.keyed_blocks(p, o), args.block_size, {}, r)
+        prefix: tuple[Any, ...] = ()
+        if ids is not None:
+            key = (int(ids[r]), args.keyed_blocks(p, o))
+            if key not in shared:
+                shared[key] = prefix_keys(key[0], key[1], args.block_size, {}, r)
+            prefix = shared[key]
         found.append(EngineRequest(r, 0.0, p, o, prefix))
     return found
 
