@@ -18,6 +18,7 @@ from . import problems  # noqa: F401  (tuner problems)
 from . import check_run  # noqa: F401  (tuner check-run)
 from . import init  # noqa: F401  (tuner init)
 from . import knobs  # noqa: F401  (tuner knobs)
+from . import replay  # noqa: F401  (tuner replay)
 
 say_the_default_problem(main)
 

@@ -76,6 +76,31 @@ class Host:
         raise NotImplementedError
 
 
+class RelayHost(Host):
+    """A host whose calls go to ``target``, a plain Python object with the same four
+    methods: how code outside the compiled core hosts a policy (a class of its own
+    cannot derive from :class:`Host` once the core is compiled). ``tuner.replay`` runs
+    the simulator's policies this way, on a wall clock and real executors."""
+
+    def __init__(self, bound: BoundService, capacity: float, times: RequestTimes, target: Any) -> None:
+        self.bound = bound
+        self.capacity = capacity
+        self.times = times
+        self.target = target
+
+    def wake_at(self, t: float) -> None:
+        self.target.wake_at(t)
+
+    def start_program(self, executor: int, program: Program, scale: float, now: float) -> None:
+        self.target.start_program(executor, program, scale, now)
+
+    def finish(self, request: int, now: float) -> None:
+        self.target.finish(request, now)
+
+    def hold(self, nbytes: float) -> None:
+        self.target.hold(nbytes)
+
+
 class BatchingPolicy:
     """The scheduling state every policy keeps (see the module's contract)."""
 

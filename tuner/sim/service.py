@@ -27,7 +27,7 @@ from ..phases import Phase
 from ..errors import SimulationError
 from ..problem.assignment import Assignment
 from ..problem.bounds import MAX_LAUNCHES
-from ..problem.model import Problem, Slo
+from ..problem.model import Problem, Service, Slo
 from ..traffic import Workload
 from .batching import BatchingPolicy, Host, RequestTimes
 from .policies import batching_policy
@@ -514,21 +514,7 @@ class ServiceRun(Host):
 
     def _metrics(self) -> Metrics:
         service = self.bound.service
-        arrival = np.asarray(self.times.arrival_t)
-        times = self.times
-        finish = np.asarray(times.finish_t)
-        admit = np.asarray(times.admit_t)
-        start = np.asarray(times.start_t)
-        done = ~np.isnan(finish)
-        latency = finish - arrival
-        horizon, warmup = self.horizon, self.workload.warmup_s
-        judged = arrival >= warmup
-        good, ttft, tpot = _judge(service.slo, service.kind.token_level, arrival, finish,
-                                  np.asarray(times.first_t), self.workload.sizes, judged)
-        window = horizon - warmup
-        n_judged = int(judged.sum())
-        admitted = ~np.isnan(admit)
-        started = ~np.isnan(start)
+        horizon = self.horizon
         neighbor_ratio = None
         if service.neighbors:
             alone = math.fsum(_alone_progress(nb.profile.phases({}, service.device), nb.gap_s,
@@ -536,42 +522,66 @@ class ServiceRun(Host):
                                               nb.partition.exact_share(service.device), service.device.sms)
                               for nb in service.neighbors)
             neighbor_ratio = (self._neighbor_at_horizon or 0.0) / alone if alone > 0 else None
-        growth = _backlog_growth(arrival, np.where(admitted, finish, arrival), warmup, horizon)
         return Metrics(
-            goodput_rps=float(good.sum()) / window,
-            throughput_rps=float((done & judged).sum()) / window,
-            slo_attainment=float(good.sum()) / n_judged if n_judged else 0.0,
-            latency_p50_s=percentile(latency[done & judged], 50),
-            latency_p90_s=percentile(latency[done & judged], 90),
-            latency_p99_s=percentile(latency[done & judged], 99),
-            arrivals=self.n,
-            completed=int(done.sum()),
-            rejected=int(self.n - admitted.sum()),
-            window_s=horizon,
+            **request_figures(service, self.workload, self.times),
             admitted_max=self._admitted_max,
             memory_peak_bytes=self._memory_peak,
             memory_byte_seconds=self._memory_integral,
             reserved_workspace_bytes=self.bound.reserved_workspace,
             sm_busy_fraction=self._sm_integral / horizon,
             sm_peak=self._sm_peak,
-            admission_stall_s=float((admit - arrival)[admitted].mean()) if admitted.any() else 0.0,
-            wait_mean_s=float((start - arrival)[started].mean()) if started.any() else 0.0,
             idle_while_waiting_s=self._idle_waiting,
             kernels=self.kernels,
             iterations=self.iterations,
             host_bound_iterations=self.host_bound,
-            ttft_p99_s=percentile(ttft, 99) if ttft is not None else None,
-            tpot_p99_s=percentile(tpot, 99) if tpot is not None else None,
-            ttft_p90_s=percentile(ttft, 90) if ttft is not None else None,
-            tpot_p90_s=percentile(tpot, 90) if tpot is not None else None,
             neighbor_progress_ratio=neighbor_ratio,
             config_switches=self.switches,
-            warmup_s=warmup,
-            judged=n_judged,
-            arrival_rate_rps=n_judged / window,
-            backlog_growth=growth,
-            overloaded=overloaded(growth, n_judged),
         )
+
+
+def request_figures(service: Service, workload: Workload, times: RequestTimes) -> dict[str, Any]:
+    """The metrics that follow from each request's timeline alone (goodput, attainment,
+    latencies, waits, the backlog's growth), as :class:`Metrics` names them: one rule for
+    a simulated run and a replayed one (``tuner.replay``), which differ in how the
+    timeline was made, not in how it is judged."""
+    arrival = np.asarray(times.arrival_t)
+    finish = np.asarray(times.finish_t)
+    admit = np.asarray(times.admit_t)
+    start = np.asarray(times.start_t)
+    done = ~np.isnan(finish)
+    latency = finish - arrival
+    horizon, warmup = workload.horizon_s, workload.warmup_s
+    judged = arrival >= warmup
+    good, ttft, tpot = _judge(service.slo, service.kind.token_level, arrival, finish,
+                              np.asarray(times.first_t), workload.sizes, judged)
+    window = horizon - warmup
+    n_judged = int(judged.sum())
+    admitted = ~np.isnan(admit)
+    started = ~np.isnan(start)
+    growth = _backlog_growth(arrival, np.where(admitted, finish, arrival), warmup, horizon)
+    return {
+        "goodput_rps": float(good.sum()) / window,
+        "throughput_rps": float((done & judged).sum()) / window,
+        "slo_attainment": float(good.sum()) / n_judged if n_judged else 0.0,
+        "latency_p50_s": percentile(latency[done & judged], 50),
+        "latency_p90_s": percentile(latency[done & judged], 90),
+        "latency_p99_s": percentile(latency[done & judged], 99),
+        "arrivals": len(arrival),
+        "completed": int(done.sum()),
+        "rejected": int(len(arrival) - admitted.sum()),
+        "window_s": horizon,
+        "admission_stall_s": float((admit - arrival)[admitted].mean()) if admitted.any() else 0.0,
+        "wait_mean_s": float((start - arrival)[started].mean()) if started.any() else 0.0,
+        "ttft_p99_s": percentile(ttft, 99) if ttft is not None else None,
+        "tpot_p99_s": percentile(tpot, 99) if tpot is not None else None,
+        "ttft_p90_s": percentile(ttft, 90) if ttft is not None else None,
+        "tpot_p90_s": percentile(tpot, 90) if tpot is not None else None,
+        "warmup_s": warmup,
+        "judged": n_judged,
+        "arrival_rate_rps": n_judged / window,
+        "backlog_growth": growth,
+        "overloaded": overloaded(growth, n_judged),
+    }
 
 
 def _backlog_growth(arrival: np.ndarray, departure: np.ndarray, warmup: float, horizon: float) -> int:

@@ -1,0 +1,132 @@
+"""``tuner replay`` (issue 41): the service executed on a wall clock, held against
+queueing theory, its memory budget and Ctrl-C.
+
+The problems are one-server queues with a declared service time D (one executor, one
+request per batch): an M/D/1 queue, whose figures are closed forms, and which the replay
+executes as real waits on a real thread. Tolerances allow the harness's own overhead (a
+thread hand-off per batch, well under a millisecond here) and the sampling spread of a
+few hundred requests.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tuner.cli import main
+from tuner.problem import load_problem
+from tuner.problem.assignment import Assignment
+from tuner.replay import MemoryLedger, replay
+from tuner.replay.run import ReplayRun
+from tuner.sim import simulate
+from tuner.sim.program import bind
+
+SERVICE_S = 0.02  # D
+
+ONE_SERVER = """
+name: one_server
+device: {{name: generic, sms: 132}}
+service:
+  batching: dynamic
+  max_batch: 1
+  executors: 1
+  memory: {{budget: {budget} GiB, fixed: 0, per_request: 1 GiB}}
+  operators:
+    - {{name: stage, family: stage}}
+  slo: {{deadline: 200 ms}}
+families:
+  stage:
+    space: {{variant: [only]}}
+    configs:
+      - name: only
+        params: {{variant: only}}
+        profile: {{latency: 20 ms, workspace: 0, sm: 0.1, dram: 0.05}}
+regimes:
+  light: {{arrivals: {{process: poisson, rate: 10}}, horizon: 6 s, warmup: 1 s}}
+  overload: {{arrivals: {{process: poisson, rate: 100}}, horizon: 4 s, warmup: 1 s}}
+"""
+
+
+def _problem(tmp_path: Path, budget_gib: float = 64):
+    path = tmp_path / "one_server.yaml"
+    path.write_text(ONE_SERVER.format(budget=budget_gib))
+    return load_problem(path)
+
+
+def test_light_load_meets_the_slo_and_waits_as_md1_says(tmp_path):
+    """ρ = λD = 0.2: M/D/1's mean wait ρD / (2(1 − ρ)) = 2.5 ms, so the median sojourn
+    lies between D and D plus a few mean waits; P(sojourn > 200 ms) is ~0."""
+    problem = _problem(tmp_path)
+    result = replay(problem, Assignment.default(problem), "light", seed=1)
+    metrics = result.metrics
+    assert metrics.slo_attainment >= 0.99
+    assert SERVICE_S <= metrics.latency_p50_s <= SERVICE_S + 4 * 0.0025 + 0.003
+    assert result.unfinished == 0 and metrics.completed == metrics.arrivals
+    # the same requests as the simulator's, served alike
+    simulated = simulate(problem, Assignment.default(problem), "light", seed=1).metrics
+    assert metrics.arrivals == simulated.arrivals and metrics.judged == simulated.judged
+
+
+def test_overload_goodput_stays_below_the_measured_capacity(tmp_path):
+    """λ = 100/s against one server of D = 20 ms: capacity 1/D = 50/s; the backlog grows."""
+    problem = _problem(tmp_path)
+    result = replay(problem, Assignment.default(problem), "overload", seed=0, drain_s=1.0)
+    metrics = result.metrics
+    assert metrics.throughput_rps <= 1.0 / SERVICE_S * 1.02
+    assert metrics.goodput_rps <= metrics.throughput_rps
+    assert metrics.overloaded and result.unfinished > 0  # the drain ended with requests still queued
+
+
+def test_the_budget_binds_and_is_never_exceeded(tmp_path):
+    """A 3 GiB budget admits three 1 GiB requests at once: under overload it is full,
+    never over."""
+    problem = _problem(tmp_path, budget_gib=3)
+    result = replay(problem, Assignment.default(problem), "overload", seed=0, drain_s=0.5)
+    assert result.metrics.memory_peak_bytes == 3 * 2**30
+    assert result.metrics.admission_stall_s > 0  # requests waited for memory
+
+
+def test_the_ledger_reserves_before_it_allocates():
+    made: list[int] = []
+    ledger = MemoryLedger(10.0, allocate=lambda n: made.append(n) or n, scale=0.5)
+    assert ledger.reserve("a", 6.0) and made == [3]
+    assert not ledger.reserve("b", 5.0) and made == [3]  # refused: nothing allocated
+    ledger.release("a")
+    assert ledger.reserve("b", 10.0) and ledger.peak == 10.0 and ledger.used == 10.0
+    with pytest.raises(ValueError, match="already holds"):
+        ledger.reserve("b", 1.0)
+
+
+def test_ctrl_c_stops_the_executors_and_frees_the_memory(tmp_path):
+    problem = _problem(tmp_path)
+    workload = problem.regimes["overload"].workload(0, problem.service.jitter, None)
+    bound = bind(problem.service_for("overload"), Assignment.default(problem), problem.size_fields)
+    ledger = MemoryLedger(problem.memory_budget("overload"), scale=2.0 ** -20)
+    calls = [0]
+    base = threading.Event()
+
+    def clock() -> float:  # Ctrl-C (which reaches the main thread only) a few hundred readings into the run
+        calls[0] += 1
+        if calls[0] > 400 and threading.current_thread() is threading.main_thread():
+            raise KeyboardInterrupt
+        base.wait(0.0005)
+        return calls[0] * 0.001
+
+    run = ReplayRun(bound, workload, ledger, problem.size_fields, "cpu", clock=clock)
+    with pytest.raises(KeyboardInterrupt):
+        run.run()
+    assert ledger.used == 0.0
+    assert not [t for t in threading.enumerate() if t.name.startswith("replay executor") and t.is_alive()]
+
+
+def test_the_command_measures_and_compares(tmp_path):
+    problem = _problem(tmp_path)
+    result = CliRunner().invoke(main, ["replay", str(problem.path), "--regime", "light", "--duration", "2",
+                                       "--compare"])
+    assert result.exit_code == 0, result.output
+    assert "measured on the cpu" in result.output and "simulated" in result.output
+    bad = CliRunner().invoke(main, ["replay", str(problem.path), "--regime", "nope"])
+    assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "no regime 'nope'" in bad.output

@@ -1,0 +1,98 @@
+"""``tuner replay``: the service executed on a wall clock, measured (issue 41)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ..errors import TunerError
+from .group import DEFAULT_PROBLEM, main, one_line_errors
+from .params import SECONDS, SEED
+
+if TYPE_CHECKING:
+    from ..replay import ReplayResult
+    from ..sim.metrics import Metrics
+
+#: Rows of the printed comparison: (label, metric, format).
+_FIGURES = (("arrivals/s", "arrival_rate_rps", "{:.3g}"), ("goodput/s", "goodput_rps", "{:.1f}"),
+            ("SLO met", "slo_attainment", "{:.1%}"), ("p50 ms", "latency_p50_s", "ms"), ("p90 ms", "latency_p90_s", "ms"),
+            ("p99 ms", "latency_p99_s", "ms"), ("completed", "completed", "{:d}"),
+            ("mem peak GiB", "memory_peak_bytes", "GiB"))
+
+
+@main.command()
+@click.argument("problem", required=False, type=click.Path(path_type=Path))
+@click.option("--regime", default=None, help="Regime to replay (default: the problem's first).")
+@click.option("--assign", "assign", multiple=True, metavar="OP[@BUCKET]=CONFIG",
+              help="Config for an operator or one bucket of it, as `tuner simulate --assign` takes it. Repeatable.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Workload seed (the simulator's requests).")
+@click.option("--duration", type=SECONDS, default=None,
+              help="Window in seconds of wall-clock time (default: the regime's horizon).")
+@click.option("--device", type=click.Choice(["cpu"]), default="cpu", show_default=True,
+              help="Where the executors run (this version: the CPU).")
+@click.option("--compare", is_flag=True, help="Also simulate the same requests and print simulated beside measured.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (tuner simulate's keys, and a 'replay' object).")
+@one_line_errors
+def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], seed: int, duration: float | None,
+           device: str, compare: bool, as_json: bool) -> None:
+    """Execute the service on a wall clock and measure what it delivers.
+
+    The regime's seeded arrivals (the same requests `tuner simulate` draws) arrive at
+    their times; admission holds real allocations against the memory budget (scaled down
+    on the CPU); the problem's own batching policy fills the executors, which run side by
+    side. In this version each launch runs as its modeled time (a declared profile's
+    latency), not the family's kernel: the replay measures queueing, admission and
+    batching, not the kernels."""
+    from ..problem import load_problem, resolve_assignment
+    from ..replay import replay as run_replay
+
+    loaded = load_problem(problem or DEFAULT_PROBLEM)
+    name = regime or next(iter(loaded.regimes))
+    if name not in loaded.regimes:
+        raise TunerError(f"{loaded.path}: regimes: no regime {name!r} (regimes: {', '.join(loaded.regimes)})")
+    assignment = resolve_assignment(loaded, assign)
+    window = duration or loaded.regimes[name].horizon_s
+    if not as_json:
+        click.echo(f"replaying {loaded.name}:{name} on the {device} for {window:g} s (and the drain)...", err=True)
+    result = run_replay(loaded, assignment, name, seed=seed, duration_s=duration, device=device)
+    simulated = None
+    if compare:
+        from ..sim import simulate
+
+        simulated = simulate(loaded, assignment, name, seed=seed, horizon_s=duration).metrics
+    if as_json:
+        document = {"problem": loaded.name, "regime": name, "seed": seed, "assignment": assignment.as_dict(loaded),
+                    **result.to_dict()}
+        if simulated is not None:
+            document["simulated"] = simulated.to_dict()
+        click.echo(json.dumps(document, indent=2))
+        return
+    _print(loaded.name, name, result, simulated)
+
+
+def _print(problem: str, regime: str, result: ReplayResult, simulated: Metrics | None) -> None:
+    measured = result.metrics.to_dict()
+    other = simulated.to_dict() if simulated is not None else None
+    click.echo(f"{problem}:{regime}, {result.metrics.arrivals} arrivals: measured on the {result.device} "
+               f"({result.kernels} per launch)" + (", simulated beside it" if other else ""))
+    for label, key, form in _FIGURES:
+        line = f"  {label:<14}{_shown(measured[key], form):>12}"
+        if other is not None:
+            line += f"   simulated {_shown(other[key], form):>10}"
+        click.echo(line)
+    click.echo(f"  wall {result.wall_s:.1f} s; arrivals seen up to {result.lateness_p99_s * 1e3:.2f} ms late (p99); "
+               f"{result.unfinished} request(s) unfinished after the drain; memory held for real at "
+               f"1/{1 / result.memory_scale:g} of its bytes")
+
+
+def _shown(value: float | int | None, form: str) -> str:
+    if value is None:
+        return "—"
+    if form == "ms":
+        return f"{value * 1e3:.2f}"
+    if form == "GiB":
+        return f"{value / 2**30:.2f}"
+    return form.format(value)

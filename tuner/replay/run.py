@@ -1,0 +1,179 @@
+"""One replay: a regime's seeded arrivals on a wall clock, served by the problem's own
+batching policy on real executors, with memory held against the budget."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import queue
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..problem.assignment import Assignment
+from ..problem.model import Problem
+from ..sim.batching import BatchingPolicy, RelayHost, RequestTimes
+from ..sim.metrics import Metrics, percentile
+from ..sim.policies import batching_policy
+from ..sim.program import BoundService, Program, bind
+from ..sim.service import request_figures
+from ..traffic import Workload
+from .executors import Executors, sleep_for
+from .memory import MemoryLedger
+
+#: How long after the window a replay waits for the requests still in the system: the
+#: simulator drains them all, a wall clock cannot wait forever (the rest count as missed).
+DRAIN_S = 10.0
+#: What a replay on the CPU allocates per byte of the GPU's budget it accounts.
+CPU_MEMORY_SCALE = 2.0 ** -10
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """A replay's measured metrics (the simulator's names; the GPU-layer figures it does
+    not measure are 0) and how it ran: ``lateness_p99_s``, how late the harness saw
+    arrivals against their schedule (its own precision); ``unfinished``, requests still
+    in the system when the drain ended."""
+
+    metrics: Metrics
+    device: str
+    memory_scale: float
+    wall_s: float
+    lateness_p99_s: float
+    unfinished: int
+    kernels: str = "modeled times"
+
+    def to_dict(self) -> dict[str, object]:
+        return {**self.metrics.to_dict(), "replay": {
+            "device": self.device, "kernels": self.kernels, "memory_scale": self.memory_scale, "wall_s": self.wall_s,
+            "lateness_p99_s": self.lateness_p99_s, "unfinished": self.unfinished}}
+
+
+def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0, duration_s: float | None = None,
+           device: str = "cpu", drain_s: float = DRAIN_S) -> ReplayResult:
+    """Replay ``regime``'s seeded arrivals (the simulator's, for the same seed and window)
+    under ``assignment`` on ``device``, in wall-clock time: the window plus up to
+    ``drain_s`` for the requests still in the system."""
+    if device != "cpu":
+        raise ValueError(f"replay runs on the CPU in this version, not {device!r}")
+    workload = problem.regimes[regime].workload(seed, problem.service.jitter, duration_s)
+    bound = bind(problem.service_for(regime), assignment, problem.size_fields)
+    ledger = MemoryLedger(problem.memory_budget(regime), device, CPU_MEMORY_SCALE)
+    return ReplayRun(bound, workload, ledger, problem.size_fields, device).run(drain_s)
+
+
+class ReplayRun:
+    """One replay; create, :meth:`run` once, discard. The host of the batching policy
+    (through :class:`RelayHost`), as :class:`tuner.sim.service.ServiceRun` is in a
+    simulation: the same admission rule, on a wall clock."""
+
+    def __init__(self, bound: BoundService, workload: Workload, ledger: MemoryLedger, size_fields: frozenset[str],
+                 device: str, clock: Callable[[], float] = time.perf_counter) -> None:
+        service = bound.service
+        self.bound, self.workload, self.ledger, self.device = bound, workload, ledger, device
+        self.times = RequestTimes(workload)
+        self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
+        state = 0.0 if service.kind.engine else service.memory.per_request.evaluate_array(
+            {name: np.asarray(v, dtype=np.float64) for name, v in workload.sizes.items()})
+        self.state = np.broadcast_to(np.asarray(state, dtype=np.float64), (len(workload),)).tolist()
+        if not ledger.reserve("fixed", service.memory.fixed) or not ledger.reserve("workspace",
+                                                                                   bound.reserved_workspace):
+            raise ValueError("the memory budget does not hold the service's fixed memory and reserved workspace")
+        self._clock, self._t0 = clock, 0.0
+        self._queue: deque[int] = deque()
+        self._wakes: list[float] = []
+        self._settled = 0
+        self._lateness: list[float] = []
+        self._engine_key = "engine"
+        self.executors = Executors(service.executors, sleep_for(service.launch_overhead_s), self.now)
+        host = RelayHost(bound, ledger.budget - ledger.used, self.times, self)
+        self.policy: BatchingPolicy = batching_policy(service.batching, host, service.executors, workload, self.sizes,
+                                                      size_fields)
+
+    def now(self) -> float:
+        return self._clock() - self._t0
+
+    # -- the policy's host (through RelayHost) ------------------------------------------
+    def wake_at(self, t: float) -> None:
+        heapq.heappush(self._wakes, t)
+
+    def start_program(self, executor: int, program: Program, scale: float, now: float) -> None:
+        self.executors.start(executor, program, scale)
+
+    def finish(self, request: int, now: float) -> None:
+        self.times.finish_t[request] = now
+        self.ledger.release(request)
+        self._settled += 1
+
+    def hold(self, nbytes: float) -> None:
+        """An engine policy's KV blocks in use: held for real, beside the requests."""
+        self.ledger.release(self._engine_key)
+        self.ledger.reserve(self._engine_key, nbytes)
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self, drain_s: float = DRAIN_S) -> ReplayResult:
+        """Serve the window and the drain; the executors and allocations are released
+        whatever ends it (Ctrl-C included)."""
+        arrival, n = self.times.arrival_t, len(self.times.arrival_t)
+        deadline = self.workload.horizon_s + drain_s
+        self._t0 = self._clock()
+        i = 0
+        try:
+            while self._settled < n and self.now() < deadline:
+                now = self.now()
+                while i < n and arrival[i] <= now:
+                    self._lateness.append(now - arrival[i])
+                    self._on_arrival(i, now)
+                    i += 1
+                while self._wakes and self._wakes[0] <= now:
+                    heapq.heappop(self._wakes)
+                    self.policy.dispatch(now)
+                upcoming = min(arrival[i] if i < n else math.inf, self._wakes[0] if self._wakes else math.inf,
+                               deadline)
+                try:
+                    executor, end = self.executors.done.get(timeout=max(upcoming - self.now(), 0.0))
+                except queue.Empty:
+                    continue
+                self._on_program_done(executor, end)
+            wall = self.now()
+        finally:
+            self.executors.close()
+            self.ledger.release_all()
+        return self._result(wall)
+
+    def _on_arrival(self, request: int, now: float) -> None:
+        if self.state[request] > self.ledger.budget - self._base_bytes():
+            self._settled += 1  # can never fit: rejected, as the simulator rejects it
+            return
+        self._queue.append(request)
+        self._admit(now)
+        self.policy.dispatch(now)
+
+    def _base_bytes(self) -> float:
+        return self.bound.service.memory.fixed + self.bound.reserved_workspace
+
+    def _admit(self, now: float) -> None:
+        queue_, state = self._queue, self.state
+        while queue_ and self.ledger.reserve(queue_[0], state[queue_[0]]):
+            request = queue_.popleft()
+            self.times.admit_t[request] = now
+            self.policy.admitted(request, now)
+
+    def _on_program_done(self, executor: int, now: float) -> None:
+        self.policy.program_done(executor, now)
+        if self._queue:
+            self._admit(now)
+        self.policy.dispatch(now)
+
+    def _result(self, wall: float) -> ReplayResult:
+        service = self.bound.service
+        figures = request_figures(service, self.workload, self.times)
+        metrics = Metrics(**figures, admitted_max=0, memory_peak_bytes=self.ledger.peak, memory_byte_seconds=0.0,
+                          reserved_workspace_bytes=self.bound.reserved_workspace, sm_busy_fraction=0.0, sm_peak=0.0,
+                          idle_while_waiting_s=0.0, kernels=0)
+        unfinished = int(np.isnan(np.asarray(self.times.finish_t)).sum()) - figures["rejected"]
+        lateness = percentile(np.asarray(self._lateness), 99) or 0.0
+        return ReplayResult(metrics, self.device, self.ledger.scale, wall, lateness, max(unfinished, 0))
