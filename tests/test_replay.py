@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from tuner.cli import main
@@ -130,3 +131,29 @@ def test_the_command_measures_and_compares(tmp_path):
     assert "measured on the cpu" in result.output and "simulated" in result.output
     bad = CliRunner().invoke(main, ["replay", str(problem.path), "--regime", "nope"])
     assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "no regime 'nope'" in bad.output
+
+
+def test_a_kernel_familys_operator_runs_its_reference_at_a_reduced_shape(tmp_path, monkeypatch):
+    """A GEMM service (tests/test_modeled.py's): every batch calls the matmul family's
+    PyTorch reference once per launch (repeat 4), at the batch's shape divided by 16."""
+    from tests.test_modeled import GEMM_PROBLEM, FakeResources
+    from tuner.kernels.matmul import MatmulFamily
+
+    path = tmp_path / "gemm.yaml"
+    path.write_text(yaml.safe_dump({**GEMM_PROBLEM, "regimes": {
+        "steady": {"arrivals": {"process": "poisson", "rate": 20}, "horizon": "2 s"}}}))
+    problem = load_problem(path, resources=FakeResources())
+    shapes: list[dict[str, int]] = []
+    reference = MatmulFamily.reference
+
+    def counted(self, inputs, shape):
+        shapes.append(dict(shape))
+        return reference(self, inputs, shape)
+
+    monkeypatch.setattr(MatmulFamily, "reference", counted)
+    result = replay(problem, Assignment.default(problem), "steady", seed=0)
+    metrics = result.metrics
+    assert metrics.iterations > 0 and metrics.kernels == len(shapes) == 4 * metrics.iterations
+    assert {(s["N"], s["K"]) for s in shapes} == {(256, 256)}
+    assert all(s["M"] % 8 == 0 and 8 <= s["M"] <= 64 for s in shapes)  # batch · 128 / 16, batch 1..8
+    assert "CPU references" in result.kernels and metrics.completed == metrics.arrivals

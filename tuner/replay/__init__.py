@@ -7,10 +7,11 @@ hosted through :class:`tuner.sim.batching.RelayHost`), and each executor's batch
 by a worker of its own. Its figures are measured, judged by the simulator's rule
 (:func:`tuner.sim.service.request_figures`).
 
-What a batch runs is, in this first version, each launch's *modeled* time spent on the
-device (a declared-profile operator's declared latency: the issue's "spin kernels"), not
-yet the families' real kernels; so a replay measures the harness (queueing, admission,
-batching, executors side by side), which the test suite holds against queueing theory.
+What a batch runs: each operator's kernel where its config has one (on the CPU, the
+family's PyTorch reference at reduced shapes), its modeled time where it has a declared
+profile (:mod:`tuner.replay.kernels`); the Triton kernels on CUDA streams are not run yet.
+So a CPU replay measures the harness (queueing, admission, batching, executors side by
+side), which the test suite holds against queueing theory.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from ..sim.program import BoundService, Program, bind
 from ..sim.service import request_figures
 from ..traffic import Workload
 from .executors import Executors, sleep_for
+from .kernels import CPU_SHAPE_DIVISOR, KernelRunner, has_kernels, shape_keys
 from .memory import MemoryLedger
 
 #: How long after the window a replay waits for the requests still in the system: the
@@ -88,7 +89,12 @@ class ReplayRun:
         self._settled = 0
         self._lateness: list[float] = []
         self._engine_key = "engine"
-        self.executors = Executors(service.executors, sleep_for(service.launch_overhead_s), self.now)
+        self.iterations = 0
+        self.runner: KernelRunner | None = None
+        if has_kernels(bound):  # else each batch is waited out at once, more precisely than launch by launch
+            self.runner = KernelRunner(bound, shape_keys(bound), service.launch_overhead_s)
+        work = self.runner if self.runner is not None else sleep_for(service.launch_overhead_s)
+        self.executors = Executors(service.executors, work, self.now)
         host = RelayHost(bound, ledger.budget - ledger.used, self.times, self)
         self.policy: BatchingPolicy = batching_policy(service.batching, host, service.executors, workload, self.sizes,
                                                       size_fields)
@@ -101,6 +107,7 @@ class ReplayRun:
         heapq.heappush(self._wakes, t)
 
     def start_program(self, executor: int, program: Program, scale: float, now: float) -> None:
+        self.iterations += 1
         self.executors.start(executor, program, scale)
 
     def finish(self, request: int, now: float) -> None:
@@ -173,7 +180,10 @@ class ReplayRun:
         figures = request_figures(service, self.workload, self.times)
         metrics = Metrics(**figures, admitted_max=0, memory_peak_bytes=self.ledger.peak, memory_byte_seconds=0.0,
                           reserved_workspace_bytes=self.bound.reserved_workspace, sm_busy_fraction=0.0, sm_peak=0.0,
-                          idle_while_waiting_s=0.0, kernels=0)
+                          idle_while_waiting_s=0.0, kernels=self.runner.kernels if self.runner is not None else 0,
+                          iterations=self.iterations)
         unfinished = int(np.isnan(np.asarray(self.times.finish_t)).sum()) - figures["rejected"]
         lateness = percentile(np.asarray(self._lateness), 99) or 0.0
-        return ReplayResult(metrics, self.device, self.ledger.scale, wall, lateness, max(unfinished, 0))
+        kernels = ("modeled times" if self.runner is None else
+                   f"CPU references at 1/{CPU_SHAPE_DIVISOR} of each dimension, modeled times where no kernel")
+        return ReplayResult(metrics, self.device, self.ledger.scale, wall, lateness, max(unfinished, 0), kernels)

@@ -21,6 +21,12 @@ from ..problem.model import Config, Device, Operator, Service
 
 Phases = tuple[Phase, ...]
 Launch = tuple[str, Phases]
+#: What one operator runs in a batch: its name, its shape's dimensions (in the order its
+#: ``shape`` lists them), the bucket whose config runs it, and its launches' modeled
+#: seconds alone (their phases' times).
+Cell = tuple[str, tuple[float, ...], int, float]
+#: A program's cells by block: the operators that launch, and how often the block repeats.
+Cells = tuple[tuple[tuple[Cell, ...], int], ...]
 #: A launch's wait on another lane: it starts once that lane of the same executor has
 #: completed ``count`` launches (a CUDA event recorded on one stream, waited on by
 #: another). ``NO_WAIT`` (lane -1): nothing to wait for.
@@ -41,7 +47,10 @@ class Program:
     launch by launch; see ``service.launch: eager``); None when a launch's place is its
     index in its lane (one lane, or a service whose host issues nothing per launch).
     ``host_wait`` is the time a merged launch's phase idles waiting on the host (after its
-    first launch, whose wait the service applies), counted as the service's host wait."""
+    first launch, whose wait the service applies), counted as the service's host wait.
+    ``cells`` says what the launches compute (each operator's shape and bucket, block by
+    block; a micro-batched program's micro-batches one after another): what a replay
+    executes for real (:mod:`tuner.replay`), where the simulator needs only the times."""
 
     lanes: tuple[tuple[Launch, ...], ...]
     kernels: int
@@ -49,6 +58,7 @@ class Program:
     waits: tuple[tuple[Wait, ...], ...] | None = None
     issue: tuple[tuple[int, ...], ...] | None = None
     host_wait: float = 0.0
+    cells: Cells = ()
 
     @property
     def launches(self) -> tuple[Launch, ...]:
@@ -155,7 +165,7 @@ class LaunchMemo:
 
     Launches depend only on that key, so a trial's seeds and capacity rates, and every
     trial that keeps this operator's configs, reuse them. ``entries`` maps the key to
-    ``(token, launches, bucket)`` (bucket None when nothing launches); ``by_vars`` maps
+    ``(token, launches, bucket, dims)`` (bucket None when nothing launches); ``by_vars`` maps
     the values of the batch variables the operator reads to the same entry, so a batch
     seen in any earlier simulation costs no shape arithmetic at all; ``pinned`` keeps
     the profiles its identity key names alive, so their ids are never reused meanwhile.
@@ -223,8 +233,8 @@ class BoundOperator:
         object.__setattr__(self, "_outer", outer)
 
     def keyed(self, variables: Mapping[str, Any], device: Device
-              ) -> tuple[int, tuple[Launch, ...], int | None]:
-        """``(token, launches, bucket)`` for a batch with these variables (the bucket is
+              ) -> tuple[int, tuple[Launch, ...], int | None, tuple[float, ...]]:
+        """``(token, launches, bucket, dims)`` for a batch with these variables (the bucket is
         recorded in :attr:`visited`); no launch, and no bucket, when a shape dimension is
         zero (a prefill GEMM in a decode-only iteration is not launched)."""
         outer = self._outer(variables)
@@ -240,7 +250,7 @@ class BoundOperator:
         return entry
 
     def _entry(self, variables: Mapping[str, Any], device: Device, outer: object
-               ) -> tuple[int, tuple[Launch, ...], int | None]:
+               ) -> tuple[int, tuple[Launch, ...], int | None, tuple[float, ...]]:
         shape = self.operator.shape
         dims = tuple([expr.evaluate(variables) for _, expr in shape])
         direct = self.direct
@@ -249,7 +259,7 @@ class BoundOperator:
         entry = memo.entries.get(key)
         if entry is None:
             if dims and min(dims) <= 0.0:
-                entry = (_NOTHING, (), None)
+                entry = (_NOTHING, (), None, dims)
             else:
                 values = dict(variables)
                 values.update(zip((dim for dim, _ in shape), dims))
@@ -257,7 +267,7 @@ class BoundOperator:
                 launches = self.configs[bucket].profile.launches(values, device, self.operator.name,
                                                                  self.partition)
                 memo.last_token += 1
-                entry = (memo.last_token, launches, bucket)
+                entry = (memo.last_token, launches, bucket, dims)
             if len(memo.entries) >= _CACHE_LIMIT:
                 memo.entries.clear()
             memo.entries[key] = entry
@@ -336,11 +346,28 @@ class BoundService:
             paired = [([(op.lane, len(next(counted)[1])) for op in ops], times) for ops, times in self.blocks]
             issue = issue_order([run for block, times in paired for _copy in range(times) for run in block],
                                 self.lane_count)
-        program = Program(tuple(lanes), kernels, peak, None, issue, host_wait)
+        program = Program(tuple(lanes), kernels, peak, None, issue, host_wait, self._cells(parts))
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = program
         return program
+
+    def _cells(self, parts: list[tuple[int, tuple[Launch, ...], int | None, tuple[float, ...]]]) -> Cells:
+        """What each block's operators compute, from their keyed entries (in block order)."""
+        keyed = iter(parts)
+        cells: list[tuple[tuple[Cell, ...], int]] = []
+        for ops, repeat in self.blocks:
+            block: list[Cell] = []
+            for op in ops:
+                _, launches, bucket, dims = next(keyed)
+                if bucket is not None:
+                    seconds = 0.0
+                    for _, phases in launches:
+                        for phase in phases:
+                            seconds += phase[0]
+                    block.append((op.operator.name, dims, bucket, seconds))
+            cells.append((tuple(block), repeat))
+        return tuple(cells)
 
     def overlapped(self, micro_batches: list[dict[str, Any]]) -> Program:
         """The launches of one iteration split into micro-batches with these variables,
@@ -374,7 +401,8 @@ class BoundService:
         elif self.service.host_launch_s > 0.0:  # the host issues them in interleave's order
             issue = issue_order([(segments[j][0], len(segments[j][1])) for j in range(len(segmented[0]))
                                  for segments in segmented], self.lane_count)
-        program = Program(lanes, kernels, peak, waits, issue)
+        program = Program(lanes, kernels, peak, waits, issue,
+                          cells=tuple([block for keyed in parts for block in self._cells(keyed)]))
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = program
