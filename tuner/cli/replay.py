@@ -43,9 +43,9 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], se
     The regime's seeded arrivals (the same requests `tuner simulate` draws) arrive at
     their times; admission holds real allocations against the memory budget (scaled down
     on the CPU); the problem's own batching policy fills the executors, which run side by
-    side. In this version each launch runs as its modeled time (a declared profile's
-    latency), not the family's kernel: the replay measures queueing, admission and
-    batching, not the kernels."""
+    side. In this version an operator with a kernel runs its family's PyTorch reference
+    on the CPU at 1/16 of each dimension, one with a declared profile waits out its
+    latency: the replay measures queueing, admission and batching, not a GPU's kernels."""
     from ..problem import load_problem, resolve_assignment
     from ..replay import replay as run_replay
 
