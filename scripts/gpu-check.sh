@@ -9,7 +9,10 @@
 #   1. benchmarks/gpu_sharing.py     -- waves on free SMs, no preemption (H200: ~10 s)       180 s
 #   2. benchmarks/gpu_gemm_decode.py -- the matmul kernels at Llama-2-7B's GEMM shapes, beside
 #                                       the analytic model, cuBLAS and the roofline            240 s
-# Without a CUDA GPU each step prints one line and the script exits 0.
+#   3. tuner replay seed_example, heavy regime, lean then fast (--device cuda --compare --json:
+#      spin kernels on 8 streams, measured beside simulated; the seed's claim)  90 s each
+#      (its JSON in OUT_DIR/replay_seed_example_heavy_<config>.log; the replay's first GPU run)
+# Without a CUDA GPU each step prints one line (the replays are skipped) and the script exits 0.
 #
 # On a machine that lacks tuner's pure-Python dependencies (the lent H200's image has torch
 # and triton but not pydantic or sqlalchemy), carry wheels in .whl/ (make them here with
@@ -37,4 +40,12 @@ run_step() { # NAME LIMIT_S SCRIPT ARGS...
 }
 run_step gpu_sharing 180 benchmarks/gpu_sharing.py --out "$OUT_DIR/gpu_sharing_measured.json"
 run_step gpu_gemm_decode 240 benchmarks/gpu_gemm_decode.py --out "$OUT_DIR/gpu_gemm_decode_measured.json"
+if "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    for config in lean fast; do
+        run_step "replay_seed_example_heavy_$config" 90 -m tuner replay seed_example --regime heavy \
+            --assign "stage=$config" --duration 10 --device cuda --compare --json
+    done
+else
+    echo "gpu-check: replay skipped: no CUDA GPU"
+fi
 exit $status

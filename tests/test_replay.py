@@ -131,6 +131,11 @@ def test_the_command_measures_and_compares(tmp_path):
     assert "measured on the cpu" in result.output and "simulated" in result.output
     bad = CliRunner().invoke(main, ["replay", str(problem.path), "--regime", "nope"])
     assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "no regime 'nope'" in bad.output
+    import torch
+
+    if not torch.cuda.is_available():
+        no_gpu = CliRunner().invoke(main, ["replay", str(problem.path), "--device", "cuda"])
+        assert no_gpu.exit_code == 2 and no_gpu.output.count("\n") == 1 and "no CUDA GPU here" in no_gpu.output
 
 
 def test_a_kernel_familys_operator_runs_its_reference_at_a_reduced_shape(tmp_path, monkeypatch):
@@ -157,3 +162,86 @@ def test_a_kernel_familys_operator_runs_its_reference_at_a_reduced_shape(tmp_pat
     assert {(s["N"], s["K"]) for s in shapes} == {(256, 256)}
     assert all(s["M"] % 8 == 0 and 8 <= s["M"] <= 64 for s in shapes)  # batch · 128 / 16, batch 1..8
     assert "CPU references" in result.kernels and metrics.completed == metrics.arrivals
+
+
+class RecordingCuda:
+    """``torch.cuda``'s calls that a CUDA replay makes, recorded (and the time they
+    stand for, on a clock of its own), so the path runs without a GPU."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.current: list[object] = [None]
+
+    class Stream:
+        def __init__(self) -> None:
+            self.synchronized = 0
+
+        def synchronize(self) -> None:
+            self.synchronized += 1
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            assert enable_timing
+
+        def record(self) -> None:
+            pass
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, end) -> float:  # ms: the calibration spin as 2 GHz of cycles
+            return 10_000_000 / 2e9 * 1e3
+
+    def stream(self, stream):
+        cuda = self
+
+        class Context:
+            def __enter__(self):
+                cuda.current.append(stream)
+
+            def __exit__(self, *exc):
+                cuda.current.pop()
+
+        return Context()
+
+    def _sleep(self, cycles: int) -> None:
+        self.calls.append(("_sleep", cycles, self.current[-1]))
+
+
+def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monkeypatch):
+    """Every call a GPU replay makes, reached on the CPU: a stream per executor, the spin
+    calibrated and sized from it (20 ms at 2 GHz = 4e7 cycles), each batch's launches
+    inside its executor's stream and the stream drained at the batch's end; a family's
+    kernel called by ``run`` at the full shape with the config's parameters."""
+    from tests.test_modeled import GEMM_PROBLEM, FakeResources
+    from tuner.kernels.matmul import MatmulFamily
+    from tuner.replay.kernels import CudaKernels
+
+    problem = _problem(tmp_path)
+    cuda = RecordingCuda()
+    backend = CudaKernels(2, cuda=cuda)
+    assert backend.cycles_per_s == pytest.approx(2e9) and len(backend.streams) == 2
+    result = _replayed(problem, "light", backend, seconds=2.0)
+    spins = [c for c in cuda.calls if c[0] == "_sleep"][1:]  # after the calibration's
+    assert spins and all(c[1] == int(SERVICE_S * 2e9) and c[2] is backend.streams[0] for c in spins)
+    assert backend.streams[0].synchronized == result.metrics.iterations == len(spins)
+
+    path = tmp_path / "gemm.yaml"
+    path.write_text(yaml.safe_dump({**GEMM_PROBLEM, "regimes": {
+        "steady": {"arrivals": {"process": "poisson", "rate": 20}, "horizon": "1 s"}}}))
+    gemm = load_problem(path, resources=FakeResources())
+    ran: list[tuple[dict, dict]] = []
+    monkeypatch.setattr(MatmulFamily, "make_inputs", lambda self, shape, seed, device: {"device": device})
+    monkeypatch.setattr(MatmulFamily, "run", lambda self, inputs, params, shape: ran.append((params, dict(shape))))
+    result = _replayed(gemm, "steady", CudaKernels(1, cuda=RecordingCuda()), seconds=1.0)
+    assert len(ran) == result.metrics.kernels == 4 * result.metrics.iterations > 0
+    assert {(s["N"], s["K"]) for _, s in ran} == {(4096, 4096)}
+    default = next(iter(Assignment.default(gemm).cells()))[1]
+    assert all(params == default.param_dict for params, _ in ran)
+
+
+def _replayed(problem, regime: str, backend, seconds: float):
+    workload = problem.regimes[regime].workload(0, problem.service.jitter, seconds)
+    bound = bind(problem.service_for(regime), Assignment.default(problem), problem.size_fields)
+    ledger = MemoryLedger(problem.memory_budget(regime), allocate=lambda n: n)
+    return ReplayRun(bound, workload, ledger, problem.size_fields, "cuda", backend).run(drain_s=1.0)

@@ -31,8 +31,9 @@ _FIGURES = (("arrivals/s", "arrival_rate_rps", "{:.3g}"), ("goodput/s", "goodput
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Workload seed (the simulator's requests).")
 @click.option("--duration", type=SECONDS, default=None,
               help="Window in seconds of wall-clock time (default: the regime's horizon).")
-@click.option("--device", type=click.Choice(["cpu"]), default="cpu", show_default=True,
-              help="Where the executors run (this version: the CPU).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Where the kernels run: the CPU (the families' PyTorch references at 1/16 of each "
+                   "dimension), or this machine's GPU (their Triton kernels, one CUDA stream per executor).")
 @click.option("--compare", is_flag=True, help="Also simulate the same requests and print simulated beside measured.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (tuner simulate's keys, and a 'replay' object).")
 @one_line_errors
@@ -43,9 +44,10 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], se
     The regime's seeded arrivals (the same requests `tuner simulate` draws) arrive at
     their times; admission holds real allocations against the memory budget (scaled down
     on the CPU); the problem's own batching policy fills the executors, which run side by
-    side. In this version an operator with a kernel runs its family's PyTorch reference
-    on the CPU at 1/16 of each dimension, one with a declared profile waits out its
-    latency: the replay measures queueing, admission and batching, not a GPU's kernels."""
+    side. An operator with a kernel runs it (on the CPU: its family's PyTorch reference
+    at 1/16 of each dimension, so the times are the CPU's; on a GPU: its Triton kernel
+    with the config, on the executor's stream); one with a declared profile waits out its
+    latency (on a GPU: a spin kernel)."""
     from ..problem import load_problem, resolve_assignment
     from ..replay import replay as run_replay
 
@@ -54,6 +56,12 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], se
     if name not in loaded.regimes:
         raise TunerError(f"{loaded.path}: regimes: no regime {name!r} (regimes: {', '.join(loaded.regimes)})")
     assignment = resolve_assignment(loaded, assign)
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise TunerError(f"--device cuda: no CUDA GPU here (torch {torch.__version__}: "
+                             "torch.cuda.is_available() is False); replay with --device cpu")
     window = duration or loaded.regimes[name].horizon_s
     if not as_json:
         click.echo(f"replaying {loaded.name}:{name} on the {device} for {window:g} s (and the drain)...", err=True)

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from ..sim.program import Program
 
-#: The seconds one launch of a program stands for: its phases' times, times the batch's scale.
-Work = Callable[[Program, float, threading.Event], None]
+#: What an executor does with a batch: ``work(executor, program, scale, stop)``.
+Work = Callable[[int, Program, float, threading.Event], None]
 
 
 def program_seconds(program: Program, scale: float, launch_overhead_s: float) -> float:
@@ -32,7 +32,7 @@ def program_seconds(program: Program, scale: float, launch_overhead_s: float) ->
 
 def sleep_for(launch_overhead_s: float) -> Work:
     """The batch as its modeled time, waited out (ended early when ``stop`` is set)."""
-    def work(program: Program, scale: float, stop: threading.Event) -> None:
+    def work(executor: int, program: Program, scale: float, stop: threading.Event) -> None:
         stop.wait(program_seconds(program, scale, launch_overhead_s))
 
     return work
@@ -61,7 +61,7 @@ class Executors:
             job = inbox.get()
             if job is None or self.stop.is_set():
                 return
-            self._work(job[0], job[1], self.stop)
+            self._work(executor, job[0], job[1], self.stop)
             self.done.put((executor, self._clock()))
 
     def close(self) -> None:

@@ -22,14 +22,15 @@ from ..sim.program import BoundService, Program, bind
 from ..sim.service import request_figures
 from ..traffic import Workload
 from .executors import Executors, sleep_for
-from .kernels import CPU_SHAPE_DIVISOR, KernelRunner, has_kernels, shape_keys
+from .kernels import Backend, CpuReferences, CudaKernels, KernelRunner, has_kernels
 from .memory import MemoryLedger
 
 #: How long after the window a replay waits for the requests still in the system: the
 #: simulator drains them all, a wall clock cannot wait forever (the rest count as missed).
 DRAIN_S = 10.0
-#: What a replay on the CPU allocates per byte of the GPU's budget it accounts.
-CPU_MEMORY_SCALE = 2.0 ** -10
+#: What a replay allocates per byte of the budget it accounts, by device: on the CPU a
+#: GPU's bytes scaled down.
+MEMORY_SCALE = {"cpu": 2.0 ** -10, "cuda": 1.0}
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,14 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
     """Replay ``regime``'s seeded arrivals (the simulator's, for the same seed and window)
     under ``assignment`` on ``device``, in wall-clock time: the window plus up to
     ``drain_s`` for the requests still in the system."""
-    if device != "cpu":
-        raise ValueError(f"replay runs on the CPU in this version, not {device!r}")
+    if device not in MEMORY_SCALE:
+        raise ValueError(f"a replay runs on {' or '.join(MEMORY_SCALE)}, not {device!r}")
     workload = problem.regimes[regime].workload(seed, problem.service.jitter, duration_s)
     bound = bind(problem.service_for(regime), assignment, problem.size_fields)
-    ledger = MemoryLedger(problem.memory_budget(regime), device, CPU_MEMORY_SCALE)
-    return ReplayRun(bound, workload, ledger, problem.size_fields, device).run(drain_s)
+    ledger = MemoryLedger(problem.memory_budget(regime), device, MEMORY_SCALE[device])
+    backend = (CudaKernels(bound.service.executors) if device == "cuda"
+               else CpuReferences() if has_kernels(bound) else None)
+    return ReplayRun(bound, workload, ledger, problem.size_fields, device, backend).run(drain_s)
 
 
 class ReplayRun:
@@ -72,7 +75,10 @@ class ReplayRun:
     simulation: the same admission rule, on a wall clock."""
 
     def __init__(self, bound: BoundService, workload: Workload, ledger: MemoryLedger, size_fields: frozenset[str],
-                 device: str, clock: Callable[[], float] = time.perf_counter) -> None:
+                 device: str, backend: Backend | None = None, clock: Callable[[], float] = time.perf_counter) -> None:
+        """``backend``: where the batches' kernels run (:mod:`tuner.replay.kernels`); None:
+        each batch waited out at once for its modeled time (a service of declared
+        profiles on the CPU, more precise than a wait per launch)."""
         service = bound.service
         self.bound, self.workload, self.ledger, self.device = bound, workload, ledger, device
         self.times = RequestTimes(workload)
@@ -90,9 +96,7 @@ class ReplayRun:
         self._lateness: list[float] = []
         self._engine_key = "engine"
         self.iterations = 0
-        self.runner: KernelRunner | None = None
-        if has_kernels(bound):  # else each batch is waited out at once, more precisely than launch by launch
-            self.runner = KernelRunner(bound, shape_keys(bound), service.launch_overhead_s)
+        self.runner = None if backend is None else KernelRunner(bound, backend, service.launch_overhead_s)
         work = self.runner if self.runner is not None else sleep_for(service.launch_overhead_s)
         self.executors = Executors(service.executors, work, self.now)
         host = RelayHost(bound, ledger.budget - ledger.used, self.times, self)
@@ -184,6 +188,5 @@ class ReplayRun:
                           iterations=self.iterations)
         unfinished = int(np.isnan(np.asarray(self.times.finish_t)).sum()) - figures["rejected"]
         lateness = percentile(np.asarray(self._lateness), 99) or 0.0
-        kernels = ("modeled times" if self.runner is None else
-                   f"CPU references at 1/{CPU_SHAPE_DIVISOR} of each dimension, modeled times where no kernel")
+        kernels = "modeled times" if self.runner is None else self.runner.backend.described
         return ReplayResult(metrics, self.device, self.ledger.scale, wall, lateness, max(unfinished, 0), kernels)
