@@ -219,6 +219,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "headline": lambda: bench("headline").render(report("headline")),
     "headline_seed_example": lambda: bench("headline").problem_table(report("headline"), "seed_example"),
     "bench_policy": lambda: bench("bench_policy").render(report("bench_policy")),
+    "bench_replay": lambda: bench("bench_replay").render(report("bench_replay")),
     "bench_runtime": lambda: bench("bench_runtime").markdown(report("bench_runtime")),
     "bench_simulator": lambda: fenced(bench("bench_simulator").table(report("bench_simulator"))),
     "bench_sharing": lambda: fenced(bench("bench_sharing").render(report("bench_sharing"))),
