@@ -32,7 +32,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -42,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from recorded import add_options, load_average, record  # noqa: E402
+from recorded import add_options, load_average, publish  # noqa: E402
 
 PROCESSES = 2  # seeds simulated side by side (this machine's two cores)
 DEPLOYMENTS = ("h100_llama2_7b_tp1", "h100_codellama34b_tp2", "h100_mixtral8x7b_tp2", "h100_llama2_70b_tp4",
@@ -218,10 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                               for name in names},
               "sim_processes": PROCESSES,
               "note": "simulated: modeled kernels, the vLLM engine model calibrated on the measured runs"}
-    if args.record:
-        record("bench_deployments", report, args.note, before)
-    print(json.dumps(report, indent=2) if args.json else table(report))
-    return 0
+    return publish("bench_deployments", report, args, before, table)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,9 @@ GPU measurement: what it bounds is the harness, which a GPU replay runs too.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from recorded import add_options, load_average, record
+from recorded import add_options, load_average, publish
 
 #: (regime, config) of the seed example: both variants at light and heavy load.
 CASES = (("light", "lean"), ("light", "fast"), ("heavy", "lean"), ("heavy", "fast"))
@@ -69,10 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     before = load_average()
     report = {"problem": "seed_example", "seed": 0,
               "cases": [measure(regime, config, args.seconds) for regime, config in CASES]}
-    if args.record:
-        record("bench_replay", report, args.note, before)
-    print(json.dumps(report, indent=2) if args.json else render(report))
-    return 0
+    return publish("bench_replay", report, args, before, render)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,16 @@ def record(name: str, report: Any, note: str = SHARED_NOTE, started_load: list[f
     return path
 
 
+def publish(name: str, report: Any, args: argparse.Namespace, started_load: list[float] | None,
+            render: Any) -> int:
+    """A benchmark's ending: the record when ``--record``, then the report as JSON
+    (``--json``) or as ``render`` prints it; 0, the exit code."""
+    if args.record:
+        record(name, report, args.note, started_load)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
 def load(name: str) -> dict[str, Any]:
     """The envelope of ``benchmarks/results/<name>.json``."""
     return json.loads((RESULTS / f"{name}.json").read_text())
