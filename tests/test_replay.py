@@ -173,7 +173,8 @@ class RecordingCuda:
         self.current: list[object] = [None]
 
     class Stream:
-        def __init__(self) -> None:
+        def __init__(self, priority: int = 0) -> None:
+            self.priority = priority
             self.synchronized = 0
 
         def synchronize(self) -> None:
@@ -219,8 +220,8 @@ def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monk
 
     problem = _problem(tmp_path)
     cuda = RecordingCuda()
-    backend = CudaKernels(2, cuda=cuda)
-    assert backend.cycles_per_s == pytest.approx(2e9) and len(backend.streams) == 2
+    backend = CudaKernels(2, cuda=cuda, priority=-1)
+    assert backend.cycles_per_s == pytest.approx(2e9) and [s.priority for s in backend.streams] == [-1, -1]
     result = _replayed(problem, "light", backend, seconds=2.0)
     spins = [c for c in cuda.calls if c[0] == "_sleep"][1:]  # after the calibration's
     assert spins and all(c[1] == int(SERVICE_S * 2e9) and c[2] is backend.streams[0] for c in spins)

@@ -72,17 +72,19 @@ class CpuReferences:
 
 class CudaKernels:
     """The families' Triton kernels on one CUDA stream per executor (``cuda``:
-    ``torch.cuda`` or a stand-in with the same calls)."""
+    ``torch.cuda`` or a stand-in with the same calls), each stream at the service's
+    ``priority`` (CUDA's convention, the problem file's too: lower gets SMs first; torch
+    maps a value beyond the device's range to its nearest end)."""
 
     described = "Triton kernels on one CUDA stream per executor, spin kernels of the declared time"
 
-    def __init__(self, executors: int, cuda: Any = None) -> None:
+    def __init__(self, executors: int, cuda: Any = None, priority: int = 0) -> None:
         if cuda is None:
             import torch
 
             cuda = torch.cuda
         self.cuda = cuda
-        self.streams = [cuda.Stream() for _ in range(executors)]
+        self.streams = [cuda.Stream(priority=priority) for _ in range(executors)]
         self.cycles_per_s = self._spin_rate()
 
     def _spin_rate(self) -> float:

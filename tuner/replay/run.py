@@ -64,7 +64,7 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
     workload = problem.regimes[regime].workload(seed, problem.service.jitter, duration_s)
     bound = bind(problem.service_for(regime), assignment, problem.size_fields)
     ledger = MemoryLedger(problem.memory_budget(regime), device, MEMORY_SCALE[device])
-    backend = (CudaKernels(bound.service.executors) if device == "cuda"
+    backend = (CudaKernels(bound.service.executors, priority=bound.service.priority) if device == "cuda"
                else CpuReferences() if has_kernels(bound) else None)
     return ReplayRun(bound, workload, ledger, problem.size_fields, device, backend).run(drain_s)
 
