@@ -53,8 +53,7 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], se
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     name = regime or next(iter(loaded.regimes))
-    if name not in loaded.regimes:
-        raise TunerError(f"{loaded.path}: regimes: no regime {name!r} (regimes: {', '.join(loaded.regimes)})")
+    horizon_s = loaded.regime(name).horizon_s  # (an unknown regime: one line naming those there are)
     assignment = resolve_assignment(loaded, assign)
     if device == "cuda":
         import torch
@@ -62,7 +61,7 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], se
         if not torch.cuda.is_available():
             raise TunerError(f"--device cuda: no CUDA GPU here (torch {torch.__version__}: "
                              "torch.cuda.is_available() is False); replay with --device cpu")
-    window = duration or loaded.regimes[name].horizon_s
+    window = duration or horizon_s
     if not as_json:
         click.echo(f"replaying {loaded.name}:{name} on the {device} for {window:g} s (and the drain)...", err=True)
     result = run_replay(loaded, assignment, name, seed=seed, duration_s=duration, device=device)

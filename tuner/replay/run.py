@@ -19,7 +19,7 @@ from ..sim.batching import BatchingPolicy, RelayHost, RequestTimes
 from ..sim.metrics import Metrics, percentile
 from ..sim.policies import batching_policy
 from ..sim.program import BoundService, Program, bind
-from ..sim.service import request_figures
+from ..sim.service import request_figures, request_state
 from ..traffic import Workload
 from .executors import Executors, sleep_for
 from .kernels import Backend, CpuReferences, CudaKernels, KernelRunner, has_kernels
@@ -83,9 +83,7 @@ class ReplayRun:
         self.bound, self.workload, self.ledger, self.device = bound, workload, ledger, device
         self.times = RequestTimes(workload)
         self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
-        state = 0.0 if service.kind.engine else service.memory.per_request.evaluate_array(
-            {name: np.asarray(v, dtype=np.float64) for name, v in workload.sizes.items()})
-        self.state = np.broadcast_to(np.asarray(state, dtype=np.float64), (len(workload),)).tolist()
+        self.state = request_state(service, workload)
         if not ledger.reserve("fixed", service.memory.fixed) or not ledger.reserve("workspace",
                                                                                    bound.reserved_workspace):
             raise ValueError("the memory budget does not hold the service's fixed memory and reserved workspace")

@@ -138,11 +138,7 @@ class ServiceRun(Host):
         n = len(workload)
         self.n = n
         self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
-        # an engine policy (vllm) keeps its KV cache itself: requests are admitted on arrival
-        state = 0.0 if service.kind.engine else service.memory.per_request.evaluate_array(
-            {name: np.asarray(v, dtype=np.float64) for name, v in workload.sizes.items()}
-        )
-        self.state = np.broadcast_to(np.asarray(state, dtype=np.float64), (n,)).tolist()
+        self.state = request_state(service, workload)
         self.base_memory = service.memory.fixed + bound.reserved_workspace
         self.capacity = budget - self.base_memory
         self.times = RequestTimes(workload)
@@ -537,6 +533,16 @@ class ServiceRun(Host):
             neighbor_progress_ratio=neighbor_ratio,
             config_switches=self.switches,
         )
+
+
+def request_state(service: Service, workload: Workload) -> list[float]:
+    """The bytes each request holds while admitted (``service.memory.per_request`` at its
+    sizes): what admission checks, in a simulation and in a replay alike; 0 for an
+    engine policy (vllm), which keeps its KV cache itself and admits on arrival."""
+    state = 0.0 if service.kind.engine else service.memory.per_request.evaluate_array(
+        {name: np.asarray(v, dtype=np.float64) for name, v in workload.sizes.items()}
+    )
+    return np.broadcast_to(np.asarray(state, dtype=np.float64), (len(workload),)).tolist()
 
 
 def request_figures(service: Service, workload: Workload, times: RequestTimes) -> dict[str, Any]:
