@@ -21,6 +21,7 @@ from tuner.cli import main
 from tuner.problem import load_problem
 from tuner.problem.assignment import Assignment
 from tuner.replay import MemoryLedger, replay
+from tuner.replay.kernels import KernelRunner
 from tuner.replay.run import ReplayRun
 from tuner.sim import simulate
 from tuner.sim.program import bind
@@ -245,4 +246,5 @@ def _replayed(problem, regime: str, backend, seconds: float):
     workload = problem.regimes[regime].workload(0, problem.service.jitter, seconds)
     bound = bind(problem.service_for(regime), Assignment.default(problem), problem.size_fields)
     ledger = MemoryLedger(problem.memory_budget(regime), allocate=lambda n: n)
-    return ReplayRun(bound, workload, ledger, problem.size_fields, "cuda", backend).run(drain_s=1.0)
+    runner = KernelRunner(bound, backend, bound.service.launch_overhead_s, problem.size_fields)
+    return ReplayRun(bound, workload, ledger, problem.size_fields, "cuda", runner).run(drain_s=1.0)

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import TunerError
-from .group import DEFAULT_PROBLEM, main, one_line_errors
+from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option
 from .params import SECONDS, SEED
 
 if TYPE_CHECKING:
+    from ..problem.assignment import Assignment
+    from ..problem.model import Problem
     from ..replay import ReplayResult
     from ..sim.metrics import Metrics
 
@@ -28,17 +30,27 @@ _FIGURES = (("arrivals/s", "arrival_rate_rps", "{:.3g}"), ("goodput/s", "goodput
 @click.option("--regime", default=None, help="Regime to replay (default: the problem's first).")
 @click.option("--assign", "assign", multiple=True, metavar="OP[@BUCKET]=CONFIG",
               help="Config for an operator or one bucket of it, as `tuner simulate --assign` takes it. Repeatable.")
+@click.option("--table", "from_table", is_flag=True,
+              help="Run the configs the stored table (--storage) holds for this regime, as the dispatcher would.")
+@click.option("--isolated-fastest", is_flag=True,
+              help="Run the per-bucket isolated-fastest configs (the baseline: what triton.autotune(key=...) keeps).")
+@storage_option("The tuned table --table reads (a SQLite file or URL, or a JSON export).")
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Workload seed (the simulator's requests).")
 @click.option("--duration", type=SECONDS, default=None,
               help="Window in seconds of wall-clock time (default: the regime's horizon).")
+@click.option("--drain", type=SECONDS, default=None,
+              help="How long after the window to wait for the requests still in the system (default: 10 s); "
+                   "those left count as unfinished.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Where the kernels run: the CPU (the families' PyTorch references at 1/16 of each "
                    "dimension), or this machine's GPU (their Triton kernels, one CUDA stream per executor).")
 @click.option("--compare", is_flag=True, help="Also simulate the same requests and print simulated beside measured.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (tuner simulate's keys, and a 'replay' object).")
 @one_line_errors
-def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], seed: int, duration: float | None,
-           device: str, compare: bool, as_json: bool) -> None:
+def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], from_table: bool,
+           isolated_fastest: bool, storage: str, seed: int, duration: float | None, drain: float | None, device: str,
+           compare: bool,
+           as_json: bool) -> None:
     """Execute the service on a wall clock and measure what it delivers.
 
     The regime's seeded arrivals (the same requests `tuner simulate` draws) arrive at
@@ -48,13 +60,13 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], se
     at 1/16 of each dimension, so the times are the CPU's; on a GPU: its Triton kernel
     with the config, on the executor's stream); one with a declared profile waits out its
     latency (on a GPU: a spin kernel)."""
-    from ..problem import load_problem, resolve_assignment
+    from ..problem import load_problem
     from ..replay import replay as run_replay
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     name = regime or next(iter(loaded.regimes))
     horizon_s = loaded.regime(name).horizon_s  # (an unknown regime: one line naming those there are)
-    assignment = resolve_assignment(loaded, assign)
+    assignment = _assignment(loaded, name, assign, from_table, isolated_fastest, storage)
     if device == "cuda":
         import torch
 
@@ -64,7 +76,8 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], se
     window = duration or horizon_s
     if not as_json:
         click.echo(f"replaying {loaded.name}:{name} on the {device} for {window:g} s (and the drain)...", err=True)
-    result = run_replay(loaded, assignment, name, seed=seed, duration_s=duration, device=device)
+    result = run_replay(loaded, assignment, name, seed=seed, duration_s=duration, device=device,
+                        **({} if drain is None else {"drain_s": drain}))
     simulated = None
     if compare:
         from ..sim import simulate
@@ -78,6 +91,29 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], se
         click.echo(json.dumps(document, indent=2))
         return
     _print(loaded.name, name, result, simulated)
+
+
+def _assignment(problem: Problem, regime: str, assign: tuple[str, ...], from_table: bool, isolated_fastest: bool,
+                storage: str) -> Assignment:
+    """What the replay runs: ``--assign``'s configs (the defaults elsewhere), the table's
+    for the regime, or the per-bucket isolated-fastest baseline (one of the three)."""
+    if sum((bool(assign), from_table, isolated_fastest)) > 1:
+        raise TunerError("--assign, --table and --isolated-fastest each say what to run: give one of them")
+    if isolated_fastest:
+        from ..search import PER_BUCKET, JointSpace
+
+        return PER_BUCKET.assignment(JointSpace.of(problem))
+    if from_table:
+        from .table_assignments import table_assignments
+
+        _, assignments = table_assignments(problem, storage, "--table")
+        if regime not in assignments:
+            raise TunerError(f"--table: the table in {storage} has no rows for regime {regime!r} of "
+                             f"{problem.name} (regimes: {', '.join(assignments) or 'none'})")
+        return assignments[regime]
+    from ..problem import resolve_assignment
+
+    return resolve_assignment(problem, assign)
 
 
 def _print(problem: str, regime: str, result: ReplayResult, simulated: Metrics | None) -> None:

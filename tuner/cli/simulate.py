@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import TunerError
-from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option, table_storage, warn
+from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option, warn
 from .params import SECONDS, SEED, SEEDS, OutputFile
 
 if TYPE_CHECKING:
@@ -248,20 +248,10 @@ def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str]
         assignments = {"isolated-fastest": PER_BUCKET.assignment(JointSpace.of(problem))}
         make = lambda: StaticPolicy("isolated-fastest")  # noqa: E731
     elif policy_text == "table" or policy_text.startswith("static:"):
-        from ..problem.assignment import Assignment
         from ..runtime import Dispatcher
-        from ..runtime.served import read_table
+        from .table_assignments import table_assignments
 
-        try:
-            storage = table_storage(storage)
-            table = read_table(storage, problem=problem.name)
-        except Exception as exc:  # noqa: BLE001 - any unreadable table is one line for the user
-            raise TunerError(f"--policy {policy_text}: cannot read the table in {storage}: {exc}") from None
-        rows = {regime: table.regime_rows(regime) for regime in table.regimes}
-        assignments = {regime: Assignment.from_rows(problem, found, table.source) for regime, found in rows.items()}
-        drift = Assignment.drift(problem, [row for found in rows.values() for row in found], table.source)
-        if drift is not None:
-            warn([drift])
+        table, assignments = table_assignments(problem, storage, f"--policy {policy_text}")
         if policy_text == "table":
             make = lambda: DispatcherPolicy(Dispatcher(table))  # noqa: E731
         else:

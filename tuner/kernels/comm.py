@@ -38,6 +38,9 @@ class CommFamily:
     """A collective over ``ranks`` GPUs on ``interconnect``; see the module docstring."""
 
     name = "comm"
+    #: Not run where tuner runs kernels (a replay, the GPU check): a collective needs its
+    #: ranks; a replay waits out its modeled time instead.
+    runnable = False
     shape_keys = ("M", "N")
     bucket_key = ("M",)
     space = SPACE

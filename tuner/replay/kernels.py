@@ -19,6 +19,7 @@ backends:
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -31,12 +32,22 @@ from ..sim.program import BoundService, Cell, Program
 CPU_SHAPE_DIVISOR = 16
 #: Cycles of the spin kernel timed once to learn the GPU's cycles per second.
 SPIN_CALIBRATION_CYCLES = 10_000_000
+#: What a CPU replay allocates per byte of the budget it accounts: a GPU's bytes scaled
+#: down (2 GiB of workspace becomes 2 MiB).
+CPU_MEMORY_SCALE = 2.0 ** -10
+#: The share of the GPU's free memory (after the kernels' inputs) a CUDA replay's budget
+#: may take; a budget larger than that is held at a scale below 1, and the scale reported.
+CUDA_FREE_SHARE = 0.9
 
 
 class Backend(Protocol):
     """Where a replay's kernels run (see the module docstring)."""
 
     described: str
+    #: Whether an operator's inputs are made once, at its largest shape, and launched at
+    #: each smaller one over them (a GPU: a layer's weights made once, not per batch
+    #: size; the kernels address what the shape says, within the larger buffers).
+    shares_inputs: bool
 
     def shape(self, shape: dict[str, int]) -> dict[str, int]: ...
 
@@ -48,11 +59,16 @@ class Backend(Protocol):
 
     def batch(self, executor: int) -> ContextManager[None]: ...
 
+    def drain(self) -> None: ...
+
+    def memory_scale(self, budget: float) -> float: ...
+
 
 class CpuReferences:
     """The families' PyTorch references on the CPU at reduced shapes."""
 
     described = f"CPU references at 1/{CPU_SHAPE_DIVISOR} of each dimension, modeled times where no kernel"
+    shares_inputs = False
 
     def shape(self, shape: dict[str, int]) -> dict[str, int]:
         return {key: max(1, value // CPU_SHAPE_DIVISOR) for key, value in shape.items()}
@@ -69,6 +85,12 @@ class CpuReferences:
     def batch(self, executor: int) -> ContextManager[None]:
         return nullcontext()
 
+    def drain(self) -> None:
+        pass
+
+    def memory_scale(self, budget: float) -> float:
+        return CPU_MEMORY_SCALE
+
 
 class CudaKernels:
     """The families' Triton kernels on one CUDA stream per executor (``cuda``:
@@ -77,6 +99,7 @@ class CudaKernels:
     maps a value beyond the device's range to its nearest end)."""
 
     described = "Triton kernels on one CUDA stream per executor, spin kernels of the declared time"
+    shares_inputs = True
 
     def __init__(self, executors: int, cuda: Any = None, priority: int = 0) -> None:
         if cuda is None:
@@ -115,6 +138,15 @@ class CudaKernels:
             yield
         stream.synchronize()
 
+    def drain(self) -> None:
+        self.cuda.synchronize()
+
+    def memory_scale(self, budget: float) -> float:
+        """1 where the budget fits in :data:`CUDA_FREE_SHARE` of the free memory, else the
+        scale that makes it fit (the accounting stays in the problem's bytes)."""
+        free, _ = self.cuda.mem_get_info()
+        return min(1.0, CUDA_FREE_SHARE * free / budget) if budget > 0 else 1.0
+
 
 def configs_by_operator(bound: BoundService) -> dict[str, tuple[Config, ...]]:
     """Each operator's config per bucket, as the bound service runs them."""
@@ -123,9 +155,11 @@ def configs_by_operator(bound: BoundService) -> dict[str, tuple[Config, ...]]:
 
 def kernel_of(config: Config) -> Any | None:
     """The kernel family object behind a config's profile (a modeled profile's), or None
-    for a declared profile, which names a time and no kernel."""
+    for a declared profile, which names a time and no kernel, and for a family that says
+    it cannot run on one device (``runnable = False``: a collective)."""
     family = getattr(config.profile, "family", None)
-    return family if family is not None and hasattr(family, "reference") else None
+    runs = family is not None and hasattr(family, "reference") and getattr(family, "runnable", True)
+    return family if runs else None
 
 
 def has_kernels(bound: BoundService) -> bool:
@@ -136,15 +170,25 @@ def has_kernels(bound: BoundService) -> bool:
 class KernelRunner:
     """Runs a program's cells on ``backend``; counts the kernels it ran (:attr:`kernels`)."""
 
-    def __init__(self, bound: BoundService, backend: Backend, launch_overhead_s: float) -> None:
+    def __init__(self, bound: BoundService, backend: Backend, launch_overhead_s: float,
+                 size_fields: frozenset[str] = frozenset()) -> None:
         self.configs = configs_by_operator(bound)
-        self.shape_keys = {op.operator.name: tuple(dim for dim, _ in op.operator.shape)
-                           for ops, _ in bound.blocks for op in ops}
+        operators = {op.operator.name: op.operator for ops, _ in bound.blocks for op in ops}
+        self.shape_keys = {name: tuple(dim for dim, _ in op.shape) for name, op in operators.items()}
+        largest = bound.service.largest_batch_variables(size_fields)
+        #: Per operator, each bucket's representative shape (what :meth:`warm` compiles).
+        self.bucket_shapes: dict[str, list[dict[str, int] | None]] = {name: [self._shape_of(name, op.bucket_variables(largest, b))
+                                     if op.bucketing.reachable(op.bucketing.buckets[b]) else None
+                                     for b in range(op.bucketing.size)] for name, op in operators.items()}
+        self.largest = {name: self._shape_of(name, op.variables(largest)) for name, op in operators.items()}
         self.backend = backend
         self.overhead = launch_overhead_s
         self.kernels = 0
-        self._inputs: dict[tuple[str, tuple[float, ...]], dict[str, Any]] = {}
+        self._inputs: dict[object, tuple[dict[str, int], dict[str, Any]]] = {}
         self._lock = threading.Lock()
+
+    def _shape_of(self, name: str, variables: Mapping[str, float]) -> dict[str, int]:
+        return {dim: int(math.ceil(variables[dim])) for dim in self.shape_keys[name]}
 
     def __call__(self, executor: int, program: Program, scale: float, stop: threading.Event) -> None:
         """One batch: every block's cells, ``repeat`` times, in order, on the executor's
@@ -164,11 +208,40 @@ class KernelRunner:
         if kernel is None:
             self.backend.spin(seconds * scale + self.overhead, stop)
             return
-        shape = self.backend.shape({key: int(value) for key, value in zip(self.shape_keys[name], dims)})
-        key = (name, dims)
-        inputs = self._inputs.get(key)
-        if inputs is None:
-            inputs = self._inputs[key] = self.backend.inputs(kernel, shape)
-        self.backend.run(kernel, inputs, config.param_dict, shape)
+        shape = {key: int(value) for key, value in zip(self.shape_keys[name], dims)}
+        self._launch(name, kernel, config, shape)
         with self._lock:
             self.kernels += 1
+
+    def _launch(self, name: str, kernel: Any, config: Config, shape: dict[str, int]) -> None:
+        shape = self.backend.shape(shape)
+        self.backend.run(kernel, self._inputs_for(name, kernel, shape), config.param_dict, shape)
+
+    def _inputs_for(self, name: str, kernel: Any, shape: dict[str, int]) -> dict[str, Any]:
+        """Inputs for ``shape``: per shape, or (``shares_inputs``) one set per operator
+        made at the largest shape it has met or may meet, remade only if one grows."""
+        key: object = name if self.backend.shares_inputs else (name, tuple(shape.items()))
+        held = self._inputs.get(key)
+        if held is not None and all(held[0].get(dim, 0) >= value for dim, value in shape.items()):
+            return held[1]
+        at = shape
+        if self.backend.shares_inputs:
+            before = held[0] if held is not None else self.backend.shape(self.largest[name])
+            at = {dim: max(value, before.get(dim, 0)) for dim, value in shape.items()}
+        with self._lock:
+            self._inputs[key] = (at, self.backend.inputs(kernel, at))
+        return self._inputs[key][1]
+
+    def warm(self) -> int:
+        """Run every config with a kernel once at its bucket's representative shape (in
+        the buckets the service can reach), so that compiling happens before the window,
+        not in it; returns how many ran."""
+        ran = 0
+        for name, configs in self.configs.items():
+            for bucket, config in enumerate(configs):
+                kernel = kernel_of(config)
+                if kernel is not None and self.bucket_shapes[name][bucket] is not None:
+                    self._launch(name, kernel, config, self.bucket_shapes[name][bucket])
+                    ran += 1
+        self.backend.drain()
+        return ran

@@ -22,15 +22,14 @@ from ..sim.program import BoundService, Program, bind
 from ..sim.service import request_figures, request_state
 from ..traffic import Workload
 from .executors import Executors, sleep_for
-from .kernels import Backend, CpuReferences, CudaKernels, KernelRunner, has_kernels
+from .kernels import CPU_MEMORY_SCALE, CpuReferences, CudaKernels, KernelRunner, has_kernels
 from .memory import MemoryLedger
 
 #: How long after the window a replay waits for the requests still in the system: the
 #: simulator drains them all, a wall clock cannot wait forever (the rest count as missed).
 DRAIN_S = 10.0
-#: What a replay allocates per byte of the budget it accounts, by device: on the CPU a
-#: GPU's bytes scaled down.
-MEMORY_SCALE = {"cpu": 2.0 ** -10, "cuda": 1.0}
+#: The devices a replay runs on.
+DEVICES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -55,18 +54,30 @@ class ReplayResult:
 
 
 def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0, duration_s: float | None = None,
-           device: str = "cpu", drain_s: float = DRAIN_S) -> ReplayResult:
+           device: str = "cpu", drain_s: float = DRAIN_S, cuda: object = None) -> ReplayResult:
     """Replay ``regime``'s seeded arrivals (the simulator's, for the same seed and window)
     under ``assignment`` on ``device``, in wall-clock time: the window plus up to
-    ``drain_s`` for the requests still in the system."""
-    if device not in MEMORY_SCALE:
-        raise ValueError(f"a replay runs on {' or '.join(MEMORY_SCALE)}, not {device!r}")
+    ``drain_s`` for the requests still in the system. On a GPU every config is run once
+    first (compiled before the window) and the budget held at the scale the free memory
+    allows (``cuda``: ``torch.cuda`` or a stand-in with its calls)."""
+    if device not in DEVICES:
+        raise ValueError(f"a replay runs on {' or '.join(DEVICES)}, not {device!r}")
     workload = problem.regimes[regime].workload(seed, problem.service.jitter, duration_s)
     bound = bind(problem.service_for(regime), assignment, problem.size_fields)
-    ledger = MemoryLedger(problem.memory_budget(regime), device, MEMORY_SCALE[device])
-    backend = (CudaKernels(bound.service.executors, priority=bound.service.priority) if device == "cuda"
-               else CpuReferences() if has_kernels(bound) else None)
-    return ReplayRun(bound, workload, ledger, problem.size_fields, device, backend).run(drain_s)
+    budget = problem.memory_budget(regime)
+    service = bound.service
+    runner = None
+    if device == "cuda":
+        backend = CudaKernels(service.executors, cuda=cuda, priority=service.priority)
+        runner = KernelRunner(bound, backend, service.launch_overhead_s, problem.size_fields)
+        runner.warm()
+        scale = backend.memory_scale(budget)
+    else:
+        if has_kernels(bound):
+            runner = KernelRunner(bound, CpuReferences(), service.launch_overhead_s, problem.size_fields)
+        scale = CPU_MEMORY_SCALE
+    ledger = MemoryLedger(budget, device, scale)
+    return ReplayRun(bound, workload, ledger, problem.size_fields, device, runner).run(drain_s)
 
 
 class ReplayRun:
@@ -75,9 +86,10 @@ class ReplayRun:
     simulation: the same admission rule, on a wall clock."""
 
     def __init__(self, bound: BoundService, workload: Workload, ledger: MemoryLedger, size_fields: frozenset[str],
-                 device: str, backend: Backend | None = None, clock: Callable[[], float] = time.perf_counter) -> None:
-        """``backend``: where the batches' kernels run (:mod:`tuner.replay.kernels`); None:
-        each batch waited out at once for its modeled time (a service of declared
+                 device: str, runner: KernelRunner | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        """``runner``: runs the batches' kernels on a backend (:mod:`tuner.replay.kernels`);
+        None: each batch waited out at once for its modeled time (a service of declared
         profiles on the CPU, more precise than a wait per launch)."""
         service = bound.service
         self.bound, self.workload, self.ledger, self.device = bound, workload, ledger, device
@@ -94,7 +106,7 @@ class ReplayRun:
         self._lateness: list[float] = []
         self._engine_key = "engine"
         self.iterations = 0
-        self.runner = None if backend is None else KernelRunner(bound, backend, service.launch_overhead_s)
+        self.runner = runner
         work = self.runner if self.runner is not None else sleep_for(service.launch_overhead_s)
         self.executors = Executors(service.executors, work, self.now)
         host = RelayHost(bound, ledger.budget - ledger.used, self.times, self)

@@ -1,0 +1,215 @@
+"""The prepared GPU check: what a lent GPU's first minutes should measure, in one command
+of at most :data:`TOTAL_LIMIT_S` seconds, each step's result saved the moment it ends.
+
+Steps (each a process of its own with its own time limit, so a step that fails, hangs
+or crashes the driver leaves the others' data):
+
+- (a) ``family_latency``: the bundled kernel families at the shipped problems' shapes,
+  measured (CUDA graphs, cold L2) beside their modeled latency
+  (``benchmarks/gpu_family_latency.py``).
+- (b) ``gpu_sharing``: waves on free SMs and non-preemption beside a holder kernel
+  (``benchmarks/gpu_sharing.py``).
+- (c) replays with ``--compare`` (measured beside simulated, the same requests):
+  ``seed_example`` under heavy load with ``lean`` and with ``fast`` (the seed's claim),
+  and ``llm_decode`` in two regimes with the stored table's configs and with the
+  per-bucket isolated-fastest ones, 20 s each.
+
+Everything lands in ``OUT_DIR/gpu_check_<device>_<date>.json``: the device, driver,
+versions and date, then per step its status, wall time, result and the tail of its log.
+
+``--dry-run`` runs every step on the CPU through ``benchmarks/cuda_standin.py`` (a
+``torch.cuda`` that records each call; each step's record lists the calls it made), with
+short windows; the test suite runs it, so the script cannot break unnoticed.
+
+Usage::
+
+    python benchmarks/gpu_check.py [--dry-run] [--out-dir DIR] [--only STEP,...]
+
+(``scripts/gpu-check.sh`` runs it, first installing carried wheels where the GPU
+machine lacks tuner's dependencies.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+#: The longest the whole check may take on a GPU (the sum of the steps' limits).
+TOTAL_LIMIT_S = 480
+_REPLAY = ("-m", "tuner", "replay", "--device", "cuda", "--compare", "--json")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: the ``python`` arguments it runs (``{out}``: the file it writes its JSON
+    to; a step without one prints its JSON on stdout), its limit, and what a dry run
+    changes (``dry``: arguments appended; ``dry_argv``: arguments used instead)."""
+
+    name: str
+    what: str
+    limit_s: int
+    argv: tuple[str, ...]
+    dry: tuple[str, ...] = ()
+    dry_argv: tuple[str, ...] | None = None
+
+    def command(self, out: Path, dry_run: bool) -> list[str]:
+        argv = (self.dry_argv if dry_run and self.dry_argv is not None
+                else self.argv + (self.dry if dry_run else ()))
+        return [part.replace("{out}", str(out)) for part in argv]
+
+
+def _llm_decode(regime: str, which: str) -> Step:
+    chosen = ("--table", "--storage", "results.db.example") if which == "table" else ("--isolated-fastest",)
+    return Step(f"replay_llm_decode_{regime}_{which}",
+                f"(c) llm_decode {regime}, {'the stored table' if which == 'table' else 'isolated-fastest'}, 20 s",
+                50, (*_REPLAY, "search_spaces/llm_decode.yaml", "--regime", regime, *chosen, "--duration", "20",
+                     "--drain", "5"), dry=("--duration", "0.5", "--drain", "1"))
+
+
+STEPS: tuple[Step, ...] = (
+    Step("family_latency", "(a) kernel families at the shipped problems' shapes, measured vs modeled", 110,
+         ("benchmarks/gpu_family_latency.py", "--out", "{out}", "--budget-s", "75"),
+         dry=("--problems", "llm_decode,h100_mixtral8x7b_tp2", "--per-problem", "3", "--warmup", "1", "--reps", "2")),
+    Step("gpu_sharing", "(b) waves on free SMs and non-preemption beside a holder kernel", 90,
+         ("benchmarks/gpu_sharing.py", "--out", "{out}"),
+         # its holder is a raw Triton launch the stand-in cannot run: the dry run checks its
+         # predictions and arguments (its CUDA path ran on an H200: gpu_sharing_measured.json)
+         dry_argv=("benchmarks/gpu_sharing.py", "--predict")),
+    *(Step(f"replay_seed_example_heavy_{config}", f"(c) seed_example heavy, {config}, 10 s", 40,
+           (*_REPLAY, "search_spaces/seed_example.yaml", "--regime", "heavy", "--assign", f"stage={config}",
+            "--duration", "10", "--drain", "5"), dry=("--duration", "1", "--drain", "1"))
+      for config in ("lean", "fast")),
+    *(_llm_decode(regime, which) for regime in ("light", "heavy") for which in ("table", "isolated_fastest")),
+)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def environment() -> dict[str, Any]:
+    """The device, driver and versions (printed as JSON by ``--environment``)."""
+    sys.path.insert(0, str(HERE))
+    from gpu_sharing import environment as measured_environment
+
+    return measured_environment()
+
+
+class Check:
+    """The check's record: read, amended step by step, written atomically after each."""
+
+    def __init__(self, out_dir: Path, dry_run: bool, python: str) -> None:
+        self.out_dir, self.dry_run, self.python = out_dir, dry_run, python
+        self.scratch = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+        started = datetime.datetime.now(datetime.timezone.utc)
+        self.record: dict[str, Any] = {"check": "gpu_check", "dry_run": dry_run,
+                                       "date": started.isoformat(timespec="seconds"), "steps": {}}
+        env = self.run(Step("environment", "device, driver and versions", 60,
+                            ("benchmarks/gpu_check.py", "--environment")))
+        self.record["environment"] = env.get("result") or {"error": env.get("log_tail")}
+        device = "dry-run" if dry_run else slug(str(self.record["environment"].get("device", "unknown")))
+        self.path = out_dir / f"gpu_check_{device}_{started.date().isoformat()}.json"
+
+    def prefix(self, step: Step) -> list[str]:
+        if not self.dry_run:
+            return [self.python]
+        return [self.python, str(HERE / "cuda_standin.py"), "--calls", str(self.scratch / f"{step.name}.calls"), "--"]
+
+    def run(self, step: Step) -> dict[str, Any]:
+        """Run one step; its entry: status, rc, wall seconds, result (its JSON) and log tail."""
+        out = self.scratch / f"{step.name}.json"
+        command = self.prefix(step) + step.command(out, self.dry_run)
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=step.limit_s,
+                                  env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
+            rc, log = done.returncode, done.stdout + done.stderr
+            status = "ok" if rc == 0 else "failed"
+        except subprocess.TimeoutExpired as exc:
+            rc, status = None, "timed out"
+            log = "".join(part.decode(errors="replace") if isinstance(part, bytes) else (part or "")
+                          for part in (exc.stdout, exc.stderr))
+        entry: dict[str, Any] = {"what": step.what, "command": " ".join(command[-len(step.command(out, self.dry_run)):]),
+                                 "limit_s": step.limit_s, "status": status, "rc": rc,
+                                 "wall_s": round(time.perf_counter() - started, 1), "log_tail": log[-3000:]}
+        result = _json_of(out) if out.exists() else _json_in(log)
+        if result is not None:
+            entry["result"] = result
+        calls = self.scratch / f"{step.name}.calls"
+        if calls.exists():
+            entry["standin_calls"] = json.loads(calls.read_text())
+        return entry
+
+    def save(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(self.record, indent=1) + "\n")
+        partial.replace(self.path)
+
+
+def _json_of(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _json_in(log: str) -> Any:
+    """The JSON document a step printed (a replay's ``--json``), or None."""
+    start = log.find("{")
+    try:
+        return json.loads(log[start:log.rindex("}") + 1]) if start >= 0 else None
+    except ValueError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dry-run", action="store_true", help="every step on the CPU through the torch.cuda stand-in")
+    parser.add_argument("--out-dir", type=Path, default=HERE / "data")
+    parser.add_argument("--only", type=lambda text: set(text.split(",")), default=None, help="these steps only")
+    parser.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.environment:
+        print(json.dumps(environment()))
+        return 0
+    if not args.dry_run:
+        sys.path.insert(0, str(HERE))
+        from gpu_sharing import cuda_unavailable
+
+        why = cuda_unavailable()
+        if why is not None:
+            print(f"gpu-check: no CUDA GPU ({why}); nothing measured. `--dry-run` runs every step on the CPU.")
+            return 0
+    check = Check(args.out_dir, args.dry_run, os.environ.get("TUNER_PYTHON", sys.executable))
+    failed = 0
+    for step in STEPS:
+        if args.only is not None and step.name not in args.only:
+            continue
+        print(f"gpu-check: {step.name}: {step.what} (limit {step.limit_s} s)", flush=True)
+        entry = check.run(step)
+        check.record["steps"][step.name] = entry
+        check.save()
+        failed += entry["status"] != "ok"
+        print(f"gpu-check: {step.name}: {entry['status']} in {entry['wall_s']} s -> {check.path}", flush=True)
+        if entry["status"] != "ok":
+            print(entry["log_tail"][-1500:], flush=True)
+    print(f"gpu-check: {len(check.record['steps']) - failed} of {len(check.record['steps'])} steps ok; "
+          f"record: {check.path}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""``scripts/gpu-check.sh --dry-run``: every step of the prepared GPU check run on the CPU
+through the ``torch.cuda`` stand-in, so the script cannot break before a GPU is lent.
+
+Each step must end ok, leave its record in the check's JSON as it ends, and make the CUDA
+calls its GPU run makes (the stand-in counts them): CUDA-graph capture and replay, timing
+events and the family launches for (a); streams, spin kernels, device allocations and the
+free-memory query for (c), kernel launches where the problem has kernels."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The calls each step's GPU path must have reached (a subset of what it made).
+REACHED = {
+    "family_latency": {"CUDAGraph", "graph", "CUDAGraph.replay", "Event.record", "Event.elapsed_time",
+                       "Stream.wait_stream", "stream", "family.make_inputs(device=cuda)", "family.run",
+                       "get_device_properties"},
+    "replay_seed_example_heavy_lean": {"Stream", "stream", "Stream.synchronize", "_sleep", "Event.elapsed_time",
+                                       "mem_get_info", "torch.empty(device=cuda)", "is_available"},
+    "replay_llm_decode_heavy_table": {"Stream", "stream", "Stream.synchronize", "family.make_inputs(device=cuda)",
+                                      "family.run", "_sleep", "mem_get_info", "torch.empty(device=cuda)"},
+}
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path_factory.mktemp("gpu-check")
+    env = {**os.environ, "TUNER_PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--dry-run", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    records = list(out.glob("gpu_check_dry-run_*.json"))
+    assert len(records) == 1, (done.stdout, done.stderr)
+    return done, json.loads(records[0].read_text())
+
+
+def test_every_step_runs_on_the_stand_in_and_is_recorded(dry_run) -> None:
+    done, record = dry_run
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    from benchmarks.gpu_check import STEPS
+
+    assert list(record["steps"]) == [step.name for step in STEPS]
+    assert all(step["status"] == "ok" and step["rc"] == 0 for step in record["steps"].values())
+    assert record["dry_run"] is True and record["date"]
+    assert {"device", "driver", "torch", "triton", "python", "sms"} <= set(record["environment"])
+    assert sum(step.limit_s for step in STEPS) <= 480  # the check's 8 minutes on a GPU
+
+
+def test_each_step_reaches_its_cuda_calls(dry_run) -> None:
+    _, record = dry_run
+    for name, calls in REACHED.items():
+        made = record["steps"][name]["standin_calls"]
+        assert calls <= set(made), (name, sorted(calls - set(made)))
+
+
+def test_the_steps_results_are_what_their_gpu_runs_write(dry_run) -> None:
+    """(a) rows with a modeled and a measured time per case, several families; (c) the
+    replay's JSON with the simulated figures beside, on the requested assignment."""
+    _, record = dry_run
+    family = record["steps"]["family_latency"]["result"]
+    assert {row["family"] for row in family["rows"]} >= {"matmul", "rmsnorm", "decode_attention"}
+    assert all(row["modeled_us"] > 0 and row["measured_us"] >= 0 for row in family["rows"])
+    for name in ("replay_seed_example_heavy_fast", "replay_llm_decode_light_isolated_fastest"):
+        result = record["steps"][name]["result"]
+        assert result["replay"]["device"] == "cuda" and "simulated" in result
+    assert record["steps"]["replay_seed_example_heavy_fast"]["result"]["assignment"]["stage"] == "fast"
