@@ -237,6 +237,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "sim2real_service_simulator": lambda: bench("bench_sim2real").render_service_simulator(report("bench_sim2real")),
     "sim2real_coefficients": lambda: bench("bench_sim2real").render_coefficients(report("bench_sim2real")),
     "sim2real_kernel_factors": lambda: bench("bench_sim2real").render_kernel_factors(report("bench_sim2real")),
+    "gpu_checks": lambda: fenced(bench("gpu_check").render(bench("gpu_check").records())),
     "gpu_sharing_measured": lambda: fenced(bench("gpu_sharing").render(measured("gpu_sharing_measured"))),
 }
 

@@ -175,6 +175,46 @@ def _json_in(log: str) -> Any:
         return None
 
 
+def records(directory: Path = HERE / "data") -> list[dict[str, Any]]:
+    """The checks measured on a GPU and committed (dry runs left out), oldest first."""
+    found = [_json_of(path) for path in sorted(directory.glob("gpu_check_*.json"))]
+    return sorted((r for r in found if isinstance(r, dict) and not r.get("dry_run")), key=lambda r: r.get("date", ""))
+
+
+def render(found: list[dict[str, Any]]) -> str:
+    """The README's summary of every recorded check: per check its device and date, the
+    families' measured / modeled latency, and each replay's measured beside simulated."""
+    if not found:
+        return ("No run of scripts/gpu-check.sh has been recorded yet: no family's kernel latency and\n"
+                "no replay of a service has been measured on a GPU.")
+    lines: list[str] = []
+    for record in found:
+        env = record.get("environment", {})
+        steps = record.get("steps", {})
+        ok = sum(step.get("status") == "ok" for step in steps.values())
+        lines += [f"{env.get('device', '?')}, driver {env.get('driver')}, torch {env.get('torch')}, "
+                  f"triton {env.get('triton')}, {record.get('date', '?')[:10]}: {ok} of {len(steps)} steps ok", ""]
+        family = (steps.get("family_latency") or {}).get("result") or {}
+        for name, s in family.get("summary", {}).items():
+            lines.append(f"  (a) {name:<18} {s['cases']:>3} cases, measured / modeled median {s['median_ratio']:.2f} "
+                         f"(range {s['min_ratio']:.2f} to {s['max_ratio']:.2f})")
+        for name, step in steps.items():
+            result = step.get("result") or {}
+            if name.startswith("replay_") and "simulated" in result:
+                measured, simulated = result, result["simulated"]
+                lines.append(f"  (c) {name.removeprefix('replay_'):<40} goodput {measured['goodput_rps']:8.2f} /s "
+                             f"(simulated {simulated['goodput_rps']:8.2f}), p99 {_ms(measured['latency_p99_s'])} "
+                             f"(simulated {_ms(simulated['latency_p99_s'])})")
+            elif step.get("status") != "ok":
+                lines.append(f"  {name}: {step.get('status')}")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def _ms(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:.1f} ms"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="every step on the CPU through the torch.cuda stand-in")

@@ -71,3 +71,13 @@ def test_the_steps_results_are_what_their_gpu_runs_write(dry_run) -> None:
         result = record["steps"][name]["result"]
         assert result["replay"]["device"] == "cuda" and "simulated" in result
     assert record["steps"]["replay_seed_example_heavy_fast"]["result"]["assignment"]["stage"] == "fast"
+
+
+def test_the_readme_summary_reads_a_record(dry_run) -> None:
+    from benchmarks.gpu_check import render
+
+    _, record = dry_run
+    text = render([record])
+    assert "8 of 8 steps ok" in text and "(a) matmul" in text
+    assert "(c) seed_example_heavy_fast" in text and "(c) llm_decode_heavy_table" in text
+    assert render([]).startswith("No run of scripts/gpu-check.sh has been recorded yet")
