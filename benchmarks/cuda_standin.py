@@ -11,6 +11,8 @@ What each call becomes:
 - ``torch.empty/zeros/ones/randn/rand/full(..., device="cuda")``: recorded with their
   bytes, allocated on the ``meta`` device (no memory at all: a replay's 60 GiB budget
   stays free).
+- The replay's spin kernel (:mod:`tuner.replay.spin`, a Triton launch): recorded, its
+  arguments checked (it compiles for ``sm_90`` in ``tests/test_replay.py``).
 - The bundled kernel families (:data:`tuner.kernels.FAMILIES`): ``make_inputs`` with
   ``device="cuda"`` makes CPU tensors at 1/:data:`SHAPE_DIVISOR` of each dimension, and
   ``run`` runs the family's PyTorch reference on them. The Triton launch inside ``run`` is
@@ -171,6 +173,7 @@ def install(cuda: RecordingCuda | None = None) -> RecordingCuda:
     for name in _FACTORIES:
         setattr(torch, name, _on_meta(getattr(torch, name), cuda, name))
     _install_families(cuda)
+    _install_spin(cuda)
     return cuda
 
 
@@ -205,6 +208,18 @@ def _install_families(cuda: RecordingCuda) -> None:
             return _reference(self, inputs, reduced(shape))
 
         cls.make_inputs, cls.run = inputs, run
+
+
+def _install_spin(cuda: RecordingCuda) -> None:
+    """The replay's spin kernel (a Triton launch) recorded, with its arguments checked."""
+    from tuner.replay import spin
+
+    def recorded(sink: Any, ctas: int, seconds: float) -> None:
+        if not (isinstance(ctas, int) and ctas >= 1 and seconds >= 0):
+            raise ValueError(f"spin(ctas={ctas!r}, seconds={seconds!r})")
+        cuda.record("spin kernel")
+
+    spin.spin = recorded
 
 
 def main(argv: list[str] | None = None) -> int:

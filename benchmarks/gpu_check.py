@@ -15,7 +15,9 @@ or crashes the driver leaves the others' data):
   per-bucket isolated-fastest ones, 20 s each.
 
 Everything lands in ``OUT_DIR/gpu_check_<device>_<date>.json``: the device, driver,
-versions and date, then per step its status, wall time, result and the tail of its log.
+versions and date, then per step its status, wall time, result and the tail of its log;
+the seed example's replays also write their Perfetto traces beside it
+(``..._<step>.trace.json.gz``: kernels timed by CUDA events).
 
 ``--dry-run`` runs every step on the CPU through ``benchmarks/cuda_standin.py`` (a
 ``torch.cuda`` that records each call; each step's record lists the calls it made), with
@@ -64,10 +66,10 @@ class Step:
     dry: tuple[str, ...] = ()
     dry_argv: tuple[str, ...] | None = None
 
-    def command(self, out: Path, dry_run: bool) -> list[str]:
+    def command(self, out: Path, dry_run: bool, trace: Path | None = None) -> list[str]:
         argv = (self.dry_argv if dry_run and self.dry_argv is not None
                 else self.argv + (self.dry if dry_run else ()))
-        return [part.replace("{out}", str(out)) for part in argv]
+        return [part.replace("{out}", str(out)).replace("{trace}", str(trace)) for part in argv]
 
 
 def _llm_decode(regime: str, which: str) -> Step:
@@ -89,7 +91,7 @@ STEPS: tuple[Step, ...] = (
          dry_argv=("benchmarks/gpu_sharing.py", "--predict")),
     *(Step(f"replay_seed_example_heavy_{config}", f"(c) seed_example heavy, {config}, 10 s", 40,
            (*_REPLAY, "search_spaces/seed_example.yaml", "--regime", "heavy", "--assign", f"stage={config}",
-            "--duration", "10", "--drain", "5"), dry=("--duration", "1", "--drain", "1"))
+            "--duration", "10", "--drain", "5", "--trace", "{trace}"), dry=("--duration", "1", "--drain", "1"))
       for config in ("lean", "fast")),
     *(_llm_decode(regime, which) for regime in ("light", "heavy") for which in ("table", "isolated_fastest")),
 )
@@ -112,15 +114,18 @@ class Check:
 
     def __init__(self, out_dir: Path, dry_run: bool, python: str) -> None:
         self.out_dir, self.dry_run, self.python = out_dir, dry_run, python
+        out_dir.mkdir(parents=True, exist_ok=True)
         self.scratch = Path(tempfile.mkdtemp(prefix="gpu-check-"))
         started = datetime.datetime.now(datetime.timezone.utc)
+        self.stem = f"gpu_check_{'dry-run' if dry_run else 'device'}_{started.date().isoformat()}"
         self.record: dict[str, Any] = {"check": "gpu_check", "dry_run": dry_run,
                                        "date": started.isoformat(timespec="seconds"), "steps": {}}
         env = self.run(Step("environment", "device, driver and versions", 60,
                             ("benchmarks/gpu_check.py", "--environment")))
         self.record["environment"] = env.get("result") or {"error": env.get("log_tail")}
         device = "dry-run" if dry_run else slug(str(self.record["environment"].get("device", "unknown")))
-        self.path = out_dir / f"gpu_check_{device}_{started.date().isoformat()}.json"
+        self.stem = f"gpu_check_{device}_{started.date().isoformat()}"
+        self.path = out_dir / f"{self.stem}.json"
 
     def prefix(self, step: Step) -> list[str]:
         if not self.dry_run:
@@ -130,7 +135,9 @@ class Check:
     def run(self, step: Step) -> dict[str, Any]:
         """Run one step; its entry: status, rc, wall seconds, result (its JSON) and log tail."""
         out = self.scratch / f"{step.name}.json"
-        command = self.prefix(step) + step.command(out, self.dry_run)
+        trace = self.out_dir / f"{self.stem}_{step.name}.trace.json.gz"
+        argv = step.command(out, self.dry_run, trace)
+        command = self.prefix(step) + argv
         started = time.perf_counter()
         try:
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=step.limit_s,
@@ -141,12 +148,14 @@ class Check:
             rc, status = None, "timed out"
             log = "".join(part.decode(errors="replace") if isinstance(part, bytes) else (part or "")
                           for part in (exc.stdout, exc.stderr))
-        entry: dict[str, Any] = {"what": step.what, "command": " ".join(command[-len(step.command(out, self.dry_run)):]),
+        entry: dict[str, Any] = {"what": step.what, "command": " ".join(argv),
                                  "limit_s": step.limit_s, "status": status, "rc": rc,
                                  "wall_s": round(time.perf_counter() - started, 1), "log_tail": log[-3000:]}
         result = _json_of(out) if out.exists() else _json_in(log)
         if result is not None:
             entry["result"] = result
+        if "{trace}" in " ".join(step.argv) and trace.exists():
+            entry["trace"] = trace.name
         calls = self.scratch / f"{step.name}.calls"
         if calls.exists():
             entry["standin_calls"] = json.loads(calls.read_text())

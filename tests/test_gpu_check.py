@@ -23,10 +23,10 @@ REACHED = {
     "family_latency": {"CUDAGraph", "graph", "CUDAGraph.replay", "Event.record", "Event.elapsed_time",
                        "Stream.wait_stream", "stream", "family.make_inputs(device=cuda)", "family.run",
                        "get_device_properties"},
-    "replay_seed_example_heavy_lean": {"Stream", "stream", "Stream.synchronize", "_sleep", "Event.elapsed_time",
-                                       "mem_get_info", "torch.empty(device=cuda)", "is_available"},
+    "replay_seed_example_heavy_lean": {"Stream", "stream", "Stream.synchronize", "spin kernel", "Event.record",
+                                       "get_device_properties", "mem_get_info", "torch.empty(device=cuda)", "is_available"},
     "replay_llm_decode_heavy_table": {"Stream", "stream", "Stream.synchronize", "family.make_inputs(device=cuda)",
-                                      "family.run", "_sleep", "mem_get_info", "torch.empty(device=cuda)"},
+                                      "family.run", "spin kernel", "mem_get_info", "torch.empty(device=cuda)"},
 }
 
 
@@ -71,6 +71,7 @@ def test_the_steps_results_are_what_their_gpu_runs_write(dry_run) -> None:
         result = record["steps"][name]["result"]
         assert result["replay"]["device"] == "cuda" and "simulated" in result
     assert record["steps"]["replay_seed_example_heavy_fast"]["result"]["assignment"]["stage"] == "fast"
+    assert record["steps"]["replay_seed_example_heavy_lean"]["trace"].endswith("_lean.trace.json.gz")
 
 
 def test_the_readme_summary_reads_a_record(dry_run) -> None:

@@ -10,8 +10,10 @@ few hundred requests.
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -166,8 +168,8 @@ def test_a_kernel_familys_operator_runs_its_reference_at_a_reduced_shape(tmp_pat
 
 
 class RecordingCuda:
-    """``torch.cuda``'s calls that a CUDA replay makes, recorded (and the time they
-    stand for, on a clock of its own), so the path runs without a GPU."""
+    """``torch.cuda``'s calls that a CUDA replay makes, recorded (with the stream each
+    spin kernel was launched on), so the path runs without a GPU."""
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
@@ -181,18 +183,9 @@ class RecordingCuda:
         def synchronize(self) -> None:
             self.synchronized += 1
 
-    class Event:
-        def __init__(self, enable_timing: bool = False) -> None:
-            assert enable_timing
-
-        def record(self) -> None:
-            pass
-
-        def synchronize(self) -> None:
-            pass
-
-        def elapsed_time(self, end) -> float:  # ms: the calibration spin as 2 GHz of cycles
-            return 10_000_000 / 2e9 * 1e3
+    @staticmethod
+    def get_device_properties(device: int):
+        return SimpleNamespace(multi_processor_count=132)
 
     def stream(self, stream):
         cuda = self
@@ -206,26 +199,30 @@ class RecordingCuda:
 
         return Context()
 
-    def _sleep(self, cycles: int) -> None:
-        self.calls.append(("_sleep", cycles, self.current[-1]))
+    def spin(self, ctas: int, seconds: float) -> None:
+        self.calls.append(("spin", ctas, seconds, self.current[-1]))
 
 
 def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monkeypatch):
-    """Every call a GPU replay makes, reached on the CPU: a stream per executor, the spin
-    calibrated and sized from it (20 ms at 2 GHz = 4e7 cycles), each batch's launches
-    inside its executor's stream and the stream drained at the batch's end; a family's
-    kernel called by ``run`` at the full shape with the config's parameters."""
+    """Every call a GPU replay makes, reached on the CPU: a stream per executor (and one
+    per neighbour priority), the declared 20 ms stage as a spin kernel of 20 ms on its
+    0.1 of the 132 SMs (13 CTAs) on the executor's stream, one drain per batch; a
+    family's kernel called by ``run`` at the full shape with the config's parameters."""
     from tests.test_modeled import GEMM_PROBLEM, FakeResources
     from tuner.kernels.matmul import MatmulFamily
+    from tuner.profile.compiled import compile_launch
+    from tuner.profile.devices import H100
     from tuner.replay.kernels import CudaKernels
+    from tuner.replay.spin import spin_launch
 
+    assert compile_launch(spin_launch(13), H100).reason is None  # the spin kernel compiles for sm_90
     problem = _problem(tmp_path)
     cuda = RecordingCuda()
-    backend = CudaKernels(2, cuda=cuda, priority=-1)
-    assert backend.cycles_per_s == pytest.approx(2e9) and [s.priority for s in backend.streams] == [-1, -1]
+    backend = CudaKernels(2, cuda=cuda, priority=-1, extra=(3,), launch_spin=cuda.spin)
+    assert [s.priority for s in backend.streams] == [-1, -1, 3]
     result = _replayed(problem, "light", backend, seconds=2.0)
-    spins = [c for c in cuda.calls if c[0] == "_sleep"][1:]  # after the calibration's
-    assert spins and all(c[1] == int(SERVICE_S * 2e9) and c[2] is backend.streams[0] for c in spins)
+    spins = [c for c in cuda.calls if c[0] == "spin"]
+    assert spins and all(c[1:] == (13, pytest.approx(SERVICE_S), backend.streams[0]) for c in spins)
     assert backend.streams[0].synchronized == result.metrics.iterations == len(spins)
 
     path = tmp_path / "gemm.yaml"
@@ -235,7 +232,8 @@ def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monk
     ran: list[tuple[dict, dict]] = []
     monkeypatch.setattr(MatmulFamily, "make_inputs", lambda self, shape, seed, device: {"device": device})
     monkeypatch.setattr(MatmulFamily, "run", lambda self, inputs, params, shape: ran.append((params, dict(shape))))
-    result = _replayed(gemm, "steady", CudaKernels(1, cuda=RecordingCuda()), seconds=1.0)
+    cuda = RecordingCuda()
+    result = _replayed(gemm, "steady", CudaKernels(1, cuda=cuda, launch_spin=cuda.spin), seconds=1.0)
     assert len(ran) == result.metrics.kernels == 4 * result.metrics.iterations > 0
     assert {(s["N"], s["K"]) for _, s in ran} == {(4096, 4096)}
     default = next(iter(Assignment.default(gemm).cells()))[1]
@@ -248,3 +246,48 @@ def _replayed(problem, regime: str, backend, seconds: float):
     ledger = MemoryLedger(problem.memory_budget(regime), allocate=lambda n: n)
     runner = KernelRunner(bound, backend, bound.service.launch_overhead_s, problem.size_fields)
     return ReplayRun(bound, workload, ledger, problem.size_fields, "cuda", runner).run(drain_s=1.0)
+
+
+@pytest.mark.parametrize("partition", [None, 0.25])
+def test_a_neighbour_alone_progresses_as_the_simulator_says_it_would(tmp_path, partition):
+    """A closed-loop neighbour (10 ms on 0.5 of the SMs, 5 ms gap) beside a service with
+    no traffic: the work it does in the window over the simulator's closed form for it
+    alone is 1 (minus the harness's waits). On a 0.25 partition its launches last twice
+    as long (the GPU layer's rate at half its SMs), and the ratio is still 1: the replay
+    times each launch as the simulator does."""
+    text = ONE_SERVER.format(budget=64).replace("  slo: {deadline: 200 ms}", (
+        "  neighbors:\n    - {name: tenant, profile: {latency: 10 ms, sm: 0.5, dram: 0.0, compute: 1.0}, gap: 5 ms"
+        + (", partition: side}\n  partitions: {main: {share: 0.75}, side: {share: 0.25}}\n" if partition else "}\n")
+        + "  slo: {deadline: 200 ms}")).replace("rate: 10}", "rate: 0.001}")
+    path = tmp_path / "neighbour.yaml"
+    path.write_text(text)
+    problem = load_problem(path)
+    result = replay(problem, Assignment.default(problem), "light", duration_s=1.5, drain_s=0.1)
+    simulated = simulate(problem, Assignment.default(problem), "light", horizon_s=1.5).metrics
+    assert simulated.neighbor_progress_ratio == pytest.approx(1.0, abs=0.02)
+    assert 0.85 <= result.metrics.neighbor_progress_ratio <= 1.02
+
+
+def test_the_trace_holds_every_batch_and_the_counters(tmp_path):
+    """``--trace``: a Trace Event file whose batch slices are the replay's batches (one
+    per request here: max_batch 1), each as long as the 20 ms stage or more, on the
+    executor's track, with the memory and queue counters; an existing non-trace file is
+    refused (one line, exit 2) and kept."""
+    problem = tmp_path / "one_server.yaml"
+    problem.write_text(ONE_SERVER.format(budget=64))
+    trace = tmp_path / "replay.json"
+    done = CliRunner().invoke(main, ["replay", str(problem), "--regime", "light", "--duration", "1.5", "--json",
+                                     "--trace", str(trace)])
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.output)
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert names == {"executor 0: batches (host clock)", "executor 0: kernels (CPU clock)"}
+    batches = [e for e in events if e.get("ph") == "X" and e["name"] == "batch"]
+    assert len(batches) == result["iterations"] == result["completed"] > 0
+    assert all(e["dur"] >= 0.99 * SERVICE_S * 1e6 for e in batches)
+    assert {e["name"] for e in events if e.get("ph") == "C"} >= {"M(t) reserved memory", "queue depth"}
+    other = tmp_path / "notes.txt"
+    other.write_text("mine")
+    refused = CliRunner().invoke(main, ["replay", str(problem), "--duration", "0.5", "--trace", str(other)])
+    assert refused.exit_code == 2 and other.read_text() == "mine"

@@ -10,7 +10,7 @@ import click
 
 from ..errors import TunerError
 from .group import DEFAULT_PROBLEM, main, one_line_errors, storage_option
-from .params import SECONDS, SEED
+from .params import SECONDS, SEED, OutputFile
 
 if TYPE_CHECKING:
     from ..problem.assignment import Assignment
@@ -46,11 +46,15 @@ _FIGURES = (("arrivals/s", "arrival_rate_rps", "{:.3g}"), ("goodput/s", "goodput
                    "dimension), or this machine's GPU (their Triton kernels, one CUDA stream per executor).")
 @click.option("--compare", is_flag=True, help="Also simulate the same requests and print simulated beside measured.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (tuner simulate's keys, and a 'replay' object).")
+@click.option("--trace", "trace_path", type=OutputFile(stdout="standard output carries replay's own report"),
+              default=None, help="Write a Chrome Trace Event file of what ran when, measured (open it in Perfetto; "
+                                 "gzipped when FILE ends in .gz): batches, kernels (CUDA events on a GPU), "
+                                 "neighbours, memory and queue. Any file but a trace needs --force.")
+@click.option("--force", is_flag=True, help="With --trace: replace an existing file that is not a trace.")
 @one_line_errors
 def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], from_table: bool,
            isolated_fastest: bool, storage: str, seed: int, duration: float | None, drain: float | None, device: str,
-           compare: bool,
-           as_json: bool) -> None:
+           compare: bool, as_json: bool, trace_path: Path | None, force: bool) -> None:
     """Execute the service on a wall clock and measure what it delivers.
 
     The regime's seeded arrivals (the same requests `tuner simulate` draws) arrive at
@@ -76,8 +80,12 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], fr
     window = duration or horizon_s
     if not as_json:
         click.echo(f"replaying {loaded.name}:{name} on the {device} for {window:g} s (and the drain)...", err=True)
+    if trace_path is not None:
+        from ..outputs import TRACE_MARK, refuse_foreign
+
+        refuse_foreign(trace_path, TRACE_MARK, force)
     result = run_replay(loaded, assignment, name, seed=seed, duration_s=duration, device=device,
-                        **({} if drain is None else {"drain_s": drain}))
+                        trace_path=trace_path, **({} if drain is None else {"drain_s": drain}))
     simulated = None
     if compare:
         from ..sim import simulate

@@ -42,7 +42,10 @@ class Executors:
     """``count`` worker threads; :meth:`start` hands executor ``e`` a batch, and
     ``(e, end)`` arrives on :attr:`done` when it has run (``end`` from ``clock``)."""
 
-    def __init__(self, count: int, work: Work, clock: Callable[[], float]) -> None:
+    def __init__(self, count: int, work: Work, clock: Callable[[], float],
+                 on_batch: Callable[[int, float, float], None] | None = None) -> None:
+        """``on_batch(executor, start, end)``: told of each batch run (a trace's slice)."""
+        self.on_batch = on_batch
         self.done: queue.Queue[tuple[int, float]] = queue.Queue()
         self.stop = threading.Event()
         self._work, self._clock = work, clock
@@ -61,8 +64,12 @@ class Executors:
             job = inbox.get()
             if job is None or self.stop.is_set():
                 return
+            began = self._clock()
             self._work(executor, job[0], job[1], self.stop)
-            self.done.put((executor, self._clock()))
+            end = self._clock()
+            if self.on_batch is not None:
+                self.on_batch(executor, began, end)
+            self.done.put((executor, end))
 
     def close(self) -> None:
         """Stop every worker (a batch running is cut short) and wait for them."""

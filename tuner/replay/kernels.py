@@ -12,8 +12,8 @@ backends:
   path without claiming its times mean anything for a GPU.
 - :class:`CudaKernels`: the family's Triton kernel (``run``) at the full shape with the
   config's parameters, on the executor's own CUDA stream; a declared profile as a spin
-  kernel of its time (``torch.cuda._sleep``, its cycles per second measured once); the
-  batch ends when its stream has drained. Written against ``torch.cuda``'s calls only, so
+  kernel of its time on its share of the SMs (:mod:`tuner.replay.spin`); the batch ends
+  when its stream has drained. Written against ``torch.cuda``'s calls only, so
   a stand-in that records them runs it on any machine (``tests/test_replay.py``).
 """
 
@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any, ContextManager, Protocol
 
-from ..problem.model import Config
+from ..problem.model import Config, Device
 from ..sim.program import BoundService, Cell, Program
+from . import spin as spin_kernel
 
 #: How much smaller than the problem's shapes the CPU runs each kernel.
 CPU_SHAPE_DIVISOR = 16
-#: Cycles of the spin kernel timed once to learn the GPU's cycles per second.
-SPIN_CALIBRATION_CYCLES = 10_000_000
 #: What a CPU replay allocates per byte of the budget it accounts: a GPU's bytes scaled
 #: down (2 GiB of workspace becomes 2 MiB).
 CPU_MEMORY_SCALE = 2.0 ** -10
@@ -55,13 +54,19 @@ class Backend(Protocol):
 
     def run(self, kernel: Any, inputs: dict[str, Any], params: dict[str, object], shape: dict[str, int]) -> None: ...
 
-    def spin(self, seconds: float, stop: threading.Event) -> None: ...
+    def spin(self, seconds: float, stop: threading.Event, share: float) -> None: ...
 
     def batch(self, executor: int) -> ContextManager[None]: ...
 
     def drain(self) -> None: ...
 
     def memory_scale(self, budget: float) -> float: ...
+
+    def set_origin(self, clock: Callable[[], float]) -> None: ...
+
+    def stamp(self) -> Any: ...
+
+    def stamp_seconds(self, stamp: Any) -> float: ...
 
 
 class CpuReferences:
@@ -79,7 +84,7 @@ class CpuReferences:
     def run(self, kernel: Any, inputs: dict[str, Any], params: dict[str, object], shape: dict[str, int]) -> None:
         kernel.reference(inputs, shape)
 
-    def spin(self, seconds: float, stop: threading.Event) -> None:
+    def spin(self, seconds: float, stop: threading.Event, share: float) -> None:
         stop.wait(seconds)
 
     def batch(self, executor: int) -> ContextManager[None]:
@@ -91,32 +96,46 @@ class CpuReferences:
     def memory_scale(self, budget: float) -> float:
         return CPU_MEMORY_SCALE
 
+    # a trace's times: the replay's clock around each reference
+    def set_origin(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+
+    def stamp(self) -> float:
+        return self._clock()
+
+    def stamp_seconds(self, stamp: float) -> float:
+        return stamp
+
 
 class CudaKernels:
     """The families' Triton kernels on one CUDA stream per executor (``cuda``:
     ``torch.cuda`` or a stand-in with the same calls), each stream at the service's
     ``priority`` (CUDA's convention, the problem file's too: lower gets SMs first; torch
-    maps a value beyond the device's range to its nearest end)."""
+    maps a value beyond the device's range to its nearest end), then one stream per
+    ``extra`` priority (the neighbours'). What has a time and no kernel runs as the spin
+    kernel of :mod:`tuner.replay.spin` (``launch_spin(ctas, seconds)``; default: on the
+    GPU, with a sink of one word per SM)."""
 
-    described = "Triton kernels on one CUDA stream per executor, spin kernels of the declared time"
+    described = "Triton kernels on one CUDA stream per executor, spin kernels of the declared time and SM share"
     shares_inputs = True
 
-    def __init__(self, executors: int, cuda: Any = None, priority: int = 0) -> None:
+    def __init__(self, executors: int, cuda: Any = None, priority: int = 0, extra: tuple[int, ...] = (),
+                 launch_spin: Callable[[int, float], None] | None = None) -> None:
         if cuda is None:
             import torch
 
             cuda = torch.cuda
         self.cuda = cuda
         self.streams = [cuda.Stream(priority=priority) for _ in range(executors)]
-        self.cycles_per_s = self._spin_rate()
+        self.streams += [cuda.Stream(priority=value) for value in extra]
+        self.sms = int(cuda.get_device_properties(0).multi_processor_count)
+        self.launch_spin = launch_spin or self._gpu_spin()
 
-    def _spin_rate(self) -> float:
-        start, end = self.cuda.Event(enable_timing=True), self.cuda.Event(enable_timing=True)
-        start.record()
-        self.cuda._sleep(SPIN_CALIBRATION_CYCLES)
-        end.record()
-        end.synchronize()
-        return SPIN_CALIBRATION_CYCLES / (start.elapsed_time(end) / 1e3)
+    def _gpu_spin(self) -> Callable[[int, float], None]:
+        import torch
+
+        sink = torch.empty(self.sms, dtype=torch.int64, device="cuda")
+        return lambda ctas, seconds: spin_kernel.spin(sink, ctas, seconds)
 
     def shape(self, shape: dict[str, int]) -> dict[str, int]:
         return shape
@@ -127,8 +146,8 @@ class CudaKernels:
     def run(self, kernel: Any, inputs: dict[str, Any], params: dict[str, object], shape: dict[str, int]) -> None:
         kernel.run(inputs, params, shape)
 
-    def spin(self, seconds: float, stop: threading.Event) -> None:
-        self.cuda._sleep(int(seconds * self.cycles_per_s))
+    def spin(self, seconds: float, stop: threading.Event, share: float) -> None:
+        self.launch_spin(spin_kernel.ctas_for(share, self.sms), seconds)
 
     @contextmanager
     def batch(self, executor: int) -> Iterator[None]:
@@ -140,6 +159,22 @@ class CudaKernels:
 
     def drain(self) -> None:
         self.cuda.synchronize()
+
+    # a trace's times: CUDA events on the launch's stream, placed on the replay's clock
+    # through one origin event (valid once the batch's stream has drained)
+    def set_origin(self, clock: Callable[[], float]) -> None:
+        self.origin = self.cuda.Event(enable_timing=True)
+        self.origin.record()
+        self.origin.synchronize()
+        self.origin_s = clock()
+
+    def stamp(self) -> Any:
+        event = self.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def stamp_seconds(self, stamp: Any) -> float:
+        return self.origin_s + self.origin.elapsed_time(stamp) / 1e3
 
     def memory_scale(self, budget: float) -> float:
         """1 where the budget fits in :data:`CUDA_FREE_SHARE` of the free memory, else the
@@ -167,6 +202,19 @@ def has_kernels(bound: BoundService) -> bool:
     return any(kernel_of(config) is not None for configs in configs_by_operator(bound).values() for config in configs)
 
 
+def share_of(config: Config, name: str, variables: dict[str, float], device: Device) -> float:
+    """The SM share ``config`` holds at its widest phase (1: the whole device, where its
+    profile cannot say at these variables)."""
+    declared = getattr(config.profile, "sm", None)
+    if isinstance(declared, (int, float)) and not isinstance(declared, bool):
+        return float(declared)
+    try:
+        launches = config.profile.launches(variables, device, name)
+        return max((phase[1] for _, phases in launches for phase in phases), default=1.0)
+    except Exception:  # noqa: BLE001 - a profile that needs more than the shape: the whole device
+        return 1.0
+
+
 class KernelRunner:
     """Runs a program's cells on ``backend``; counts the kernels it ran (:attr:`kernels`)."""
 
@@ -182,8 +230,13 @@ class KernelRunner:
                                      for b in range(op.bucketing.size)] for name, op in operators.items()}
         self.largest = {name: self._shape_of(name, op.variables(largest)) for name, op in operators.items()}
         self.backend = backend
+        self.device = bound.service.device
+        self._shares: dict[tuple, float] = {}
         self.overhead = launch_overhead_s
         self.kernels = 0
+        #: ``on_kernels(executor, [(operator, start, end), ...])`` after each batch, when
+        #: tracing (each launch stamped: CUDA events on a GPU)
+        self.on_kernels: Callable[[int, list[tuple[str, float, float]]], None] | None = None
         self._inputs: dict[object, tuple[dict[str, int], dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -193,25 +246,44 @@ class KernelRunner:
     def __call__(self, executor: int, program: Program, scale: float, stop: threading.Event) -> None:
         """One batch: every block's cells, ``repeat`` times, in order, on the executor's
         stream; stopped early when ``stop`` is set."""
+        timed: list[tuple[str, Any, Any]] | None = [] if self.on_kernels is not None else None
         with self.backend.batch(executor):
             for block, repeat in program.cells:
                 for _ in range(repeat):
                     for cell in block:
                         if stop.is_set():
                             return
+                        if timed is None:
+                            self.run_cell(cell, scale, stop)
+                            continue
+                        began = self.backend.stamp()
                         self.run_cell(cell, scale, stop)
+                        timed.append((cell[0], began, self.backend.stamp()))
+        if timed and self.on_kernels is not None:
+            seconds = self.backend.stamp_seconds
+            self.on_kernels(executor, [(name, seconds(t0), seconds(t1)) for name, t0, t1 in timed])
 
     def run_cell(self, cell: Cell, scale: float, stop: threading.Event) -> None:
         name, dims, bucket, seconds = cell
         config = self.configs[name][bucket]
         kernel = kernel_of(config)
         if kernel is None:
-            self.backend.spin(seconds * scale + self.overhead, stop)
+            self.backend.spin(seconds * scale + self.overhead, stop, self.share(name, bucket, dims))
             return
         shape = {key: int(value) for key, value in zip(self.shape_keys[name], dims)}
         self._launch(name, kernel, config, shape)
         with self._lock:
             self.kernels += 1
+
+    def share(self, name: str, bucket: int, dims: tuple[float, ...]) -> float:
+        """The SM share a config without a kernel holds at its widest phase: a declared
+        profile's ``sm``; a modeled one's (a collective's channels) at this shape."""
+        key = (name, bucket, dims)
+        share = self._shares.get(key)
+        if share is None:
+            share = self._shares[key] = share_of(self.configs[name][bucket], name,
+                                                  dict(zip(self.shape_keys[name], dims)), self.device)
+        return share
 
     def _launch(self, name: str, kernel: Any, config: Config, shape: dict[str, int]) -> None:
         shape = self.backend.shape(shape)

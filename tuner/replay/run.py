@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from ..traffic import Workload
 from .executors import Executors, sleep_for
 from .kernels import CPU_MEMORY_SCALE, CpuReferences, CudaKernels, KernelRunner, has_kernels
 from .memory import MemoryLedger
+from .neighbors import NeighborLoops
+from .trace import ReplayTrace
 
 #: How long after the window a replay waits for the requests still in the system: the
 #: simulator drains them all, a wall clock cannot wait forever (the rest count as missed).
@@ -54,12 +57,14 @@ class ReplayResult:
 
 
 def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0, duration_s: float | None = None,
-           device: str = "cpu", drain_s: float = DRAIN_S, cuda: object = None) -> ReplayResult:
+           device: str = "cpu", drain_s: float = DRAIN_S, cuda: object = None,
+           trace_path: Path | None = None) -> ReplayResult:
     """Replay ``regime``'s seeded arrivals (the simulator's, for the same seed and window)
     under ``assignment`` on ``device``, in wall-clock time: the window plus up to
     ``drain_s`` for the requests still in the system. On a GPU every config is run once
     first (compiled before the window) and the budget held at the scale the free memory
-    allows (``cuda``: ``torch.cuda`` or a stand-in with its calls)."""
+    allows (``cuda``: ``torch.cuda`` or a stand-in with its calls). ``trace_path``: write a
+    Perfetto trace there (:mod:`tuner.replay.trace`)."""
     if device not in DEVICES:
         raise ValueError(f"a replay runs on {' or '.join(DEVICES)}, not {device!r}")
     workload = problem.regimes[regime].workload(seed, problem.service.jitter, duration_s)
@@ -68,7 +73,8 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
     service = bound.service
     runner = None
     if device == "cuda":
-        backend = CudaKernels(service.executors, cuda=cuda, priority=service.priority)
+        neighbors = tuple(n.priority + n.partition.priority for n in service.neighbors)
+        backend = CudaKernels(service.executors, cuda=cuda, priority=service.priority, extra=neighbors)
         runner = KernelRunner(bound, backend, service.launch_overhead_s, problem.size_fields)
         runner.warm()
         scale = backend.memory_scale(budget)
@@ -77,7 +83,12 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
             runner = KernelRunner(bound, CpuReferences(), service.launch_overhead_s, problem.size_fields)
         scale = CPU_MEMORY_SCALE
     ledger = MemoryLedger(budget, device, scale)
-    return ReplayRun(bound, workload, ledger, problem.size_fields, device, runner).run(drain_s)
+    trace = None if trace_path is None else ReplayTrace(service.executors, tuple(n.name for n in service.neighbors),
+                                                        device)
+    result = ReplayRun(bound, workload, ledger, problem.size_fields, device, runner, trace=trace).run(drain_s)
+    if trace is not None and trace_path is not None:
+        trace.write(trace_path)
+    return result
 
 
 class ReplayRun:
@@ -87,7 +98,7 @@ class ReplayRun:
 
     def __init__(self, bound: BoundService, workload: Workload, ledger: MemoryLedger, size_fields: frozenset[str],
                  device: str, runner: KernelRunner | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, trace: ReplayTrace | None = None) -> None:
         """``runner``: runs the batches' kernels on a backend (:mod:`tuner.replay.kernels`);
         None: each batch waited out at once for its modeled time (a service of declared
         profiles on the CPU, more precise than a wait per launch)."""
@@ -108,7 +119,15 @@ class ReplayRun:
         self.iterations = 0
         self.runner = runner
         work = self.runner if self.runner is not None else sleep_for(service.launch_overhead_s)
-        self.executors = Executors(service.executors, work, self.now)
+        self.trace = trace
+        self.executors = Executors(service.executors, work, self.now, trace.batch if trace is not None else None)
+        self.neighbors = NeighborLoops(service, runner.backend if runner is not None else CpuReferences(),
+                                       service.executors, self.now)
+        self._in_service = 0
+        if trace is not None:
+            self.neighbors.on_launch = trace.neighbor
+            if runner is not None:
+                runner.on_kernels = trace.kernels
         host = RelayHost(bound, ledger.budget - ledger.used, self.times, self)
         self.policy: BatchingPolicy = batching_policy(service.batching, host, service.executors, workload, self.sizes,
                                                       size_fields)
@@ -127,6 +146,7 @@ class ReplayRun:
     def finish(self, request: int, now: float) -> None:
         self.times.finish_t[request] = now
         self.ledger.release(request)
+        self._in_service -= 1
         self._settled += 1
 
     def hold(self, nbytes: float) -> None:
@@ -140,30 +160,42 @@ class ReplayRun:
         whatever ends it (Ctrl-C included)."""
         arrival, n = self.times.arrival_t, len(self.times.arrival_t)
         deadline = self.workload.horizon_s + drain_s
+        # with neighbours the whole window runs (their progress is measured over it)
+        until = self.workload.horizon_s if self.bound.service.neighbors else 0.0
         self._t0 = self._clock()
+        if self.trace is not None and self.runner is not None:
+            self.runner.backend.set_origin(self.now)
+        self.neighbors.start()
         i = 0
         try:
-            while self._settled < n and self.now() < deadline:
+            while (self._settled < n or self.now() < until) and self.now() < deadline:
                 now = self.now()
                 while i < n and arrival[i] <= now:
                     self._lateness.append(now - arrival[i])
                     self._on_arrival(i, now)
                     i += 1
+                    self._sample(now)
                 while self._wakes and self._wakes[0] <= now:
                     heapq.heappop(self._wakes)
                     self.policy.dispatch(now)
                 upcoming = min(arrival[i] if i < n else math.inf, self._wakes[0] if self._wakes else math.inf,
-                               deadline)
+                               until if now < until else deadline)
                 try:
                     executor, end = self.executors.done.get(timeout=max(upcoming - self.now(), 0.0))
                 except queue.Empty:
                     continue
                 self._on_program_done(executor, end)
+                self._sample(end)
             wall = self.now()
         finally:
+            self.neighbors.close()
             self.executors.close()
             self.ledger.release_all()
         return self._result(wall)
+
+    def _sample(self, now: float) -> None:
+        if self.trace is not None:
+            self.trace.sample(now, self.ledger.used, len(self._queue), self._in_service)
 
     def _on_arrival(self, request: int, now: float) -> None:
         if self.state[request] > self.ledger.budget - self._base_bytes():
@@ -181,6 +213,7 @@ class ReplayRun:
         while queue_ and self.ledger.reserve(queue_[0], state[queue_[0]]):
             request = queue_.popleft()
             self.times.admit_t[request] = now
+            self._in_service += 1
             self.policy.admitted(request, now)
 
     def _on_program_done(self, executor: int, now: float) -> None:
@@ -195,7 +228,8 @@ class ReplayRun:
         metrics = Metrics(**figures, admitted_max=0, memory_peak_bytes=self.ledger.peak, memory_byte_seconds=0.0,
                           reserved_workspace_bytes=self.bound.reserved_workspace, sm_busy_fraction=0.0, sm_peak=0.0,
                           idle_while_waiting_s=0.0, kernels=self.runner.kernels if self.runner is not None else 0,
-                          iterations=self.iterations)
+                          iterations=self.iterations,
+                          neighbor_progress_ratio=self.neighbors.progress_ratio(0.0, self.workload.horizon_s))
         unfinished = int(np.isnan(np.asarray(self.times.finish_t)).sum()) - figures["rejected"]
         lateness = percentile(np.asarray(self._lateness), 99) or 0.0
         kernels = "modeled times" if self.runner is None else self.runner.backend.described

@@ -86,7 +86,8 @@ class TraceWriter:
     requires, to the nanosecond (Perfetto's resolution).
     """
 
-    def __init__(self, out: IO[str], stream_names: Sequence[str], options: TraceOptions = TraceOptions()) -> None:
+    def __init__(self, out: IO[str], stream_names: Sequence[str], options: TraceOptions = TraceOptions(),
+                 process: str = "GPU (simulated)") -> None:
         self.options = options
         self.events = 0
         self.end_s = 0.0  # the latest time seen: where the run ended, once closed
@@ -96,7 +97,7 @@ class TraceWriter:
         self._held: dict[str, tuple] = {}
         out.write('{"displayTimeUnit":"ms","traceEvents":[\n')
         self._separator = ""
-        self._write(['{"name":"process_name","ph":"M","pid":1,"args":{"name":"GPU (simulated)"}}']
+        self._write([f'{{"name":"process_name","ph":"M","pid":1,"args":{{"name":{json.dumps(process)}}}}}']
                     + [f'{{"name":"thread_name","ph":"M","pid":1,"tid":{tid},"args":{{"name":{json.dumps(name)}}}}}'
                        for tid, name in enumerate(stream_names)])
 
