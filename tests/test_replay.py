@@ -23,7 +23,7 @@ from tuner.cli import main
 from tuner.problem import load_problem
 from tuner.problem.assignment import Assignment
 from tuner.replay import MemoryLedger, replay
-from tuner.replay.kernels import KernelRunner
+from tuner.replay.kernels import CudaKernels, KernelRunner
 from tuner.replay.run import ReplayRun
 from tuner.sim import simulate
 from tuner.sim.program import bind
@@ -218,7 +218,7 @@ def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monk
     assert compile_launch(spin_launch(13), H100).reason is None  # the spin kernel compiles for sm_90
     problem = _problem(tmp_path)
     cuda = RecordingCuda()
-    backend = CudaKernels(2, cuda=cuda, priority=-1, extra=(3,), launch_spin=cuda.spin)
+    backend = CudaKernels(2, cuda=cuda, lane_priorities=(-1,), extra=(3,), launch_spin=cuda.spin)
     assert [s.priority for s in backend.streams] == [-1, -1, 3]
     result = _replayed(problem, "light", backend, seconds=2.0)
     spins = [c for c in cuda.calls if c[0] == "spin"]
@@ -291,3 +291,27 @@ def test_the_trace_holds_every_batch_and_the_counters(tmp_path):
     other.write_text("mine")
     refused = CliRunner().invoke(main, ["replay", str(problem), "--duration", "0.5", "--trace", str(other)])
     assert refused.exit_code == 2 and other.read_text() == "mine"
+
+
+def test_an_operator_on_another_partition_runs_on_its_lanes_stream(tmp_path):
+    """Lanes as streams: the service's operators on its partition launch on the
+    executor's first stream, the one placed on another partition on a second stream at
+    that partition's priority, and each batch drains both (the simulator's lanes, joined
+    at the batch's end)."""
+    text = ONE_SERVER.format(budget=64).replace(
+        "    - {name: stage, family: stage}",
+        "    - {name: stage, family: stage}\n    - {name: side_stage, family: stage, partition: side}").replace(
+        "  slo: {deadline: 200 ms}",
+        "  partitions: {main: {share: 0.5}, side: {share: 0.5, priority: -1}}\n  partition: main\n"
+        "  slo: {deadline: 200 ms}")
+    path = tmp_path / "lanes.yaml"
+    path.write_text(text)
+    problem = load_problem(path)
+    cuda = RecordingCuda()
+    backend = CudaKernels(1, cuda=cuda, lane_priorities=(0, -1), launch_spin=cuda.spin)
+    result = _replayed(problem, "light", backend, seconds=1.0)
+    first, second = backend.streams
+    assert (first.priority, second.priority) == (0, -1)
+    on = [c[3] for c in cuda.calls if c[0] == "spin"]
+    assert on.count(first) == on.count(second) == result.metrics.iterations > 0
+    assert first.synchronized == second.synchronized == result.metrics.iterations

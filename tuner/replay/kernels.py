@@ -58,6 +58,8 @@ class Backend(Protocol):
 
     def batch(self, executor: int) -> ContextManager[None]: ...
 
+    def lane(self, executor: int, lane: int) -> ContextManager[None]: ...
+
     def drain(self) -> None: ...
 
     def memory_scale(self, budget: float) -> float: ...
@@ -90,6 +92,9 @@ class CpuReferences:
     def batch(self, executor: int) -> ContextManager[None]:
         return nullcontext()
 
+    def lane(self, executor: int, lane: int) -> ContextManager[None]:
+        return nullcontext()  # one thread per executor: its lanes run one after another
+
     def drain(self) -> None:
         pass
 
@@ -108,25 +113,30 @@ class CpuReferences:
 
 
 class CudaKernels:
-    """The families' Triton kernels on one CUDA stream per executor (``cuda``:
-    ``torch.cuda`` or a stand-in with the same calls), each stream at the service's
-    ``priority`` (CUDA's convention, the problem file's too: lower gets SMs first; torch
-    maps a value beyond the device's range to its nearest end), then one stream per
-    ``extra`` priority (the neighbours'). What has a time and no kernel runs as the spin
-    kernel of :mod:`tuner.replay.spin` (``launch_spin(ctas, seconds)``; default: on the
-    GPU, with a sink of one word per SM)."""
+    """The families' Triton kernels on CUDA streams (``cuda``: ``torch.cuda`` or a
+    stand-in with the same calls): one per executor and lane, at the lane's priority
+    (``lane_priorities``: the service's priority plus its lane partition's, as the
+    simulator gives them; CUDA's convention, the problem file's too: lower gets SMs
+    first; torch maps a value beyond the device's range to its nearest end), then one per
+    ``extra`` priority (the neighbours'). A batch's launches go on its executor's first
+    lane, an operator placed on another partition on that lane's stream, beside it. What
+    has a time and no kernel runs as the spin kernel of :mod:`tuner.replay.spin`
+    (``launch_spin(ctas, seconds)``; default: on the GPU, with a sink of one word per SM)."""
 
-    described = "Triton kernels on one CUDA stream per executor, spin kernels of the declared time and SM share"
+    described = "Triton kernels on CUDA streams (one per executor and lane), spin kernels of the declared time and SM share"
     shares_inputs = True
 
-    def __init__(self, executors: int, cuda: Any = None, priority: int = 0, extra: tuple[int, ...] = (),
-                 launch_spin: Callable[[int, float], None] | None = None) -> None:
+    def __init__(self, executors: int, cuda: Any = None, lane_priorities: tuple[int, ...] = (0,),
+                 extra: tuple[int, ...] = (), launch_spin: Callable[[int, float], None] | None = None) -> None:
         if cuda is None:
             import torch
 
             cuda = torch.cuda
         self.cuda = cuda
-        self.streams = [cuda.Stream(priority=priority) for _ in range(executors)]
+        self.executors = executors
+        #: stream ``lane * executors + executor``, then the extra ones
+        self.streams = [cuda.Stream(priority=value) for value in lane_priorities for _ in range(executors)]
+        self._lanes = len(lane_priorities)
         self.streams += [cuda.Stream(priority=value) for value in extra]
         self.sms = int(cuda.get_device_properties(0).multi_processor_count)
         self.launch_spin = launch_spin or self._gpu_spin()
@@ -151,11 +161,16 @@ class CudaKernels:
 
     @contextmanager
     def batch(self, executor: int) -> Iterator[None]:
-        """The batch's launches go on the executor's stream; it ends when they have run."""
-        stream = self.streams[executor]
-        with self.cuda.stream(stream):
+        """The batch's launches go on the executor's first lane's stream; it ends when
+        every lane's have run (an index past the lanes: an extra stream, alone)."""
+        lanes = range(self._lanes) if executor < self.executors else (0,)
+        with self.cuda.stream(self.streams[executor]):
             yield
-        stream.synchronize()
+        for lane in lanes:
+            self.streams[lane * self.executors + executor].synchronize()
+
+    def lane(self, executor: int, lane: int) -> ContextManager[None]:
+        return self.cuda.stream(self.streams[lane * self.executors + executor])
 
     def drain(self) -> None:
         self.cuda.synchronize()
@@ -223,6 +238,10 @@ class KernelRunner:
         self.configs = configs_by_operator(bound)
         operators = {op.operator.name: op.operator for ops, _ in bound.blocks for op in ops}
         self.shape_keys = {name: tuple(dim for dim, _ in op.shape) for name, op in operators.items()}
+        #: each operator's lane (its stream beside the executor's first), where lanes run
+        #: independently (a micro-batched overlap's waits between lanes are not replayed:
+        #: its launches stay on the first lane, in program order)
+        self.lane_of = {op.operator.name: op.lane for ops, _ in bound.blocks for op in ops}
         largest = bound.service.largest_batch_variables(size_fields)
         #: Per operator, each bucket's representative shape (what :meth:`warm` compiles).
         self.bucket_shapes: dict[str, list[dict[str, int] | None]] = {name: [self._shape_of(name, op.bucket_variables(largest, b))
@@ -253,12 +272,13 @@ class KernelRunner:
                     for cell in block:
                         if stop.is_set():
                             return
-                        if timed is None:
+                        with self.backend.lane(executor, self.lane_of[cell[0]] if program.waits is None else 0):
+                            if timed is None:
+                                self.run_cell(cell, scale, stop)
+                                continue
+                            began = self.backend.stamp()
                             self.run_cell(cell, scale, stop)
-                            continue
-                        began = self.backend.stamp()
-                        self.run_cell(cell, scale, stop)
-                        timed.append((cell[0], began, self.backend.stamp()))
+                            timed.append((cell[0], began, self.backend.stamp()))
         if timed and self.on_kernels is not None:
             seconds = self.backend.stamp_seconds
             self.on_kernels(executor, [(name, seconds(t0), seconds(t1)) for name, t0, t1 in timed])

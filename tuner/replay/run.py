@@ -74,7 +74,8 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
     runner = None
     if device == "cuda":
         neighbors = tuple(n.priority + n.partition.priority for n in service.neighbors)
-        backend = CudaKernels(service.executors, cuda=cuda, priority=service.priority, extra=neighbors)
+        lanes = tuple(service.priority + lane.priority for lane in service.lanes())
+        backend = CudaKernels(service.executors, cuda=cuda, lane_priorities=lanes, extra=neighbors)
         runner = KernelRunner(bound, backend, service.launch_overhead_s, problem.size_fields)
         runner.warm()
         scale = backend.memory_scale(budget)
