@@ -8,11 +8,11 @@
 # Writes OUT_DIR/gpu_check_<device>_<date>.json: device, driver, versions and date, then per
 # step its status, wall time, result and log tail. The steps (benchmarks/gpu_check.py says more):
 #   (a) family_latency   the bundled kernel families at the shipped problems' shapes, CUDA-graph
-#                        timed with a cold L2, beside their modeled latency             110 s
-#   (b) gpu_sharing      waves on free SMs, no preemption, beside a holder kernel         90 s
+#                        timed with a cold L2, beside their modeled latency              90 s
+#   (b) gpu_sharing      waves on free SMs, no preemption, beside a holder kernel         60 s
 #   (c) replays          tuner replay --device cuda --compare: seed_example heavy, lean and fast
 #                        (10 s each); llm_decode light and heavy, the stored table's configs and
-#                        the per-bucket isolated-fastest ones (20 s each)          2 x 40 + 4 x 50 s
+#                        the per-bucket isolated-fastest ones (20 s each)     2 x 30 + 80 + 3 x 60 s
 # --dry-run runs every step on the CPU through benchmarks/cuda_standin.py (a torch.cuda that
 # records each call); the test suite runs it (tests/test_gpu_check.py). Without a CUDA GPU and
 # without --dry-run it prints one line and exits 0.
