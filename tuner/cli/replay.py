@@ -137,6 +137,9 @@ def _print(problem: str, regime: str, result: ReplayResult, simulated: Metrics |
     click.echo(f"  wall {result.wall_s:.1f} s; arrivals seen up to {result.lateness_p99_s * 1e3:.2f} ms late (p99); "
                f"{result.unfinished} request(s) unfinished after the drain; memory held for real at "
                f"1/{1 / result.memory_scale:g} of its bytes")
+    if result.device == "cuda" and result.issue_share is not None:
+        click.echo(f"  issuing launches took {result.issue_share:.0%} of the batches' time"
+                   + (" (host-bound: the GPU waited on Python's launches)" if result.issue_share > 0.9 else ""))
 
 
 def _shown(value: float | int | None, form: str) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any, ContextManager, Protocol
@@ -253,6 +254,11 @@ class KernelRunner:
         self._shares: dict[tuple, float] = {}
         self.overhead = launch_overhead_s
         self.kernels = 0
+        #: seconds the executors spent issuing their batches' launches, and in the batches
+        #: in all (issuing and waiting for the device): on a GPU a share near 1 says the
+        #: host, not the GPU, set the pace (:attr:`issue_share`)
+        self.issue_s = 0.0
+        self.batch_s = 0.0
         #: ``on_kernels(executor, [(operator, start, end), ...])`` after each batch, when
         #: tracing (each launch stamped: CUDA events on a GPU)
         self.on_kernels: Callable[[int, list[tuple[str, float, float]]], None] | None = None
@@ -266,6 +272,7 @@ class KernelRunner:
         """One batch: every block's cells, ``repeat`` times, in order, on the executor's
         stream; stopped early when ``stop`` is set."""
         timed: list[tuple[str, Any, Any]] | None = [] if self.on_kernels is not None else None
+        started = issued = time.perf_counter()
         with self.backend.batch(executor):
             for block, repeat in program.cells:
                 for _ in range(repeat):
@@ -279,9 +286,19 @@ class KernelRunner:
                             began = self.backend.stamp()
                             self.run_cell(cell, scale, stop)
                             timed.append((cell[0], began, self.backend.stamp()))
+            issued = time.perf_counter()
+        ended = time.perf_counter()
+        with self._lock:
+            self.issue_s += issued - started
+            self.batch_s += ended - started
         if timed and self.on_kernels is not None:
             seconds = self.backend.stamp_seconds
             self.on_kernels(executor, [(name, seconds(t0), seconds(t1)) for name, t0, t1 in timed])
+
+    @property
+    def issue_share(self) -> float | None:
+        """The share of the batches' time spent issuing launches (None before any batch)."""
+        return self.issue_s / self.batch_s if self.batch_s > 0 else None
 
     def run_cell(self, cell: Cell, scale: float, stop: threading.Event) -> None:
         name, dims, bucket, seconds = cell

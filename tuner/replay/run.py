@@ -40,7 +40,11 @@ class ReplayResult:
     """A replay's measured metrics (the simulator's names; the GPU-layer figures it does
     not measure are 0) and how it ran: ``lateness_p99_s``, how late the harness saw
     arrivals against their schedule (its own precision); ``unfinished``, requests still
-    in the system when the drain ended."""
+    in the system when the drain ended; ``issue_share``, the share of the batches' time
+    the executors spent issuing launches (on a GPU, near 1: host-bound, as a Python
+    harness launching kernel by kernel can be where vLLM replays CUDA graphs; on the CPU
+    the references run as they are issued, so it is 1 and says nothing; None: no kernels
+    run)."""
 
     metrics: Metrics
     device: str
@@ -49,11 +53,12 @@ class ReplayResult:
     lateness_p99_s: float
     unfinished: int
     kernels: str = "modeled times"
+    issue_share: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {**self.metrics.to_dict(), "replay": {
             "device": self.device, "kernels": self.kernels, "memory_scale": self.memory_scale, "wall_s": self.wall_s,
-            "lateness_p99_s": self.lateness_p99_s, "unfinished": self.unfinished}}
+            "lateness_p99_s": self.lateness_p99_s, "unfinished": self.unfinished, "issue_share": self.issue_share}}
 
 
 def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0, duration_s: float | None = None,
@@ -234,4 +239,5 @@ class ReplayRun:
         unfinished = int(np.isnan(np.asarray(self.times.finish_t)).sum()) - figures["rejected"]
         lateness = percentile(np.asarray(self._lateness), 99) or 0.0
         kernels = "modeled times" if self.runner is None else self.runner.backend.described
-        return ReplayResult(metrics, self.device, self.ledger.scale, wall, lateness, max(unfinished, 0), kernels)
+        return ReplayResult(metrics, self.device, self.ledger.scale, wall, lateness, max(unfinished, 0), kernels,
+                            None if self.runner is None else self.runner.issue_share)
