@@ -215,10 +215,6 @@ class FluidGPU:
         self._heap: list[tuple[float, int, int, Kernel]] = []
         self.launched = 0  # kernels launched so far; also their launch order
 
-    @property
-    def sm_in_use(self) -> float:
-        return 1.0 - self.s_free if self.s_free < 1.0 else 0.0
-
     def sm_seconds(self, t: float) -> float:
         """∫ R dt from 0 to ``min(t, window)``, for any ``t`` not before the last change."""
         window = self._window

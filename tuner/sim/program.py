@@ -60,11 +60,6 @@ class Program:
     host_wait: float = 0.0
     cells: Cells = ()
 
-    @property
-    def launches(self) -> tuple[Launch, ...]:
-        """The first lane's launches (all of them, for a service on one lane)."""
-        return self.lanes[0]
-
 
 #: What a batch whose every operator has nothing to do launches: nothing but its overhead.
 _EMPTY: Launch = ("empty", ((0.0, 0.0, 0.0, 0.0, 0.0),))
