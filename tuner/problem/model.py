@@ -522,6 +522,10 @@ class Problem:
     warnings: tuple[str, ...] = ()
     objective: str = "goodput"
     knobs: KnobSpace = KnobSpace()
+    #: What is derived from this problem once and kept while it lives (the search's joint
+    #: space per routing, its knob variants, the problem a variant varies): owned here,
+    #: not by module-level dicts keyed by ``id()``; a copy (``with_knobs``) starts empty.
+    memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
 
     def with_knobs(self, values: Mapping[str, KnobValue]) -> Problem:
         """The problem as the engine runs with these knob values (``service.knobs``): a

@@ -31,8 +31,6 @@ PREFIX = "knob:"
 #: A trial's knob values, in the problem's knob order (() for a problem without knobs).
 KnobKey = tuple[KnobValue, ...]
 
-_VARIANTS: dict[tuple[int, KnobKey], tuple[Problem, Problem]] = {}  # (id(problem), key) → (problem, its variant)
-_BASES: dict[int, tuple[Problem, Problem, KnobKey]] = {}  # id(variant) → (variant, the problem it varies, key)
 
 
 @dataclass(frozen=True)
@@ -103,15 +101,12 @@ class KnobAxis:
         once per loaded problem and key."""
         if key == self.defaults:
             return problem
-        cached = _VARIANTS.get((id(problem), key))
-        if cached is not None and cached[0] is problem:
-            return cached[1]
-        if len(_VARIANTS) >= 512:
-            _VARIANTS.clear()
-            _BASES.clear()
-        variant = problem.with_knobs(self.values(key))
-        _VARIANTS[(id(problem), key)] = (problem, variant)
-        _BASES[id(variant)] = (variant, problem, key)
+        variants: dict[KnobKey, Problem] = problem.memo.setdefault("knob_variants", {})
+        cached = variants.get(key)
+        if cached is not None:
+            return cached
+        variant = variants[key] = problem.with_knobs(self.values(key))
+        variant.memo["varies"] = (problem, key)
         return variant
 
     def text(self, key: KnobKey) -> str:
@@ -124,8 +119,7 @@ class KnobAxis:
 def base_of(problem: Problem) -> tuple[Problem, KnobKey] | None:
     """The loaded problem ``problem`` is a knob variant of (:meth:`KnobAxis.variant`) and
     its key; None for a problem as loaded (a seed pool serves its variants by key)."""
-    found = _BASES.get(id(problem))
-    return (found[1], found[2]) if found is not None and found[0] is problem else None
+    return problem.memo.get("varies")
 
 
 def with_key(trials: Sequence[FrozenTrial], axis: KnobAxis, key: KnobKey) -> list[FrozenTrial]:

@@ -34,7 +34,6 @@ from .knob_axis import KnobAxis, KnobKey
 #: A joint assignment as the search stores it: config names in cell order.
 JointPoint = tuple[str, ...]
 
-_SPACES: dict[tuple[int, Routing | None], JointSpace] = {}  # (id(problem), routing) → its space (it keeps the problem alive)
 
 
 @dataclass(frozen=True)
@@ -115,17 +114,14 @@ class JointSpace:
         """The space of a problem, computed once per loaded problem (it times every
         config in every bucket: seconds for a transformer layer); with a ``routing``, its
         MoE kernels timed on that routing instead of uniform routing (see :func:`cell_cost`)."""
-        key = (id(problem), routing)
-        cached = _SPACES.get(key)
-        if cached is not None and cached.problem is problem:
+        spaces: dict[Routing | None, JointSpace] = problem.memo.setdefault("joint_spaces", {})
+        cached = spaces.get(routing)
+        if cached is not None:
             return cached
         cells = tuple((op.name, b) for op in problem.service.operators for b in range(op.bucketing.size))
         costs = tuple(tuple(cell_cost(problem, op, b, c, routing) for c in problem.family_of(op).configs)
                       for op, b in cells)
-        space = cls(problem, cells, costs)
-        if len(_SPACES) >= 16:
-            _SPACES.clear()
-        _SPACES[key] = space
+        space = spaces[routing] = cls(problem, cells, costs)
         return space
 
     @cached_property
