@@ -190,7 +190,7 @@ def mdc_of(problem: Problem, assignment: Assignment, regime: str) -> MDc:
     program = bound.program({"batch": 1})
     if program.kernels != 1:
         raise fail(why + [f"a batch launches {program.kernels} kernels, not 1"])
-    phases = program.launches[0][1]
+    phases = program.lanes[0][0][1]  # the first lane's first launch's phases
     servers = service.executors
     if servers * max(p[1] for p in phases) > 1.0 + 1e-9 or servers * max(p[2] for p in phases) > 1.0 + 1e-9:
         why.append(f"{servers} kernels side by side would slow each other")
