@@ -437,11 +437,14 @@ class FusedMoeFamily:
 
     def run(self, inputs: Mapping[str, Any], config: ConfigParams, shape: Shape, *,
             persistent_ctas: int | None = None) -> Any:
-        """Align, then launch the config's kernels on ``inputs``; returns out [M, K]."""
+        """Align, then launch the config's kernels on ``inputs``; returns out [M, K].
+
+        Inputs made for more tokens than ``shape``'s M serve too: the first M tokens'
+        routing is used (a replay makes an operator's inputs once, at its largest shape)."""
         a = inputs["a"]
         dtype = dtype_name(a.dtype)
-        sorted_ids, expert_ids, counts = moe_align_block_size(inputs["topk_ids"], config["BLOCK_SIZE_M"],
-                                                              self.experts)
+        sorted_ids, expert_ids, counts = moe_align_block_size(inputs["topk_ids"][: shape["M"]],
+                                                              config["BLOCK_SIZE_M"], self.experts)
         counts = self.counts(shape, counts)
         tensors = {**allocate(self._buffers(config, shape, dtype), a.device),
                    **{k: v.contiguous() for k, v in inputs.items() if k != "topk_ids"},
