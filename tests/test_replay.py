@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -315,3 +316,19 @@ def test_an_operator_on_another_partition_runs_on_its_lanes_stream(tmp_path):
     on = [c[3] for c in cuda.calls if c[0] == "spin"]
     assert on.count(first) == on.count(second) == result.metrics.iterations > 0
     assert first.synchronized == second.synchronized == result.metrics.iterations
+
+
+def test_a_kernel_that_fails_in_a_worker_ends_the_replay_in_one_line(tmp_path):
+    """An executor's batch that raises (a GPU out of memory, a kernel that cannot
+    launch) stops the replay with a TunerError naming it, instead of leaving that
+    executor busy until the deadline and reporting the rest as unfinished."""
+    from tuner.errors import TunerError
+
+    def failing(ctas: int, seconds: float) -> None:
+        raise RuntimeError("CUDA out of memory (stand-in)\nsecond line")
+
+    backend = CudaKernels(1, cuda=RecordingCuda(), launch_spin=failing)
+    started = time.perf_counter()
+    with pytest.raises(TunerError, match=r"^replay: an executor failed at .*RuntimeError: CUDA out of memory"):
+        _replayed(_problem(tmp_path), "light", backend, seconds=2.0)
+    assert time.perf_counter() - started < 1.5  # at the first batch, not the deadline

@@ -44,8 +44,10 @@ class Executors:
 
     def __init__(self, count: int, work: Work, clock: Callable[[], float],
                  on_batch: Callable[[int, float, float], None] | None = None) -> None:
-        """``on_batch(executor, start, end)``: told of each batch run (a trace's slice)."""
+        """``on_batch(executor, start, end)``: told of each batch run (a trace's slice).
+        A batch that raises stops every worker; :attr:`failure` holds what it raised."""
         self.on_batch = on_batch
+        self.failure: BaseException | None = None
         self.done: queue.Queue[tuple[int, float]] = queue.Queue()
         self.stop = threading.Event()
         self._work, self._clock = work, clock
@@ -65,7 +67,13 @@ class Executors:
             if job is None or self.stop.is_set():
                 return
             began = self._clock()
-            self._work(executor, job[0], job[1], self.stop)
+            try:
+                self._work(executor, job[0], job[1], self.stop)
+            except BaseException as exc:  # noqa: BLE001 - reported to the loop, which raises it
+                self.failure = self.failure or exc
+                self.stop.set()
+                self.done.put((executor, self._clock()))
+                return
             end = self._clock()
             if self.on_batch is not None:
                 self.on_batch(executor, began, end)

@@ -33,6 +33,7 @@ class NeighborLoops:
         #: ``on_launch(neighbour index, start, end)`` after each launch (a trace's slice)
         self.on_launch: Callable[[int, float, float], None] | None = None
         self.stop = threading.Event()
+        self.failure: BaseException | None = None
         self._spans: list[list[tuple[float, float, float]]] = [[] for _ in service.neighbors]
         self._threads = [threading.Thread(target=self._loop, args=(i, n), name=f"replay neighbour {n.name}",
                                           daemon=True) for i, n in enumerate(service.neighbors)]
@@ -56,6 +57,13 @@ class NeighborLoops:
             thread.start()
 
     def _loop(self, index: int, neighbor: Neighbor) -> None:
+        try:
+            self._launches(index, neighbor)
+        except BaseException as exc:  # noqa: BLE001 - reported through failure, raised by the replay
+            self.failure = self.failure or exc
+            self.stop.set()
+
+    def _launches(self, index: int, neighbor: Neighbor) -> None:
         seconds, share = self.latency(neighbor), self.share(neighbor)
         work = math.fsum(phase[0] for phase in neighbor.profile.phases({}, self.service.device))
         pause = neighbor.gap_s + self.service.launch_overhead_s

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import TunerError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..sim.batching import BatchingPolicy, RelayHost, RequestTimes
@@ -76,13 +77,21 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
     bound = bind(problem.service_for(regime), assignment, problem.size_fields)
     budget = problem.memory_budget(regime)
     service = bound.service
+    if service.memory.fixed + bound.reserved_workspace > budget:
+        raise TunerError(f"replay: the memory budget of {regime!r} ({budget / 2**30:.3g} GiB) does not hold the "
+                         f"service's fixed memory and the workspace its configs reserve "
+                         f"({(service.memory.fixed + bound.reserved_workspace) / 2**30:.3g} GiB)")
     runner = None
     if device == "cuda":
         neighbors = tuple(n.priority + n.partition.priority for n in service.neighbors)
         lanes = tuple(service.priority + lane.priority for lane in service.lanes())
         backend = CudaKernels(service.executors, cuda=cuda, lane_priorities=lanes, extra=neighbors)
         runner = KernelRunner(bound, backend, service.launch_overhead_s, problem.size_fields)
-        runner.warm()
+        try:
+            runner.warm()
+        except Exception as exc:  # noqa: BLE001 - a kernel that cannot run here is one line
+            raise TunerError(f"replay: running each config once before the window failed: "
+                             f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
         scale = backend.memory_scale(budget)
     else:
         if has_kernels(bound):
@@ -189,7 +198,9 @@ class ReplayRun:
                 try:
                     executor, end = self.executors.done.get(timeout=max(upcoming - self.now(), 0.0))
                 except queue.Empty:
+                    self._raise_failure()
                     continue
+                self._raise_failure()
                 self._on_program_done(executor, end)
                 self._sample(end)
             wall = self.now()
@@ -198,6 +209,13 @@ class ReplayRun:
             self.executors.close()
             self.ledger.release_all()
         return self._result(wall)
+
+    def _raise_failure(self) -> None:
+        """What a worker or a neighbour raised, as one line (the run ends with it)."""
+        for who, failure in (("an executor", self.executors.failure), ("a neighbour", self.neighbors.failure)):
+            if failure is not None:
+                raise TunerError(f"replay: {who} failed at {self.now():.2f} s: "
+                                 f"{type(failure).__name__}: {failure}".splitlines()[0]) from failure
 
     def _sample(self, now: float) -> None:
         if self.trace is not None:
