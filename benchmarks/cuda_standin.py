@@ -130,6 +130,9 @@ class RecordingCuda:
     def synchronize(self, device: Any = None) -> None:
         self.record("synchronize")
 
+    def empty_cache(self) -> None:
+        self.record("empty_cache")
+
     def mem_get_info(self, device: Any = None) -> tuple[int, int]:
         """(free, total) bytes: the stand-in's 80 GiB, 70 of them free."""
         self.record("mem_get_info")
@@ -168,7 +171,7 @@ def install(cuda: RecordingCuda | None = None) -> RecordingCuda:
 
     cuda = cuda or RecordingCuda()
     for name in ("is_available", "device_count", "get_device_properties", "get_device_name", "synchronize",
-                 "mem_get_info", "current_stream", "stream", "graph", "_sleep", "Stream", "Event", "CUDAGraph"):
+                 "empty_cache", "mem_get_info", "current_stream", "stream", "graph", "_sleep", "Stream", "Event", "CUDAGraph"):
         setattr(torch.cuda, name, getattr(cuda, name))
     for name in _FACTORIES:
         setattr(torch, name, _on_meta(getattr(torch, name), cuda, name))

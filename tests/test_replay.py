@@ -181,6 +181,10 @@ class RecordingCuda:
             self.priority = priority
             self.synchronized = 0
 
+        @staticmethod
+        def priority_range() -> tuple[int, int]:
+            return (0, -5)  # an H100's
+
         def synchronize(self) -> None:
             self.synchronized += 1
 
@@ -220,7 +224,7 @@ def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monk
     problem = _problem(tmp_path)
     cuda = RecordingCuda()
     backend = CudaKernels(2, cuda=cuda, lane_priorities=(-1,), extra=(3,), launch_spin=cuda.spin)
-    assert [s.priority for s in backend.streams] == [-1, -1, 3]
+    assert [s.priority for s in backend.streams] == [-1, -1, 0]  # the problem's order in CUDA's range
     result = _replayed(problem, "light", backend, seconds=2.0)
     spins = [c for c in cuda.calls if c[0] == "spin"]
     assert spins and all(c[1:] == (13, pytest.approx(SERVICE_S), backend.streams[0]) for c in spins)
@@ -332,3 +336,13 @@ def test_a_kernel_that_fails_in_a_worker_ends_the_replay_in_one_line(tmp_path):
     with pytest.raises(TunerError, match=r"^replay: an executor failed at .*RuntimeError: CUDA out of memory"):
         _replayed(_problem(tmp_path), "light", backend, seconds=2.0)
     assert time.perf_counter() - started < 1.5  # at the first batch, not the deadline
+
+
+def test_the_problems_priorities_keep_their_order_in_the_devices_range():
+    """CUDA clamps a priority outside its range (0 to -5 on an H100) to the nearest end:
+    the problem's 0 and 3 would run alike. Mapped by rank, the least urgent at 0."""
+    from tuner.replay.kernels import device_priorities
+
+    assert device_priorities((0, 3, -1, 0), (0, -5)) == {3: 0, 0: -1, -1: -2}
+    assert device_priorities((0,), (0, -5)) == {0: 0}
+    assert device_priorities(tuple(range(8)), (0, -2)) == {7: 0, 6: -1, 5: -2, 4: -2, 3: -2, 2: -2, 1: -2, 0: -2}

@@ -48,6 +48,9 @@ class Backend(Protocol):
     #: each smaller one over them (a GPU: a layer's weights made once, not per batch
     #: size; the kernels address what the shape says, within the larger buffers).
     shares_inputs: bool
+    #: Whether a launch pays its host cost for real (a GPU): then a declared profile's
+    #: spin is its modeled time alone, not that plus the problem's launch overhead.
+    launches_for_real: bool
 
     def shape(self, shape: dict[str, int]) -> dict[str, int]: ...
 
@@ -77,6 +80,7 @@ class CpuReferences:
 
     described = f"CPU references at 1/{CPU_SHAPE_DIVISOR} of each dimension, modeled times where no kernel"
     shares_inputs = False
+    launches_for_real = False
 
     def shape(self, shape: dict[str, int]) -> dict[str, int]:
         return {key: max(1, value // CPU_SHAPE_DIVISOR) for key, value in shape.items()}
@@ -124,8 +128,10 @@ class CudaKernels:
     has a time and no kernel runs as the spin kernel of :mod:`tuner.replay.spin`
     (``launch_spin(ctas, seconds)``; default: on the GPU, with a sink of one word per SM)."""
 
-    described = "Triton kernels on CUDA streams (one per executor and lane), spin kernels of the declared time and SM share"
+    described = ("Triton kernels on CUDA streams (one per executor and lane), spin kernels of the declared time "
+                 "and SM share")
     shares_inputs = True
+    launches_for_real = True
 
     def __init__(self, executors: int, cuda: Any = None, lane_priorities: tuple[int, ...] = (0,),
                  extra: tuple[int, ...] = (), launch_spin: Callable[[int, float], None] | None = None) -> None:
@@ -135,10 +141,15 @@ class CudaKernels:
             cuda = torch.cuda
         self.cuda = cuda
         self.executors = executors
+        #: the problem's priorities as the device's (see :func:`device_priorities`)
+        self.priority_map = device_priorities((*lane_priorities, *extra), cuda.Stream.priority_range())
         #: stream ``lane * executors + executor``, then the extra ones
-        self.streams = [cuda.Stream(priority=value) for value in lane_priorities for _ in range(executors)]
+        self.streams = [cuda.Stream(priority=self.priority_map[value]) for value in lane_priorities
+                        for _ in range(executors)]
         self._lanes = len(lane_priorities)
-        self.streams += [cuda.Stream(priority=value) for value in extra]
+        self.streams += [cuda.Stream(priority=self.priority_map[value]) for value in extra]
+        if len(self.priority_map) > 1:
+            self.described = f"{self.described}; stream priorities, problem's -> CUDA's: {self.priority_map}"
         self.sms = int(cuda.get_device_properties(0).multi_processor_count)
         self.launch_spin = launch_spin or self._gpu_spin()
 
@@ -163,7 +174,8 @@ class CudaKernels:
     @contextmanager
     def batch(self, executor: int) -> Iterator[None]:
         """The batch's launches go on the executor's first lane's stream; it ends when
-        every lane's have run (an index past the lanes: an extra stream, alone)."""
+        every lane's have run (an index past the executors' lane streams: an extra stream,
+        alone)."""
         lanes = range(self._lanes) if executor < self.executors else (0,)
         with self.cuda.stream(self.streams[executor]):
             yield
@@ -194,9 +206,24 @@ class CudaKernels:
 
     def memory_scale(self, budget: float) -> float:
         """1 where the budget fits in :data:`CUDA_FREE_SHARE` of the free memory, else the
-        scale that makes it fit (the accounting stays in the problem's bytes)."""
+        scale that makes it fit (the accounting stays in the problem's bytes); measured
+        after the allocator has returned what it caches and no tensor uses."""
+        self.cuda.empty_cache()
         free, _ = self.cuda.mem_get_info()
         return min(1.0, CUDA_FREE_SHARE * free / budget) if budget > 0 else 1.0
+
+
+def device_priorities(values: tuple[int, ...], device_range: tuple[int, int]) -> dict[int, int]:
+    """Each of the problem's stream priorities as one the device has, in the same order.
+
+    CUDA (and torch) clamp a priority outside ``device_range`` (``(least, greatest)``,
+    e.g. ``(0, -5)``: lower is more urgent) to its nearest end, so a problem's 0 and 3
+    would both run at 0; the problem's order is what the simulator models, so the least
+    urgent value becomes the device's least and each more urgent one a step more urgent,
+    down to the device's greatest (where the steps run out, the most urgent share it)."""
+    least, greatest = device_range
+    ordered = sorted(set(values), reverse=True)  # least urgent first
+    return {value: max(least - rank, greatest) for rank, value in enumerate(ordered)}
 
 
 def configs_by_operator(bound: BoundService) -> dict[str, tuple[Config, ...]]:
@@ -263,6 +290,8 @@ class KernelRunner:
         #: tracing (each launch stamped: CUDA events on a GPU)
         self.on_kernels: Callable[[int, list[tuple[str, float, float]]], None] | None = None
         self._inputs: dict[object, tuple[dict[str, int], dict[str, Any]]] = {}
+        self._retired: list[dict[str, Any]] = []
+        self._inputs_lock = threading.Lock()
         self._lock = threading.Lock()
 
     def _shape_of(self, name: str, variables: Mapping[str, float]) -> dict[str, int]:
@@ -279,7 +308,8 @@ class KernelRunner:
                     for cell in block:
                         if stop.is_set():
                             return
-                        with self.backend.lane(executor, self.lane_of[cell[0]] if program.waits is None else 0):
+                        lane = self.lane_of[cell[0]] if program.waits is None else 0
+                        with self.backend.lane(executor, lane) if lane else nullcontext():
                             if timed is None:
                                 self.run_cell(cell, scale, stop)
                                 continue
@@ -305,7 +335,8 @@ class KernelRunner:
         config = self.configs[name][bucket]
         kernel = kernel_of(config)
         if kernel is None:
-            self.backend.spin(seconds * scale + self.overhead, stop, self.share(name, bucket, dims))
+            overhead = 0.0 if self.backend.launches_for_real else self.overhead
+            self.backend.spin(seconds * scale + overhead, stop, self.share(name, bucket, dims))
             return
         shape = {key: int(value) for key, value in zip(self.shape_keys[name], dims)}
         self._launch(name, kernel, config, shape)
@@ -328,18 +359,25 @@ class KernelRunner:
 
     def _inputs_for(self, name: str, kernel: Any, shape: dict[str, int]) -> dict[str, Any]:
         """Inputs for ``shape``: per shape, or (``shares_inputs``) one set per operator
-        made at the largest shape it has met or may meet, remade only if one grows."""
+        made at the largest shape it has met or may meet, remade only if one grows (the
+        set it replaces kept alive, as another executor's stream may still read it).
+        Checked and made under one lock, so two executors never make the same set."""
         key: object = name if self.backend.shares_inputs else (name, tuple(shape.items()))
         held = self._inputs.get(key)
         if held is not None and all(held[0].get(dim, 0) >= value for dim, value in shape.items()):
             return held[1]
-        at = shape
-        if self.backend.shares_inputs:
-            before = held[0] if held is not None else self.backend.shape(self.largest[name])
-            at = {dim: max(value, before.get(dim, 0)) for dim, value in shape.items()}
-        with self._lock:
-            self._inputs[key] = (at, self.backend.inputs(kernel, at))
-        return self._inputs[key][1]
+        with self._inputs_lock:
+            held = self._inputs.get(key)
+            if held is not None and all(held[0].get(dim, 0) >= value for dim, value in shape.items()):
+                return held[1]
+            at = shape
+            if self.backend.shares_inputs:
+                before = held[0] if held is not None else self.backend.shape(self.largest[name])
+                at = {dim: max(value, before.get(dim, 0)) for dim, value in shape.items()}
+                if held is not None:
+                    self._retired.append(held[1])
+            made = self._inputs[key] = (at, self.backend.inputs(kernel, at))
+        return made[1]
 
     def warm(self) -> int:
         """Run every config with a kernel once at its bucket's representative shape (in

@@ -136,8 +136,9 @@ class ReplayRun:
         work = self.runner if self.runner is not None else sleep_for(service.launch_overhead_s)
         self.trace = trace
         self.executors = Executors(service.executors, work, self.now, trace.batch if trace is not None else None)
+        # the neighbours' streams come after every executor's lanes (CudaKernels' order)
         self.neighbors = NeighborLoops(service, runner.backend if runner is not None else CpuReferences(),
-                                       service.executors, self.now)
+                                       service.executors * len(service.lanes()), self.now)
         self._in_service = 0
         if trace is not None:
             self.neighbors.on_launch = trace.neighbor
