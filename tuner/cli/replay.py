@@ -43,7 +43,8 @@ _FIGURES = (("arrivals/s", "arrival_rate_rps", "{:.3g}"), ("goodput/s", "goodput
                    "those left count as unfinished.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Where the kernels run: the CPU (the families' PyTorch references at 1/16 of each "
-                   "dimension), or this machine's GPU (their Triton kernels, one CUDA stream per executor).")
+                   "dimension), or this machine's GPU (their Triton kernels on CUDA streams, one per executor "
+                   "and lane).")
 @click.option("--compare", is_flag=True, help="Also simulate the same requests and print simulated beside measured.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (tuner simulate's keys, and a 'replay' object).")
 @click.option("--trace", "trace_path", type=OutputFile(stdout="standard output carries replay's own report"),
@@ -63,7 +64,7 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], fr
     side. An operator with a kernel runs it (on the CPU: its family's PyTorch reference
     at 1/16 of each dimension, so the times are the CPU's; on a GPU: its Triton kernel
     with the config, on the executor's stream); one with a declared profile waits out its
-    latency (on a GPU: a spin kernel)."""
+    latency (on a GPU: a spin kernel on its share of the SMs)."""
     from ..problem import load_problem
     from ..replay import replay as run_replay
 

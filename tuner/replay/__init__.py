@@ -10,7 +10,7 @@ by a worker of its own. Its figures are measured, judged by the simulator's rule
 What a batch runs: each operator's kernel where its config has one (on the CPU, the
 family's PyTorch reference at reduced shapes), its modeled time where it has a declared
 profile (:mod:`tuner.replay.kernels`; on a GPU, the Triton kernels and spin kernels on
-one CUDA stream per executor, a path not yet run on one). So a CPU replay measures the
+CUDA streams per executor and lane, a path not yet run on one). So a CPU replay measures the
 harness (queueing, admission, batching, executors side by side), which the test suite
 holds against queueing theory.
 """

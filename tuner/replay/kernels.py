@@ -11,7 +11,8 @@ backends:
   size take seconds on a CPU); a declared profile's time waited out. It exercises the
   path without claiming its times mean anything for a GPU.
 - :class:`CudaKernels`: the family's Triton kernel (``run``) at the full shape with the
-  config's parameters, on the executor's own CUDA stream; a declared profile as a spin
+  config's parameters, on the executor's CUDA stream (an operator on another partition
+  on a second stream of that executor); a declared profile as a spin
   kernel of its time on its share of the SMs (:mod:`tuner.replay.spin`); the batch ends
   when its stream has drained. Written against ``torch.cuda``'s calls only, so
   a stand-in that records them runs it on any machine (``tests/test_replay.py``).
@@ -299,7 +300,7 @@ class KernelRunner:
 
     def __call__(self, executor: int, program: Program, scale: float, stop: threading.Event) -> None:
         """One batch: every block's cells, ``repeat`` times, in order, on the executor's
-        stream; stopped early when ``stop`` is set."""
+        streams (its operators' lanes); stopped early when ``stop`` is set."""
         timed: list[tuple[str, Any, Any]] | None = [] if self.on_kernels is not None else None
         started = issued = time.perf_counter()
         with self.backend.batch(executor):

@@ -1,12 +1,14 @@
 """The kernel a GPU replay runs for what has a time and no kernel (a declared profile, a
 neighbour, a collective): ``ctas`` CTAs, each spinning on the GPU's ``%globaltimer`` for
-the time, so it lasts what the problem says and occupies as many SMs as it says it holds
-(its share of the device's SMs, one CTA on each), where ``torch.cuda._sleep`` (one thread,
-cycles at a clock that varies) occupies one SM for a time that drifts with the clock.
+the time, so it lasts what the problem says, with as many CTAs as the SMs it says it holds
+(its share of the device's SMs), where ``torch.cuda._sleep`` (one thread, cycles at a clock
+that varies) takes one SM for a time that drifts with the clock.
 
-Each CTA is one warp without shared memory: it takes an SM's issue slots but leaves room
-for other kernels' CTAs beside it on the same SM, as a latency-bound kernel does; what a
-GEMM's CTAs then do beside it is the measurement. The same spin on ``%globaltimer``
+Each CTA is one warp without shared memory, so nothing makes the CTAs land one per SM or
+keeps other kernels' CTAs off their SMs: the block scheduler spreads them over free SMs
+first, and a GEMM's CTAs may sit beside them, as beside a latency-bound kernel. So the
+spin holds *at most* its share of the SMs' issue slots; what the GPU does with it beside
+the service's kernels is the measurement, not an assumption. The same spin on ``%globaltimer``
 held SMs in ``benchmarks/gpu_sharing.py``'s run on an H200
 (``benchmarks/data/gpu_sharing_measured.json``).
 """

@@ -30,6 +30,8 @@ PREFIX = "knob:"
 
 #: A trial's knob values, in the problem's knob order (() for a problem without knobs).
 KnobKey = tuple[KnobValue, ...]
+#: The most knob variants a problem keeps (each with what its own memo holds).
+MAX_VARIANTS = 512
 
 
 
@@ -105,6 +107,8 @@ class KnobAxis:
         cached = variants.get(key)
         if cached is not None:
             return cached
+        if len(variants) >= MAX_VARIANTS:  # each may hold its joint space: bounded, as before
+            variants.clear()
         variant = variants[key] = problem.with_knobs(self.values(key))
         variant.memo["varies"] = (problem, key)
         return variant
