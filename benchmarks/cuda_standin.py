@@ -6,7 +6,7 @@ the first lent GPU, whose minutes are few.
 What each call becomes:
 
 - ``torch.cuda``'s streams, events, graphs, ``synchronize`` and ``_sleep``: recorded;
-  they take no time, except that an event's ``elapsed_time`` is the wall time between its
+  a synchronization inside a graph's capture raises, as CUDA's does; they take no time, except that an event's ``elapsed_time`` is the wall time between its
   two records (so a dry run's timings are the CPU's and mean nothing for a GPU).
 - ``torch.empty/zeros/ones/randn/rand/full(..., device="cuda")``: recorded with their
   bytes, allocated on the ``meta`` device (no memory at all: a replay's 60 GiB budget
@@ -71,7 +71,7 @@ class RecordingCuda:
                 return (0, -5)
 
             def synchronize(self) -> None:
-                standin.record("Stream.synchronize")
+                standin.no_capture("Stream.synchronize")
 
             def wait_stream(self, other: Any) -> None:
                 standin.record("Stream.wait_stream")
@@ -87,7 +87,7 @@ class RecordingCuda:
                 self.at = time.perf_counter()
 
             def synchronize(self) -> None:
-                standin.record("Event.synchronize")
+                standin.no_capture("Event.synchronize")
 
             def elapsed_time(self, end: Event) -> float:
                 standin.record("Event.elapsed_time")
@@ -112,6 +112,12 @@ class RecordingCuda:
         with self._lock:
             self.calls[name] += 1
 
+    def no_capture(self, name: str) -> None:
+        """What CUDA refuses while a graph is being captured: waiting on the device."""
+        self.record(name)
+        if getattr(self._current, "capturing", False):
+            raise RuntimeError(f"{name}: operation not permitted when stream is capturing (stand-in)")
+
     # -- module-level functions of torch.cuda ---------------------------------------------------
     def is_available(self) -> bool:
         self.record("is_available")
@@ -128,7 +134,7 @@ class RecordingCuda:
         return PROPERTIES.name
 
     def synchronize(self, device: Any = None) -> None:
-        self.record("synchronize")
+        self.no_capture("synchronize")
 
     def empty_cache(self) -> None:
         self.record("empty_cache")
@@ -153,8 +159,13 @@ class RecordingCuda:
 
     @contextmanager
     def graph(self, cuda_graph: Any, **_: Any):
+        """A capture: synchronizing inside it raises, as CUDA's does."""
         self.record("graph")
-        yield
+        self._current.capturing = True
+        try:
+            yield
+        finally:
+            self._current.capturing = False
         cuda_graph.captured = True
 
     def _sleep(self, cycles: int) -> None:

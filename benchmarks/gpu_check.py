@@ -38,6 +38,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,8 +49,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-#: The longest the whole check may take on a GPU (the sum of the steps' limits).
+#: The longest the whole check may take on a GPU: the environment's step and every step's
+#: limit add up to it, and a deadline holds each step to what is left of it.
 TOTAL_LIMIT_S = 480
+#: The environment step's limit (it imports torch and Triton, and asks nvidia-smi).
+ENVIRONMENT_LIMIT_S = 20
 _REPLAY = ("-m", "tuner", "replay", "--device", "cuda", "--compare", "--json")
 
 
@@ -81,10 +85,10 @@ def _llm_decode(regime: str, which: str, limit_s: int) -> Step:
 
 
 STEPS: tuple[Step, ...] = (
-    Step("family_latency", "(a) kernel families at the shipped problems' shapes, measured vs modeled", 90,
-         ("benchmarks/gpu_family_latency.py", "--out", "{out}", "--budget-s", "55"),
+    Step("family_latency", "(a) kernel families at the shipped problems' shapes, measured vs modeled", 85,
+         ("benchmarks/gpu_family_latency.py", "--out", "{out}", "--budget-s", "50"),
          dry=("--problems", "llm_decode,h100_mixtral8x7b_tp2", "--per-problem", "3", "--warmup", "1", "--reps", "2")),
-    Step("gpu_sharing", "(b) waves on free SMs and non-preemption beside a holder kernel", 60,
+    Step("gpu_sharing", "(b) waves on free SMs and non-preemption beside a holder kernel", 55,
          ("benchmarks/gpu_sharing.py", "--out", "{out}"),
          # its holder is a raw Triton launch the stand-in cannot run: the dry run checks its
          # predictions and arguments (its CUDA path ran on an H200: gpu_sharing_measured.json)
@@ -94,7 +98,9 @@ STEPS: tuple[Step, ...] = (
             "--duration", "10", "--drain", "5", "--trace", "{trace}"), dry=("--duration", "1", "--drain", "1"))
       for config in ("lean", "fast")),
     # each makes llm_decode's inputs (~15 s of CPU random numbers: attention's KV at 128 x 8192
-    # tokens) and runs every config once before its window; the first compiles them too
+    # tokens) and runs every config once before its window; the first compiles them too (the
+    # stored table's configs for llm_decode are the isolated-fastest ones in every regime, so
+    # Triton's cache serves the other three)
     *(_llm_decode(regime, which, 80 if (regime, which) == ("light", "table") else 60)
       for regime in ("light", "heavy") for which in ("table", "isolated_fastest")),
 )
@@ -113,7 +119,8 @@ def environment() -> dict[str, Any]:
 
 
 class Check:
-    """The check's record: read, amended step by step, written atomically after each."""
+    """The check's record: the day's record for this device if one exists (a rerun of some
+    steps amends it), amended step by step and written atomically after each."""
 
     def __init__(self, out_dir: Path, dry_run: bool, python: str) -> None:
         self.out_dir, self.dry_run, self.python = out_dir, dry_run, python
@@ -123,38 +130,42 @@ class Check:
         self.stem = f"gpu_check_{'dry-run' if dry_run else 'device'}_{started.date().isoformat()}"
         self.record: dict[str, Any] = {"check": "gpu_check", "dry_run": dry_run,
                                        "date": started.isoformat(timespec="seconds"), "steps": {}}
-        env = self.run(Step("environment", "device, driver and versions", 60,
+        env = self.run(Step("environment", "device, driver and versions", ENVIRONMENT_LIMIT_S,
                             ("benchmarks/gpu_check.py", "--environment")))
         self.record["environment"] = env.get("result") or {"error": env.get("log_tail")}
         device = "dry-run" if dry_run else slug(str(self.record["environment"].get("device", "unknown")))
         self.stem = f"gpu_check_{device}_{started.date().isoformat()}"
         self.path = out_dir / f"{self.stem}.json"
+        earlier = _json_of(self.path) if self.path.exists() else None
+        if isinstance(earlier, dict) and isinstance(earlier.get("steps"), dict):
+            self.record["steps"] = earlier["steps"]
 
     def prefix(self, step: Step) -> list[str]:
         if not self.dry_run:
             return [self.python]
         return [self.python, str(HERE / "cuda_standin.py"), "--calls", str(self.scratch / f"{step.name}.calls"), "--"]
 
-    def run(self, step: Step) -> dict[str, Any]:
-        """Run one step; its entry: status, rc, wall seconds, result (its JSON) and log tail."""
+    def run(self, step: Step, limit_s: float | None = None) -> dict[str, Any]:
+        """Run one step (for at most ``limit_s``, default its own limit); its entry:
+        status, rc, wall seconds, result (its JSON) and log tail."""
+        limit = step.limit_s if limit_s is None else limit_s
         out = self.scratch / f"{step.name}.json"
         trace = self.out_dir / f"{self.stem}_{step.name}.trace.json.gz"
         argv = step.command(out, self.dry_run, trace)
         command = self.prefix(step) + argv
         started = time.perf_counter()
         try:
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=step.limit_s,
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=limit,
                                   env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
-            rc, log = done.returncode, done.stdout + done.stderr
+            rc, stdout, log = done.returncode, done.stdout, done.stdout + done.stderr
             status = "ok" if rc == 0 else "failed"
         except subprocess.TimeoutExpired as exc:
             rc, status = None, "timed out"
-            log = "".join(part.decode(errors="replace") if isinstance(part, bytes) else (part or "")
-                          for part in (exc.stdout, exc.stderr))
+            stdout, log = (_text(exc.stdout), _text(exc.stdout) + _text(exc.stderr))
         entry: dict[str, Any] = {"what": step.what, "command": " ".join(argv),
-                                 "limit_s": step.limit_s, "status": status, "rc": rc,
+                                 "limit_s": round(limit, 1), "status": status, "rc": rc,
                                  "wall_s": round(time.perf_counter() - started, 1), "log_tail": log[-3000:]}
-        result = _json_of(out) if out.exists() else _json_in(log)
+        result = _json_of(out) if out.exists() else _json_in(stdout)
         if result is not None:
             entry["result"] = result
         if "{trace}" in " ".join(step.argv) and trace.exists():
@@ -171,6 +182,10 @@ class Check:
         partial.replace(self.path)
 
 
+def _text(part: bytes | str | None) -> str:
+    return part.decode(errors="replace") if isinstance(part, bytes) else (part or "")
+
+
 def _json_of(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
@@ -179,7 +194,8 @@ def _json_of(path: Path) -> Any:
 
 
 def _json_in(log: str) -> Any:
-    """The JSON document a step printed (a replay's ``--json``), or None."""
+    """The JSON document a step printed on its standard output (a replay's ``--json``), or
+    None."""
     start = log.find("{")
     try:
         return json.loads(log[start:log.rindex("}") + 1]) if start >= 0 else None
@@ -245,21 +261,30 @@ def main(argv: list[str] | None = None) -> int:
         if why is not None:
             print(f"gpu-check: no CUDA GPU ({why}); nothing measured. `--dry-run` runs every step on the CPU.")
             return 0
+    unknown = sorted((args.only or set()) - {step.name for step in STEPS})
+    if unknown:
+        print(f"gpu-check: --only: no step {', '.join(unknown)} (steps: {', '.join(s.name for s in STEPS)})")
+        return 2
+    deadline = time.perf_counter() + TOTAL_LIMIT_S
     check = Check(args.out_dir, args.dry_run, os.environ.get("TUNER_PYTHON", sys.executable))
-    failed = 0
-    for step in STEPS:
-        if args.only is not None and step.name not in args.only:
-            continue
-        print(f"gpu-check: {step.name}: {step.what} (limit {step.limit_s} s)", flush=True)
-        entry = check.run(step)
-        check.record["steps"][step.name] = entry
-        check.save()
-        failed += entry["status"] != "ok"
-        print(f"gpu-check: {step.name}: {entry['status']} in {entry['wall_s']} s -> {check.path}", flush=True)
-        if entry["status"] != "ok":
-            print(entry["log_tail"][-1500:], flush=True)
-    print(f"gpu-check: {len(check.record['steps']) - failed} of {len(check.record['steps'])} steps ok; "
-          f"record: {check.path}")
+    ran = failed = 0
+    try:
+        for step in STEPS:
+            if args.only is not None and step.name not in args.only:
+                continue
+            left = deadline - time.perf_counter()
+            print(f"gpu-check: {step.name}: {step.what} (limit {min(step.limit_s, left):.0f} s)", flush=True)
+            entry = check.run(step, min(step.limit_s, max(left, 1.0)))
+            check.record["steps"][step.name] = entry
+            check.save()
+            ran += 1
+            failed += entry["status"] != "ok"
+            print(f"gpu-check: {step.name}: {entry['status']} in {entry['wall_s']} s -> {check.path}", flush=True)
+            if entry["status"] != "ok":
+                print(entry["log_tail"][-1500:], flush=True)
+    finally:
+        shutil.rmtree(check.scratch, ignore_errors=True)
+    print(f"gpu-check: {ran - failed} of {ran} steps ok; record: {check.path}")
     return 1 if failed else 0
 
 

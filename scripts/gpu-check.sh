@@ -6,10 +6,11 @@
 #   bash scripts/gpu-check.sh [--dry-run] [OUT_DIR]   # OUT_DIR default: $OUT if set, else benchmarks/data
 #
 # Writes OUT_DIR/gpu_check_<device>_<date>.json: device, driver, versions and date, then per
-# step its status, wall time, result and log tail. The steps (benchmarks/gpu_check.py says more):
+# step its status, wall time, result and log tail (a rerun the same day amends it). After a
+# 20 s environment step, the steps (benchmarks/gpu_check.py says more), 480 s in all:
 #   (a) family_latency   the bundled kernel families at the shipped problems' shapes, CUDA-graph
-#                        timed with a cold L2, beside their modeled latency              90 s
-#   (b) gpu_sharing      waves on free SMs, no preemption, beside a holder kernel         60 s
+#                        timed with a cold L2, beside their modeled latency              85 s
+#   (b) gpu_sharing      waves on free SMs, no preemption, beside a holder kernel         55 s
 #   (c) replays          tuner replay --device cuda --compare: seed_example heavy, lean and fast
 #                        (10 s each); llm_decode light and heavy, the stored table's configs and
 #                        the per-bucket isolated-fastest ones (20 s each)     2 x 30 + 80 + 3 x 60 s
@@ -34,4 +35,4 @@ fi
 export PYTHONUNBUFFERED=1 TUNER_PYTHON="$PYTHON"
 [ ${#DRY[@]} -eq 0 ] && command -v nvidia-smi >/dev/null && \
     nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv
-exec "$PYTHON" benchmarks/gpu_check.py "${DRY[@]}" --out-dir "$OUT_DIR"
+exec "$PYTHON" benchmarks/gpu_check.py ${DRY[@]+"${DRY[@]}"} --out-dir "$OUT_DIR"
