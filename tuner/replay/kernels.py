@@ -382,8 +382,9 @@ class KernelRunner:
 
     def warm(self) -> int:
         """Run every config with a kernel once at its bucket's representative shape (in
-        the buckets the service can reach), so that compiling happens before the window,
-        not in it; returns how many ran."""
+        the buckets the service can reach), and the spin kernel once, so that compiling
+        happens before the window, not in it (a shape in the window that Triton specialises
+        otherwise, as a multiple of 16 or 1, still compiles there); returns how many ran."""
         ran = 0
         for name, configs in self.configs.items():
             for bucket, config in enumerate(configs):
@@ -391,5 +392,6 @@ class KernelRunner:
                 if kernel is not None and self.bucket_shapes[name][bucket] is not None:
                     self._launch(name, kernel, config, self.bucket_shapes[name][bucket])
                     ran += 1
+        self.backend.spin(1e-6, threading.Event(), 1.0)  # the spin kernel compiled too (short: its 32-bit duration)
         self.backend.drain()
         return ran
