@@ -221,7 +221,7 @@ def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int
             "attainment_target": target, "capacity_rps": found.mean, "capacity_ci_rps": found.ci,
             "capacity_per_seed_rps": list(found.values), "relative_tolerance": REL_TOL,
             "capacity_lower_bound": found.lower_bound, "capacity_limit": found.limit,
-            "simulations": sum(done), "horizon_s": horizon or problem.regimes[regime].horizon_s,
+            "simulations": sum(done), "horizon_s": problem.regime(regime).window_s(horizon),
         })
     if as_json:
         click.echo(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))

@@ -252,7 +252,7 @@ class Dashboard:
         if found is None:
             return None
         problem, tuned = found
-        horizon = min(self.timeline_horizon_s, problem.regimes[regime].horizon_s)
+        horizon = min(self.timeline_horizon_s, problem.regime(regime).window_s())
         result = []
         for label, assignment in (("tuned", tuned), (BASELINE_LABEL, self.baseline(problem))):
             timeline = self._cached(("timeline", problem.path, problem.file_hash, regime, assignment, horizon),
@@ -270,7 +270,7 @@ class Dashboard:
             return None
         problem, tuned = found
         baseline = self.baseline(problem)
-        chosen, settings = problem.regimes[regime], self.sweep_settings
+        chosen, settings = problem.regime(regime), self.sweep_settings
         rates = rate_bucket(chosen)
         horizon = point_horizon(chosen, (rates.low + rates.high) / 2, settings["min_requests"],
                                 settings["min_horizon_s"], settings["max_horizon_s"])

@@ -166,7 +166,7 @@ def rate_bucket(regime: Regime) -> RateBucket:
     if regime.arrivals.rate_range is not None:
         low, high = regime.arrivals.rate_range
     else:
-        low = high = regime.arrivals.build(None).mean_rate  # type: ignore[operator]
+        low = high = regime.arrivals.nominal_rate
     return RateBucket(regime.name, float(low), float(high))
 
 

@@ -435,6 +435,15 @@ class ArrivalSpec:
     rate_range: tuple[float, float] | None
     declared_rate: float | None = None
 
+    @property
+    def nominal_rate(self) -> float:
+        """The rate the file gives (a bucket's midpoint, a fixed rate), else the process's
+        own mean rate (a trace replayed at its own rate): the one rule for "the regime's
+        rate" where no seed has been drawn."""
+        if self.declared_rate is not None:
+            return self.declared_rate
+        return float(self.build(None).mean_rate)  # type: ignore[operator]
+
     def busiest(self) -> ArrivalProcess:
         """The process at the highest rate a seed may draw (what bounds a window's size)."""
         return self.build(None if self.rate_range is None else self.rate_range[1])  # type: ignore[operator]
@@ -476,6 +485,12 @@ class Regime:
     routing: Routing | None = None
     weight: float = 1.0  # its share when one start-up knob setting must serve every regime
 
+    def window_s(self, horizon_s: float | None = None) -> float:
+        """The window a run of this regime covers: ``horizon_s`` where one is asked for
+        (``--horizon``, a study's setting), else the regime's own: the one place that
+        default is written."""
+        return self.horizon_s if horizon_s is None else horizon_s
+
     def warmup_for(self, horizon_s: float) -> float:
         """The warm-up of a window of ``horizon_s`` (an explicit one is capped at half the window)."""
         if self.warmup_s is None:
@@ -498,7 +513,7 @@ class Regime:
             process = self.arrivals.sample(np.random.default_rng([seed, 0x7E91]))
         else:
             process = self.arrivals.build(rate_rps)  # type: ignore[operator]
-        horizon = self.horizon_s if horizon_s is None else horizon_s
+        horizon = self.window_s(horizon_s)
         try:
             check_sample(f"regimes.{self.name}", process, horizon)
         except Invalid as exc:
@@ -552,13 +567,13 @@ class Problem:
 
     def memory_budget(self, regime: str) -> float:
         """Bytes the service may use in ``regime``: the regime's own budget, else the service's."""
-        chosen = self.regimes[regime]
+        chosen = self.regime(regime)
         return chosen.memory_budget if chosen.memory_budget is not None else self.service.memory.budget
 
     def mean_rate(self, regime: str, seeds: Sequence[int], horizon_s: float) -> float | None:
         """The regime's mean arrival rate (req/s): the file's (a rate bucket's midpoint, or a
         fixed rate), else the mean rate its seeded workloads realise (requests / window)."""
-        chosen = self.regimes[regime]
+        chosen = self.regime(regime)
         if chosen.arrivals.declared_rate is not None:
             return chosen.arrivals.declared_rate
         rates = [len(chosen.workload(seed, self.service.jitter, horizon_s)) / horizon_s for seed in seeds]
@@ -566,7 +581,7 @@ class Problem:
 
     def service_for(self, regime: str) -> Service:
         """The service as it runs in ``regime`` (its partition shares, if it sets any)."""
-        return self.service.with_shares(dict(self.regimes[regime].partition_shares))
+        return self.service.with_shares(dict(self.regime(regime).partition_shares))
 
     def family_of(self, op: str) -> Family:
         return self.families[self.operator(op).family]

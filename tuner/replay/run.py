@@ -73,7 +73,7 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
     Perfetto trace there (:mod:`tuner.replay.trace`)."""
     if device not in DEVICES:
         raise ValueError(f"a replay runs on {' or '.join(DEVICES)}, not {device!r}")
-    workload = problem.regimes[regime].workload(seed, problem.service.jitter, duration_s)
+    workload = problem.regime(regime).workload(seed, problem.service.jitter, duration_s)
     bound = bind(problem.service_for(regime), assignment, problem.size_fields)
     budget = problem.memory_budget(regime)
     service = bound.service

@@ -146,9 +146,8 @@ def start_rate(problem: Problem, regime: str) -> float:
     with the same traffic shape, so regimes that differ only in load search the same path
     and share their capacities, and the search starts near saturation rather than at the
     lightest load (a trace replayed at its own rate declares none: its mean rate stands in)."""
-    shape = problem.regimes[regime].shape_key
-    rates = [other.arrivals.declared_rate or other.arrivals.build(None).mean_rate  # type: ignore[operator]
-             for other in problem.regimes.values() if other.shape_key == shape]
+    shape = problem.regime(regime).shape_key
+    rates = [other.arrivals.nominal_rate for other in problem.regimes.values() if other.shape_key == shape]
     return float(max(rates))
 
 
@@ -171,7 +170,7 @@ def capacity_at(problem: Problem, assignment: Assignment, regime: str, seed: int
             on_probe(rate, result.metrics.slo_attainment)
         return result
 
-    horizon = problem.regimes[regime].horizon_s if horizon_s is None else horizon_s
+    horizon = problem.regime(regime).window_s(horizon_s)
     ceiling, reason = ceiling_rate(horizon)
     return seed_capacity(run, goal, start_rate(problem, regime), rel_tol, ceiling, reason)
 

@@ -93,7 +93,7 @@ def choose_deployment(problem: Problem, trials: Mapping[str, Sequence[FrozenTria
     shown = f"{axis.text(best)}: {measured}"
     if gain.low is None or gain.low <= 0:
         return Deployment(defaults, f"{shown}, not a gain beyond the paired interval")
-    for regime in (name for name in scale if problem.regimes[name].weight > 0):
+    for regime in (name for name in scale if problem.regime(name).weight > 0):
         pairs = ((bests[best][regime].evaluation, bests[defaults][regime].evaluation, "goodput"),
                  (capacities[best][regime], capacities[defaults][regime], "capacity at the SLO"))
         for after, before, what in pairs:
@@ -150,7 +150,7 @@ def _bests_per_combination(problem: Problem, trials: Mapping[str, Sequence[Froze
 
 def _score(per_regime: Mapping[str, Evaluation], problem: Problem, scale: Mapping[str, float]) -> tuple[float, ...]:
     seeds = len(next(iter(per_regime.values())).values)
-    return tuple(sum(problem.regimes[regime].weight * e.values[k] / scale[regime] for regime, e in per_regime.items())
+    return tuple(sum(problem.regime(regime).weight * e.values[k] / scale[regime] for regime, e in per_regime.items())
                  for k in range(seeds))
 
 

@@ -142,11 +142,11 @@ def regime_outcome(
     every = finished_trials(study)
     finished = with_key(every, space.axis, key)
     deployed = space.axis.variant(problem, key)
-    horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
+    horizon = problem.regime(regime).window_s(settings.horizon_s)
     seeds = settings.seed_list
     counter = SimulationCount()
     baseline_assignments = {b.name: b.assignment(space) for b in BASELINES}
-    routing = problem.regimes[regime].routing
+    routing = problem.regime(regime).routing
     if routing is not None and routing.source != "uniform":
         baseline_assignments[ROUTING_AWARE] = routing_aware(space, routing)
     known = known_evaluations(space, finished, len(seeds))
@@ -200,7 +200,7 @@ def capacity_at_slo(problem: Problem, regime: str, study: optuna.Study, settings
     """
     progress = progress or Silent()
     space = JointSpace.of(problem)
-    horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
+    horizon = problem.regime(regime).window_s(settings.horizon_s)
     known = known_evaluations(space, with_key(finished_trials(study), space.axis, knobs), settings.seeds)
     figures = _Figures(space.axis.variant(problem, knobs), regime, settings.seed_list, horizon, known,
                        SimulationCount(), capacities, progress.note, progress.simulated, knobs)
@@ -257,7 +257,7 @@ class _Figures:
     def _shape(self) -> tuple:
         """What a capacity depends on beside the assignment: the traffic shape, the window,
         the seeds and the deployment's knob values."""
-        return (self.problem.regimes[self.regime].shape_key, self.horizon, self.seeds, self.knobs)
+        return (self.problem.regime(self.regime).shape_key, self.horizon, self.seeds, self.knobs)
 
     def _equivalent(self, assignment: Assignment, known: Mapping[Assignment, Evaluation]) -> Evaluation | None:
         """A capacity already found on this shape whose every probe this assignment would

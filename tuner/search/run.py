@@ -238,7 +238,7 @@ class _Rows:
         studies = self._continued(continued, deployment.knobs)
         outcomes = self._outcomes(studies, deployment)
         for regime, outcome in outcomes.items():
-            guarded = outcome.defaults is not None and problem.regimes[regime].weight > 0
+            guarded = outcome.defaults is not None and problem.regime(regime).weight > 0
             why = loss_against_defaults(outcome.tuned, outcome.defaults) if guarded else None  # type: ignore[arg-type]
             if why is not None:
                 deployment = Deployment(axis.defaults, f"{axis.text(deployment.knobs)} set aside: regime "
@@ -295,7 +295,7 @@ def table_rows(outcome: RegimeOutcome, created_at: datetime | None = None) -> li
         oracle_goodput_rps=oracle, regime_rate_rps=problem.mean_rate(outcome.regime, outcome.settings.seed_list,
                                                                       outcome.horizon_s),
         realized_rates_rps=list(tuned.rates or baseline.rates) or None,
-        warmup_s=problem.regimes[outcome.regime].warmup_for(outcome.horizon_s),
+        warmup_s=problem.regime(outcome.regime).warmup_for(outcome.horizon_s),
         overloaded_seeds=tuned.overloaded, baseline_overloaded_seeds=baseline.overloaded,
         objective=outcome.objective, attainment_target=problem.service.slo.attainment,
         capacity_rps=_mean(capacity), capacity_ci_rps=capacity.ci if capacity else None,

@@ -199,7 +199,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
                 rehearsed: Mapping[tuple[JointPoint, KnobKey], FrozenTrial], budget: _Budget) -> optuna.Study:
     """:func:`run_study`'s loop, on a checked request: open the study, enqueue the warm
     starts, then one trial at a time under the gate until the budget is met."""
-    horizon = settings.horizon_s if settings.horizon_s is not None else problem.regimes[regime].horizon_s
+    horizon = problem.regime(regime).window_s(settings.horizon_s)
     seeds = settings.seed_list
     study = optuna.create_study(study_name=study_name(problem.name, regime), storage=storage,
                                 direction="maximize", pruner=_pruner(settings, budget), load_if_exists=True)
@@ -298,7 +298,7 @@ def study_attrs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
         "problem": problem.name,
         "problem_path": str(Path(problem.path).resolve()),  # the dashboard finds the file by it
         "regime": regime,
-        "regime_description": problem.regimes[regime].description,
+        "regime_description": problem.regime(regime).description,
         "objective": problem.objective,
     }
 

@@ -272,7 +272,7 @@ def _routing_split(outcome: RegimeOutcome, aware: Choice) -> str:
     """The routing-aware baseline's figures and the gain split into its routing-aware
     part (that baseline over THE baseline, timed on uniform routing) and its load-aware
     part (tuned over that baseline)."""
-    routing = outcome.problem.regimes[outcome.regime].routing
+    routing = outcome.problem.regime(outcome.regime).routing
     figures = {"goodput": (outcome.tuned.evaluation.mean, aware.evaluation.mean, outcome.baseline.evaluation.mean)}
     tuned, known, base = outcome.tuned.capacity, aware.capacity, outcome.baseline.capacity
     if tuned and known and base and not (tuned.lower_bound or known.lower_bound or base.lower_bound):
@@ -293,7 +293,7 @@ def realized(evaluation: Evaluation) -> str:
 
 def warmup_text(outcome: RegimeOutcome) -> str:
     """The measurement window of the regime's simulations, and the warm-up served but not judged."""
-    warmup = outcome.problem.regimes[outcome.regime].warmup_for(outcome.horizon_s)
+    warmup = outcome.problem.regime(outcome.regime).warmup_for(outcome.horizon_s)
     return f"{outcome.horizon_s:g} s windows, the first {warmup:g} s served but not judged"
 
 

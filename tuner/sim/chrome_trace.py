@@ -256,7 +256,7 @@ def estimate_trace(problem, assignment, regime: str, seed: int, horizon_s: float
     Measured: llm_decode's heavy regime 363 MB estimated for 245 MB written (its pilot's
     drain is long), seed_example's light regime 0.95 times the size written.
     """
-    horizon = horizon_s or problem.regimes[regime].horizon_s
+    horizon = problem.regime(regime).window_s(horizon_s)
     pilot = horizon * PILOT_FRACTION
     counter = _ByteCounter()
     with _text(counter, gzipped) as out:

@@ -89,7 +89,7 @@ def simulate(
 def _workload_and_budget(problem: Problem, regime: str, seed: int, horizon_s: float | None,
                          rate_rps: float | None = None) -> tuple[Workload, float]:
     """The regime's seeded workload (the same for every assignment) and its memory budget."""
-    workload = problem.regimes[regime].workload(seed, problem.service.jitter, horizon_s, rate_rps)
+    workload = problem.regime(regime).workload(seed, problem.service.jitter, horizon_s, rate_rps)
     return workload, problem.memory_budget(regime)
 
 
