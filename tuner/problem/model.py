@@ -563,7 +563,7 @@ class Problem:
         try:
             return self.regimes[name]
         except KeyError:
-            raise SearchError(f"{self.path}: no regime {name!r} (regimes: {', '.join(self.regimes)})") from None
+            raise SearchError(f"{self.path}: regimes: no regime {name!r} (regimes: {', '.join(self.regimes)})") from None
 
     def memory_budget(self, regime: str) -> float:
         """Bytes the service may use in ``regime``: the regime's own budget, else the service's."""
