@@ -41,18 +41,14 @@ def measure(regime: str, config: str, seconds: float) -> dict[str, object]:
             "simulated": {key: getattr(simulated, key) for key, _, _ in FIGURES}}
 
 
-def _shown(value: float | None, form: str) -> str:
-    if value is None:
-        return "—"
-    return f"{value * 1e3:.2f}" if form == "ms" else form.format(value)
-
-
 def render(report: dict[str, object]) -> str:
     """A markdown table: per case, each figure replayed (measured) / simulated."""
+    from tuner.cli.replay import shown
+
     head = "| regime | config | " + " | ".join(f"{label}: replayed / simulated" for _, label, _ in FIGURES)
     lines = [head + " | arrivals seen late, p99 ms |", "|---|---|" + "---|" * (len(FIGURES) + 1)]
     for case in report["cases"]:  # type: ignore[union-attr]
-        cells = [f"{_shown(case['measured'][key], form)} / {_shown(case['simulated'][key], form)}"
+        cells = [f"{shown(case['measured'][key], form)} / {shown(case['simulated'][key], form)}"
                  for key, _, form in FIGURES]
         lines.append(f"| {case['regime']} | {case['config']} | " + " | ".join(cells)
                      + f" | {case['lateness_p99_s'] * 1e3:.2f} |")

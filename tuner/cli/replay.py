@@ -131,9 +131,9 @@ def _print(problem: str, regime: str, result: ReplayResult, simulated: Metrics |
     click.echo(f"{problem}:{regime}, {result.metrics.arrivals} arrivals: measured on the {result.device} "
                f"({result.kernels} per launch)" + (", simulated beside it" if other else ""))
     for label, key, form in _FIGURES:
-        line = f"  {label:<14}{_shown(measured[key], form):>12}"
+        line = f"  {label:<14}{shown(measured[key], form):>12}"
         if other is not None:
-            line += f"   simulated {_shown(other[key], form):>10}"
+            line += f"   simulated {shown(other[key], form):>10}"
         click.echo(line)
     click.echo(f"  wall {result.wall_s:.1f} s; arrivals seen up to {result.lateness_p99_s * 1e3:.2f} ms late (p99); "
                f"{result.unfinished} request(s) unfinished after the drain; memory held for real at "
@@ -143,7 +143,9 @@ def _print(problem: str, regime: str, result: ReplayResult, simulated: Metrics |
                    + (" (host-bound: the GPU waited on Python's launches)" if result.issue_share > 0.9 else ""))
 
 
-def _shown(value: float | int | None, form: str) -> str:
+def shown(value: float | int | None, form: str) -> str:
+    """A figure as the comparison prints it: ``form`` "ms" (seconds in ms), "GiB" (bytes)
+    or a format string; "—" where there is none (also ``benchmarks/bench_replay.py``'s)."""
     if value is None:
         return "—"
     if form == "ms":
