@@ -65,6 +65,7 @@ class RecordingCuda:
             def __init__(self, priority: int = 0, **_: Any) -> None:
                 standin.record("Stream")
                 self.priority = priority
+                self.synchronized = 0  # this stream's drains
 
             @staticmethod
             def priority_range() -> tuple[int, int]:
@@ -72,6 +73,8 @@ class RecordingCuda:
 
             def synchronize(self) -> None:
                 standin.no_capture("Stream.synchronize")
+                with standin._lock:
+                    self.synchronized += 1
 
             def wait_stream(self, other: Any) -> None:
                 standin.record("Stream.wait_stream")

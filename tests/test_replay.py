@@ -14,12 +14,12 @@ import json
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
+from benchmarks.cuda_standin import RecordingCuda as StandIn
 from tuner.cli import main
 from tuner.problem import load_problem
 from tuner.problem.assignment import Assignment
@@ -168,44 +168,18 @@ def test_a_kernel_familys_operator_runs_its_reference_at_a_reduced_shape(tmp_pat
     assert "CPU references" in result.kernels and metrics.completed == metrics.arrivals
 
 
-class RecordingCuda:
-    """``torch.cuda``'s calls that a CUDA replay makes, recorded (with the stream each
-    spin kernel was launched on), so the path runs without a GPU."""
+class RecordingCuda(StandIn):
+    """The GPU check's ``torch.cuda`` stand-in (``benchmarks/cuda_standin.py``: calls
+    counted, each thread's current stream its own, as torch's is), which also records
+    each spin kernel with the stream it was launched on."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple] = []
-        self.current: list[object] = [None]
-
-    class Stream:
-        def __init__(self, priority: int = 0) -> None:
-            self.priority = priority
-            self.synchronized = 0
-
-        @staticmethod
-        def priority_range() -> tuple[int, int]:
-            return (0, -5)  # an H100's
-
-        def synchronize(self) -> None:
-            self.synchronized += 1
-
-    @staticmethod
-    def get_device_properties(device: int):
-        return SimpleNamespace(multi_processor_count=132)
-
-    def stream(self, stream):
-        cuda = self
-
-        class Context:
-            def __enter__(self):
-                cuda.current.append(stream)
-
-            def __exit__(self, *exc):
-                cuda.current.pop()
-
-        return Context()
+        super().__init__()
+        self.spins: list[tuple[int, float, object]] = []
 
     def spin(self, ctas: int, seconds: float) -> None:
-        self.calls.append(("spin", ctas, seconds, self.current[-1]))
+        with self._lock:
+            self.spins.append((ctas, seconds, self.current_stream()))
 
 
 def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monkeypatch):
@@ -226,8 +200,8 @@ def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monk
     backend = CudaKernels(2, cuda=cuda, lane_priorities=(-1,), extra=(3,), launch_spin=cuda.spin)
     assert [s.priority for s in backend.streams] == [-1, -1, 0]  # the problem's order in CUDA's range
     result = _replayed(problem, "light", backend, seconds=2.0)
-    spins = [c for c in cuda.calls if c[0] == "spin"]
-    assert spins and all(c[1:] == (13, pytest.approx(SERVICE_S), backend.streams[0]) for c in spins)
+    spins = cuda.spins
+    assert spins and all(c == (13, pytest.approx(SERVICE_S), backend.streams[0]) for c in spins)
     assert backend.streams[0].synchronized == result.metrics.iterations == len(spins)
 
     path = tmp_path / "gemm.yaml"
@@ -317,7 +291,7 @@ def test_an_operator_on_another_partition_runs_on_its_lanes_stream(tmp_path):
     result = _replayed(problem, "light", backend, seconds=1.0)
     first, second = backend.streams
     assert (first.priority, second.priority) == (0, -1)
-    on = [c[3] for c in cuda.calls if c[0] == "spin"]
+    on = [c[2] for c in cuda.spins]
     assert on.count(first) == on.count(second) == result.metrics.iterations > 0
     assert first.synchronized == second.synchronized == result.metrics.iterations
 
