@@ -24,7 +24,7 @@ set before fitting:
 Every row is predicted through the project's own code paths: the kernel's phase demands
 come from :func:`tuner.phases.sm_need` with the preset's ``saturating_share`` (the preset
 with ``sm_dram_bytes_per_s`` replaced by the candidate value), and its speed on n SMs, or
-next to a co-runner, is the rate :class:`tuner.sim.gpu.FluidGPU` gives it inside a
+next to a co-runner, is the rate :class:`tuner.sim.gpu.SharedGPU` gives it inside a
 partition capped at that share. A row's ``full_gbs`` (the same kernel's bandwidth on
 the whole device, measured by the same source) sets its DRAM demand ``b``; only the
 per-SM bandwidth is fitted, by least squares on log(modeled / measured) over the fit rows
@@ -56,7 +56,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
 
 from tuner.phases import Phase, sm_need  # noqa: E402
 from tuner.profile.devices import A100, H100, H200, PRESETS, DevicePreset  # noqa: E402
-from tuner.sim.gpu import FluidGPU  # noqa: E402
+from tuner.sim.gpu import SharedGPU  # noqa: E402
 
 from recorded import add_options, record  # noqa: E402
 
@@ -120,8 +120,8 @@ def streaming_phase(device: DevicePreset, per_sm: float, full_gbs: float) -> tup
 
 
 def rates(caps: tuple[float, ...], launches: list[tuple[Phase, int]]) -> list[float]:
-    """The rates FluidGPU gives ``launches`` (phase, partition), all started at t = 0."""
-    gpu = FluidGPU(partitions=caps)
+    """The rates SharedGPU gives ``launches`` (phase, partition), all started at t = 0."""
+    gpu = SharedGPU(partitions=caps)
     kernels = [gpu.launch(0, i, f"k{i}", (phase,), 1.0, 0.0, 0.0, part) for i, (phase, part) in enumerate(launches)]
     gpu.run_until(0.0)  # every kernel leaves its (zero-length) launch phase and is allocated
     return [k.rate for k in kernels]
@@ -168,7 +168,7 @@ def wave_slowdown(device: DevicePreset, held_sms: int, persistent: bool, discret
     phases = _wave_phases[key]
     alone = sum(p[0] for p in phases)
     holder = (1e3 * alone, held_sms / device.sms, 0.0, held_sms / device.sms, 1.0)
-    gpu = FluidGPU(sms=device.sms if discrete else 0)
+    gpu = SharedGPU(sms=device.sms if discrete else 0)
     gpu.launch(0, 0, "comm", (holder,), 1.0, 0.0, 0.0)
     gpu.launch(0, 1, "gemm", phases, 1.0, 0.0, 0.0)
     while (kernel := gpu.run_until(math.inf)) is not None:

@@ -29,7 +29,7 @@ the holder is resident before the GEMM's CTAs are dispatched; ``--warmup`` untim
 repetitions, then ``--reps`` timed ones; the median is reported (min and max beside it).
 
 Predictions come from the project's modeled path, as ``benchmarks/bench_sharing.py``
-computes them (its :func:`wave_slowdown`, imported, and the same :class:`FluidGPU` with
+computes them (its :func:`wave_slowdown`, imported, and the same :class:`SharedGPU` with
 discrete waves for the margin and priority cases): the matmul family's compiled resources
 (committed compile cache), the analytic model, on the device preset matching the GPU
 (its SM count replaced by the GPU's own). Nothing is fitted to these measurements.
@@ -183,10 +183,10 @@ def modeled_beside(device: Any, config: dict[str, Any], held_sms: int = HELD_SMS
 def simulate_beside(device: Any, phases: tuple, held_sms: int) -> float:
     """``phases``' time beside a kernel holding ``held_sms`` SMs (launched first, spinning
     1000x longer) over their time alone: bench_sharing's wave_slowdown for any phases."""
-    from tuner.sim.gpu import FluidGPU
+    from tuner.sim.gpu import SharedGPU
 
     alone = sum(p[0] for p in phases)
-    gpu = FluidGPU(sms=device.sms)
+    gpu = SharedGPU(sms=device.sms)
     gpu.launch(0, 0, "holder", (_holder_phase(device, held_sms, 1e3 * alone),), 1.0, 0.0, 0.0)
     gpu.launch(0, 1, "gemm", phases, 1.0, 0.0, 0.0)
     while (kernel := gpu.run_until(math.inf)) is not None:
@@ -199,10 +199,10 @@ def modeled_priority(device: Any, config: dict[str, Any], submit_s: float, sms: 
                      seconds: float = PRIORITY_SPIN_US * 1e-6) -> dict[str, float]:
     """A high-priority kernel of ``sms`` one-SM CTAs running ``seconds``, submitted
     ``submit_s`` after the GEMM started: its start delay and the GEMM's time left then."""
-    from tuner.sim.gpu import FluidGPU
+    from tuner.sim.gpu import SharedGPU
 
     phases = modeled_phases(device, config)
-    gpu = FluidGPU(sms=device.sms)
+    gpu = SharedGPU(sms=device.sms)
     gemm = gpu.launch(0, 0, "gemm", phases, 1.0, 0.0, 0.0)
     gemm_end = None
     while (kernel := gpu.run_until(submit_s)) is not None:  # the GEMM may end before submission
@@ -592,7 +592,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "environment": env,
         "model": {"preset": preset.name, "sms": preset.sms, "note": note,
-                  "path": "benchmarks/bench_sharing.py wave GEMM; tuner.sim.gpu.FluidGPU with discrete waves",
+                  "path": "benchmarks/bench_sharing.py wave GEMM; tuner.sim.gpu.SharedGPU with discrete waves",
                   "predicted_ratios": predicted_ratios(preset)},
         "settings": {"shape": bench.shape, "dtype": "bf16", "held_sms": HELD_SMS, "reps": args.reps,
                      "warmup": args.warmup,

@@ -21,7 +21,7 @@ import pytest
 
 from tuner.problem import load_problem, resolve_assignment
 from tuner.sim import simulate
-from tuner.sim.gpu import FluidGPU
+from tuner.sim.gpu import SharedGPU
 from tuner.sim.program import bind
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +69,7 @@ def _iteration_seconds(problem, service, variables) -> tuple[float, list[float]]
     bound = bind(service, resolve_assignment(problem, []), problem.size_fields, allow_merge=False)
     program = bound.program(variables)
     partitions = service.partitions()
-    gpu = FluidGPU(partitions=tuple(p.exact_share(service.device) for p in partitions))
+    gpu = SharedGPU(partitions=tuple(p.exact_share(service.device) for p in partitions))
     lanes = service.lanes()
     overhead = service.launch_overhead_s
     position = [0] * len(program.lanes)
@@ -200,7 +200,7 @@ def test_a_persistent_gemm_sized_to_every_sm_loses_a_round_beside_the_all_reduce
     def beside_collective(config) -> tuple[float, float]:
         ((_, gemm),) = config.profile.launches(shape, device, "down")
         ((_, ar),) = comm.profile.launches({"M": 100_000, "N": 8192}, device, "ar")   # outlasts the GEMM
-        gpu = FluidGPU(sms=device.sms)
+        gpu = SharedGPU(sms=device.sms)
         gpu.launch(-1, 0, "ar", ar, 1.0, 0.0, 0.0)
         gpu.launch(0, 1, "gemm", gemm, 1.0, 0.0, 0.0)
         while (kernel := gpu.run_until(float("inf"))) is not None:

@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from tuner.sim.gpu import FluidGPU
+from tuner.sim.gpu import SharedGPU
 
 MS = 1e-3
 
 
-def finish_times(gpu: FluidGPU) -> dict[object, float]:
+def finish_times(gpu: SharedGPU) -> dict[object, float]:
     """Run the GPU dry; return each kernel's finish time by tag."""
     done = {}
     while (kernel := gpu.run_until(math.inf)) is not None:
@@ -19,7 +19,7 @@ def finish_times(gpu: FluidGPU) -> dict[object, float]:
     return done
 
 
-def launch(gpu: FluidGPU, tag: str, phases, *, stream: int, now: float = 0.0, priority: int = 0, overhead: float = 0.0,
+def launch(gpu: SharedGPU, tag: str, phases, *, stream: int, now: float = 0.0, priority: int = 0, overhead: float = 0.0,
            partition: int = 0):
     """Phases given as ``(seconds, s, b)`` are compute-bound (``k = s``), as every kernel was
     before the GPU layer knew memory-bound ones need fewer SMs."""
@@ -28,19 +28,19 @@ def launch(gpu: FluidGPU, tag: str, phases, *, stream: int, now: float = 0.0, pr
 
 
 def test_lone_kernel_takes_its_isolated_latency():
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "a", [(5 * MS, 0.7, 0.3)], stream=0)
     assert finish_times(gpu) == {"a": 5 * MS}
 
 
 def test_lone_kernel_with_waves_and_launch_overhead_takes_latency_plus_overhead():
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "a", [(2 * MS, 1.0, 0.5), (1 * MS, 0.25, 0.125)], stream=0, overhead=4e-6)
     assert finish_times(gpu)["a"] == pytest.approx(3 * MS + 4e-6, rel=1e-12)
 
 
 def test_kernels_whose_demands_sum_below_one_do_not_slow_each_other():
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "a", [(3 * MS, 0.4, 0.3)], stream=0)
     launch(gpu, "b", [(5 * MS, 0.5, 0.6)], stream=1)
     launch(gpu, "c", [(1 * MS, 0.1, 0.1)], stream=2, now=0.0)
@@ -48,7 +48,7 @@ def test_kernels_whose_demands_sum_below_one_do_not_slow_each_other():
 
 
 def test_saturating_kernels_share_work_conservingly():
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "a", [(3 * MS, 1.0, 0.2)], stream=0)
     launch(gpu, "b", [(5 * MS, 1.0, 0.2)], stream=1)
     times = finish_times(gpu)
@@ -59,7 +59,7 @@ def test_saturating_kernels_share_work_conservingly():
 def test_partial_sharing_gives_the_later_kernel_what_is_left():
     # a holds 0.75 of the SMs; b wants 0.5, gets 0.25/0.5 = rate 0.5 until a ends at 4 ms,
     # having done 2 ms of its 6 ms; the remaining 4 ms run at rate 1: b ends at 8 ms.
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "a", [(4 * MS, 0.75, 0.0)], stream=0)
     launch(gpu, "b", [(6 * MS, 0.5, 0.0)], stream=1)
     times = finish_times(gpu)
@@ -68,7 +68,7 @@ def test_partial_sharing_gives_the_later_kernel_what_is_left():
 
 def test_bandwidth_binds_like_sm_slots():
     # b draws 0.8 of DRAM bandwidth; with a drawing 0.6 it gets 0.4/0.8 = rate 0.5.
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "a", [(2 * MS, 0.1, 0.6)], stream=0)
     launch(gpu, "b", [(3 * MS, 0.1, 0.8)], stream=1)
     times = finish_times(gpu)
@@ -76,7 +76,7 @@ def test_bandwidth_binds_like_sm_slots():
 
 
 def test_persistent_kernel_delays_a_later_kernel_on_another_stream():
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "persistent", [(5 * MS, 1.0, 0.3)], stream=0)
     assert gpu.run_until(1 * MS) is None
     launch(gpu, "small", [(1 * MS, 0.1, 0.05)], stream=1, now=1 * MS)
@@ -84,7 +84,7 @@ def test_persistent_kernel_delays_a_later_kernel_on_another_stream():
 
 
 def test_cooperative_kernel_lets_a_later_kernel_run_beside_it():
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "cooperative", [(5 * MS, 0.5, 0.3)], stream=0)
     gpu.run_until(1 * MS)
     launch(gpu, "small", [(1 * MS, 0.1, 0.05)], stream=1, now=1 * MS)
@@ -94,21 +94,21 @@ def test_cooperative_kernel_lets_a_later_kernel_run_beside_it():
 def test_tail_wave_leaves_room_for_a_co_running_kernel():
     # a: two full waves (2 ms at s=1), then a tail wave holding half the SMs (1 ms).
     # b (s=0.5, 1 ms) waits through the full waves, then runs beside the tail.
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "a", [(2 * MS, 1.0, 0.0), (1 * MS, 0.5, 0.0)], stream=0)
     launch(gpu, "b", [(1 * MS, 0.5, 0.0)], stream=1)
     assert finish_times(gpu) == pytest.approx({"a": 3 * MS, "b": 3 * MS}, rel=1e-12)
 
 
 def test_stream_priority_goes_before_launch_order():
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     launch(gpu, "low", [(4 * MS, 1.0, 0.0)], stream=0, priority=1)
     launch(gpu, "high", [(1 * MS, 1.0, 0.0)], stream=1, priority=0)
     assert finish_times(gpu) == pytest.approx({"high": 1 * MS, "low": 5 * MS}, rel=1e-12)
 
 
 def test_sm_time_integral_and_peak_cover_the_window_only():
-    gpu = FluidGPU(window_s=4 * MS)
+    gpu = SharedGPU(window_s=4 * MS)
     launch(gpu, "a", [(6 * MS, 0.5, 0.0)], stream=0)
     launch(gpu, "b", [(2 * MS, 0.25, 0.0)], stream=1)
     finish_times(gpu)

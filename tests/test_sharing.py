@@ -17,7 +17,7 @@ from tuner.phases import sm_need
 from tuner.problem import load_problem, resolve_assignment
 from tuner.problem.model import Device, KernelProfile
 from tuner.sim import simulate
-from tuner.sim.gpu import FluidGPU
+from tuner.sim.gpu import SharedGPU
 
 MS = 1e-3
 H100 = Device("h100", 132, 0.62)
@@ -28,7 +28,7 @@ def declared(latency_ms: float, sm: float, dram: float, compute: float | None = 
                          sm=sm, dram=dram, compute=compute)
 
 
-def run(gpu: FluidGPU, kernels: list[tuple[str, KernelProfile, int, int]]) -> dict[str, float]:
+def run(gpu: SharedGPU, kernels: list[tuple[str, KernelProfile, int, int]]) -> dict[str, float]:
     """Launch (tag, profile, priority, partition) at t = 0 on separate streams; finish times."""
     for stream, (tag, profile, priority, partition) in enumerate(kernels):
         gpu.launch(priority, stream, tag, profile.phases({}, H100), 1.0, 0.0, 0.0, partition)
@@ -51,17 +51,17 @@ def test_sm_need_is_the_larger_of_the_compute_and_the_bandwidth_part() -> None:
 # -- the must-hold cases ---------------------------------------------------------------
 
 def test_a_lone_kernel_on_a_partition_it_fits_takes_its_isolated_latency() -> None:
-    gpu = FluidGPU(partitions=(1.0, 0.5))
+    gpu = SharedGPU(partitions=(1.0, 0.5))
     assert run(gpu, [("small", declared(3, 0.4, 0.2), 0, 1)]) == pytest.approx({"small": 3 * MS}, rel=1e-12)
 
 
 def test_a_compute_bound_kernel_progresses_in_proportion_to_its_sm_share() -> None:
     gemm = declared(10, 1.0, 0.1, compute=1.0)
     for share in (0.25, 0.3, 0.5, 0.75):
-        done = run(FluidGPU(partitions=(1.0, share)), [("gemm", gemm, 0, 1)])
+        done = run(SharedGPU(partitions=(1.0, share)), [("gemm", gemm, 0, 1)])
         assert done["gemm"] == pytest.approx(10 * MS / share, rel=1e-12)
     # The same beside a higher-priority neighbour holding 44 % of the SMs for 30 ms.
-    done = run(FluidGPU(), [("neighbour", declared(30, 0.44, 0.0, compute=1.0), -1, 0), ("gemm", gemm, 0, 0)])
+    done = run(SharedGPU(), [("neighbour", declared(30, 0.44, 0.0, compute=1.0), -1, 0), ("gemm", gemm, 0, 0)])
     assert done["gemm"] == pytest.approx(10 * MS / 0.56, rel=1e-12)
 
 
@@ -70,9 +70,9 @@ def test_a_memory_bound_kernel_keeps_its_isolated_speed_on_the_share_the_derivat
     attention = declared(4, 1.0, 0.8, compute=0.1)
     need = 0.8 * 0.62
     for share in (0.5, 0.75, need):
-        assert run(FluidGPU(partitions=(1.0, share)), [("attn", attention, 0, 1)])["attn"] == pytest.approx(4 * MS)
+        assert run(SharedGPU(partitions=(1.0, share)), [("attn", attention, 0, 1)])["attn"] == pytest.approx(4 * MS)
     for share in (0.25, 0.4):  # below it, the bandwidth its SMs sustain sets the pace
-        done = run(FluidGPU(partitions=(1.0, share)), [("attn", attention, 0, 1)])
+        done = run(SharedGPU(partitions=(1.0, share)), [("attn", attention, 0, 1)])
         assert done["attn"] == pytest.approx(4 * MS * need / share, rel=1e-12)
 
 
@@ -80,7 +80,7 @@ def test_a_memory_bound_kernel_beside_a_neighbour_holding_44_percent_slows_by_a_
     """The case the linear rule got wrong (1/0.56 = 1.79×). Now: h = 0.56 of the SMs against
     k = max(0.05, 0.95 × 0.62) = 0.589, and 0.95 of the DRAM free for b = 0.95, so the rate
     is 0.56 / 0.589 and it takes 1.052× its 10 ms (measurements on A100-class GPUs: ~1.1×)."""
-    done = run(FluidGPU(), [("neighbour", declared(50, 0.44, 0.05, compute=1.0), -1, 0),
+    done = run(SharedGPU(), [("neighbour", declared(50, 0.44, 0.05, compute=1.0), -1, 0),
                             ("stream", declared(10, 1.0, 0.95), 0, 0)])
     assert done["stream"] == pytest.approx(10 * MS * (0.95 * 0.62) / 0.56, rel=1e-12)
     assert done["stream"] / (10 * MS) == pytest.approx(1.052, abs=0.001)
@@ -95,7 +95,7 @@ def gemm_and_attention() -> tuple[KernelProfile, KernelProfile]:
 
 def test_gemm_and_attention_back_to_back_take_the_sum(gemm_and_attention) -> None:
     gemm, attention = gemm_and_attention
-    gpu = FluidGPU()
+    gpu = SharedGPU()
     gpu.launch(0, 0, "gemm", gemm.phases({}, H100) + attention.phases({}, H100), 1.0, 0.0, 0.0)
     gpu.run_until(float("inf"))
     assert gpu.now == pytest.approx(14 * MS)
@@ -103,7 +103,7 @@ def test_gemm_and_attention_back_to_back_take_the_sum(gemm_and_attention) -> Non
 
 def test_a_full_grid_attention_given_priority_blocks_the_gemm_without_a_partition(gemm_and_attention) -> None:
     gemm, attention = gemm_and_attention
-    done = run(FluidGPU(), [("attn", attention, -1, 0), ("gemm", gemm, 0, 0)])
+    done = run(SharedGPU(), [("attn", attention, -1, 0), ("gemm", gemm, 0, 0)])
     assert done == pytest.approx({"attn": 4 * MS, "gemm": 14 * MS})
 
 
@@ -114,14 +114,14 @@ def test_gemm_and_attention_overlapping_on_a_partition_finish_sooner_by_the_hand
     (its 0.15 of DRAM fits in the 0.2 left). By 4 ms the GEMM has done 2 ms of its work;
     the other 8 run on the whole GPU: 12 ms, 2 ms (14 %) sooner than back to back."""
     gemm, attention = gemm_and_attention
-    done = run(FluidGPU(partitions=(1.0, 0.5)), [("attn", attention, -1, 1), ("gemm", gemm, 0, 0)])
+    done = run(SharedGPU(partitions=(1.0, 0.5)), [("attn", attention, -1, 1), ("gemm", gemm, 0, 0)])
     assert done == pytest.approx({"attn": 4 * MS, "gemm": 12 * MS}, rel=1e-12)
 
 
 def test_a_static_split_that_starves_the_gemm_loses_to_running_back_to_back(gemm_and_attention) -> None:
     """Green contexts of 0.5 each: the GEMM never gets more than half the SMs, 20 ms > 14."""
     gemm, attention = gemm_and_attention
-    done = run(FluidGPU(partitions=(0.5, 0.5)), [("attn", attention, -1, 1), ("gemm", gemm, 0, 0)])
+    done = run(SharedGPU(partitions=(0.5, 0.5)), [("attn", attention, -1, 1), ("gemm", gemm, 0, 0)])
     assert done == pytest.approx({"attn": 4 * MS, "gemm": 20 * MS}, rel=1e-12)
 
 
@@ -129,14 +129,14 @@ def test_oversubscribed_mps_clients_are_bound_by_the_device_as_well() -> None:
     """Caps 0.7 and 0.7 (MPS allows a sum above 1): the first holds 0.7, the second the
     0.3 the device has left, not its 0.7."""
     a, b = declared(7, 1.0, 0.0, compute=1.0), declared(3, 1.0, 0.0, compute=1.0)
-    done = run(FluidGPU(partitions=(0.7, 0.7)), [("a", a, 0, 0), ("b", b, 0, 1)])
+    done = run(SharedGPU(partitions=(0.7, 0.7)), [("a", a, 0, 0), ("b", b, 0, 1)])
     # b: 0.3 until a ends at 10 ms (7 ms of work at 0.7): 3 ms done, all of it.
     assert done == pytest.approx({"a": 10 * MS, "b": 10 * MS}, rel=1e-12)
 
 
 def test_partition_caps_must_be_shares() -> None:
     with pytest.raises(ValueError, match="partition caps"):
-        FluidGPU(partitions=(1.0, 1.5))
+        SharedGPU(partitions=(1.0, 1.5))
 
 
 # -- the service on two lanes ----------------------------------------------------------

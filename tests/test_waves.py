@@ -13,7 +13,7 @@ import math
 import pytest
 
 from tuner.phases import wave_phases
-from tuner.sim.gpu import FluidGPU, wave_rate
+from tuner.sim.gpu import SharedGPU, wave_rate
 
 MS = 1e-3
 SMS = 132
@@ -34,7 +34,7 @@ def run(launches: list[tuple[str, tuple, int, float]]) -> dict[str, float]:
     """Launch (tag, phases, priority, at) on separate streams of a 132-SM GPU; finish
     times by tag (a 1 ms collective that ends at t started at t - 1 ms: once it holds
     its SMs nothing slows it)."""
-    gpu = FluidGPU(sms=SMS)
+    gpu = SharedGPU(sms=SMS)
     done: dict[str, float] = {}
     pending = sorted(enumerate(launches), key=lambda item: item[1][3])
     for stream, (tag, phases, priority, at) in pending:
@@ -85,7 +85,7 @@ def test_the_same_grid_with_a_margin_of_16_takes_one_round() -> None:
 
 
 def test_a_waiting_kernel_starts_when_it_first_runs() -> None:
-    gpu = FluidGPU(sms=SMS)
+    gpu = SharedGPU(sms=SMS)
     gpu.launch(0, 0, "gemm", compute_bound(10 * MS, SMS, persistent=True), 1.0, 0.0, 0.0)
     gpu.run_until(2 * MS)
     nccl = gpu.launch(-1, 1, "nccl", holder(1 * MS, 13), 1.0, 0.0, 2 * MS)

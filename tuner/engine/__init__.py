@@ -2,7 +2,7 @@
 chunked prefill, KV cache in blocks with prefix caching and preemption, CUDA-graph
 padding), a step's cost on a GPU from the model's shapes, and replays of measured runs.
 
-The service simulator (:mod:`tuner.sim`) prices kernels on a fluid GPU and searches their
+The service simulator (:mod:`tuner.sim`) prices kernels on a shared GPU model and searches their
 configs; this package answers the question before that one: does the model of the engine
 reproduce what a real deployment measured? ``tuner check-run`` replays a measured run
 through it and prints predicted against measured latencies.

@@ -5,7 +5,7 @@ compiled when the install could compile them (:mod:`tuner.sim.native` says which
 """
 
 from .native import BUILD  # first: it decides which build of the core modules loads
-from .gpu import FluidGPU, Kernel
+from .gpu import SharedGPU, Kernel
 from .metrics import Metrics
 from .program import BoundService, bind
 from .recording import Recording
@@ -14,7 +14,7 @@ from .service import ServiceRun, SimResult, simulate, simulate_policy
 from .chrome_trace import write_chrome_trace
 
 __all__ = [
-    "BUILD", "BoundService", "FluidGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",
+    "BUILD", "BoundService", "SharedGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",
     "DispatcherPolicy", "StaticPolicy", "SwitchPolicy", "bind", "simulate", "simulate_policy",
     "write_chrome_trace",
 ]

@@ -77,7 +77,7 @@ def left_to_right_sum(values: list[float]) -> float:
 
 
 class Kernel:
-    """One launch on the GPU; owned and mutated by :class:`FluidGPU` while it runs.
+    """One launch on the GPU; owned and mutated by :class:`SharedGPU` while it runs.
 
     ``remaining`` is the work left in the current phase as of time ``anchor``; at a later
     time ``t`` it is ``remaining - rate * (t - anchor)``. ``s`` and ``b`` are its current
@@ -181,8 +181,11 @@ def phase_rate(phase: Phase, held: float, b_free: float, sms: int) -> float:
     return share(s, b, k, held, b_free)[1]
 
 
-class FluidGPU:
-    """Running kernels, their rates, and R(t), the fraction of SM slots in use.
+class SharedGPU:
+    """The GPU the service's streams and its neighbours share: the running kernels, their
+    rates, and R(t), the fraction of SM slots in use. (Once ``FluidGPU``: its phases are
+    fluid shares of the device only where the SM count is not known or a phase has no
+    grid; with one, a kernel runs in discrete CTA waves.)
 
     Use: :meth:`launch` kernels at the current time (never before :attr:`now`); call
     :meth:`run_until` to move through phase boundaries up to a limit, which returns at the first kernel that

@@ -1,8 +1,8 @@
 """The service layer: arrivals, memory-budgeted admission, batching, executors, deadlines.
 
 One :class:`ServiceRun` simulates one workload under one bound assignment, event by
-event (arrivals, GPU phase boundaries, batching wake-ups), on the fluid GPU of
-:mod:`tuner.sim.gpu`. Ties go to the GPU first, then arrivals, then wake-ups, then
+event (arrivals, GPU phase boundaries, batching wake-ups), on the shared GPU of
+:mod:`tuner.sim.gpu` (:class:`~tuner.sim.gpu.SharedGPU`). Ties go to the GPU first, then arrivals, then wake-ups, then
 insertion order, so a run is a pure function of its inputs.
 
 Admission (DESIGN §4): ``fixed + reserved workspace + Σ admitted state ≤ budget``; a
@@ -31,7 +31,7 @@ from ..problem.model import Problem, Service, Slo
 from ..traffic import Workload
 from .batching import BatchingPolicy, Host, RequestTimes
 from .policies import batching_policy
-from .gpu import FluidGPU, Kernel, phase_rate
+from .gpu import SharedGPU, Kernel, phase_rate
 from .policy import SwitchPolicy
 from .metrics import Metrics, percentile
 from .program import BoundService, Launch, Program, Wait, bind
@@ -152,7 +152,7 @@ class ServiceRun(Host):
         self._neighbor_part = [partitions.index(n.partition) for n in service.neighbors]
         self._lanes_left = [0] * self.executors
         self._lane_streams = [tuple(range(e, self.streams, self.executors)) for e in range(self.executors)]
-        self.gpu = FluidGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions),
+        self.gpu = SharedGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions),
                             service.device.sms)
         self.recording = record if isinstance(record, Recording) else Recording() if record else None
         self.batching: BatchingPolicy = batching_policy(service.batching, self, self.executors, workload, self.sizes,

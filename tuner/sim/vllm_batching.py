@@ -1,5 +1,5 @@
 """The ``vllm`` batching policy: vLLM V1's engine (:mod:`tuner.engine.scheduler`) driving
-the service simulator, each step's kernels run on the fluid GPU as the assignment makes
+the service simulator, each step's kernels run on the shared GPU as the assignment makes
 them.
 
 What it adds to continuous batching, each rule as :mod:`tuner.engine` documents it:
