@@ -3,7 +3,7 @@
 Where :mod:`tuner.sim` computes what a service would deliver, a replay executes it: the
 regime's seeded arrivals at their times on a wall clock, admission against a memory
 budget held by real allocations, the problem's own batching policy (the simulator's,
-hosted through :class:`tuner.sim.batching.RelayHost`), and each executor's batches run
+hosted through :class:`tuner.sim.batching.RelayPolicyHost`), and each executor's batches run
 by a worker of its own. Its figures are measured, judged by the simulator's rule
 (:func:`tuner.sim.service.request_figures`).
 

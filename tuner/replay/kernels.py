@@ -392,6 +392,6 @@ class KernelRunner:
                 if kernel is not None and self.bucket_shapes[name][bucket] is not None:
                     self._launch(name, kernel, config, self.bucket_shapes[name][bucket])
                     ran += 1
-        self.backend.spin(1e-6, threading.Event(), 1.0)  # the spin kernel compiled too (short: its 32-bit duration)
+        self.backend.spin(1e-6, threading.Event(), 1.0)  # the spin compiled too (short: a 32-bit duration)
         self.backend.drain()
         return ran

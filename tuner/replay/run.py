@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import TunerError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
-from ..sim.batching import BatchingPolicy, RelayHost, RequestTimes
+from ..sim.batching import BatchingPolicy, RelayPolicyHost, RequestTimes
 from ..sim.metrics import Metrics, percentile
 from ..sim.policies import batching_policy
 from ..sim.program import BoundService, Program, bind
@@ -108,7 +108,7 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
 
 class ReplayRun:
     """One replay; create, :meth:`run` once, discard. The host of the batching policy
-    (through :class:`RelayHost`), as :class:`tuner.sim.service.ServiceRun` is in a
+    (through :class:`RelayPolicyHost`), as :class:`tuner.sim.service.ServiceRun` is in a
     simulation: the same admission rule, on a wall clock."""
 
     def __init__(self, bound: BoundService, workload: Workload, ledger: MemoryLedger, size_fields: frozenset[str],
@@ -144,14 +144,14 @@ class ReplayRun:
             self.neighbors.on_launch = trace.neighbor
             if runner is not None:
                 runner.on_kernels = trace.kernels
-        host = RelayHost(bound, ledger.budget - ledger.used, self.times, self)
+        host = RelayPolicyHost(bound, ledger.budget - ledger.used, self.times, self)
         self.policy: BatchingPolicy = batching_policy(service.batching, host, service.executors, workload, self.sizes,
                                                       size_fields)
 
     def now(self) -> float:
         return self._clock() - self._t0
 
-    # -- the policy's host (through RelayHost) ------------------------------------------
+    # -- the policy's host (through RelayPolicyHost) ------------------------------------------
     def wake_at(self, t: float) -> None:
         heapq.heappush(self._wakes, t)
 

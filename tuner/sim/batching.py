@@ -4,7 +4,7 @@ A policy owns the scheduling state: the queue of admitted requests not running y
 idle executors, and its own progress through each request (prompt left, tokens made).
 Each request's timeline is kept once for the run, in :class:`RequestTimes`, which the
 host and its policy share: the host writes admission and finish, the policy start and
-first token. A policy reaches the run that hosts it only through :class:`Host`'s calls,
+first token. A policy reaches the run that hosts it only through :class:`PolicyHost`'s calls,
 its current assignment and those times, so the service layer sits above the policies.
 Contract:
 
@@ -49,10 +49,11 @@ class RequestTimes:
         self.jitter: list[float] = workload.jitter.tolist()
 
 
-class Host:
+class PolicyHost:
     """What a batching policy may ask of the run that hosts it: the assignment in force
-    and three calls. :class:`tuner.sim.service.ServiceRun` is the one host; it derives
-    from this class (rather than matching a protocol) so that the compiled core calls
+    and three calls (the *policy's* host, not the CPU host thread that issues launches).
+    :class:`tuner.sim.service.ServiceRun` is the simulator's, :class:`RelayPolicyHost` a
+    replay's; ServiceRun derives from this class (rather than matching a protocol) so that the compiled core calls
     it directly, as it would call its own methods."""
 
     bound: BoundService  # the assignment in force (a switch replaces it between batches)
@@ -76,10 +77,10 @@ class Host:
         raise NotImplementedError
 
 
-class RelayHost(Host):
+class RelayPolicyHost(PolicyHost):
     """A host whose calls go to ``target``, a plain Python object with the same four
     methods: how code outside the compiled core hosts a policy (a class of its own
-    cannot derive from :class:`Host` once the core is compiled). ``tuner.replay`` runs
+    cannot derive from :class:`PolicyHost` once the core is compiled). ``tuner.replay`` runs
     the simulator's policies this way, on a wall clock and real executors."""
 
     def __init__(self, bound: BoundService, capacity: float, times: RequestTimes, target: Any) -> None:
@@ -104,7 +105,7 @@ class RelayHost(Host):
 class BatchingPolicy:
     """The scheduling state every policy keeps (see the module's contract)."""
 
-    def __init__(self, host: Host, executors: int) -> None:
+    def __init__(self, host: PolicyHost, executors: int) -> None:
         self.host = host
         self.queue: deque[int] = deque()  # admitted, waiting to run
         self.idle: list[int] = list(range(executors - 1, -1, -1))  # popped from the end: executor 0 first
@@ -130,7 +131,7 @@ class DynamicBatching(BatchingPolicy):
     ``sizes`` are the requests' size fields as lists; ``size_fields`` those the programs
     read (a batch's variables are their maximum and total over its requests)."""
 
-    def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
+    def __init__(self, host: PolicyHost, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
                  size_fields: frozenset[str]) -> None:
         super().__init__(host, executors)
         self.batches: list[list[int]] = [[] for _ in range(executors)]
@@ -194,7 +195,7 @@ class ContinuousBatching(BatchingPolicy):
     decodes take one token each, prefills fill the rest of the ``max_tokens`` budget in
     chunks (chunked prefill); new requests join at iteration boundaries."""
 
-    def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]]) -> None:
+    def __init__(self, host: PolicyHost, executors: int, workload: Workload, sizes: Mapping[str, list[Any]]) -> None:
         super().__init__(host, executors)
         service = host.bound.service
         self.max_batch = service.max_batch

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .batching import BatchingPolicy, ContinuousBatching, DynamicBatching, Host
+from .batching import BatchingPolicy, ContinuousBatching, DynamicBatching, PolicyHost
 from .vllm_batching import VllmBatching
 
 if TYPE_CHECKING:
     from ..traffic import Workload
 
-Factory = Callable[[Host, int, "Workload", Mapping[str, list[Any]], frozenset[str]], BatchingPolicy]
+Factory = Callable[[PolicyHost, int, "Workload", Mapping[str, list[Any]], frozenset[str]], BatchingPolicy]
 
 POLICIES: dict[str, Factory] = {
     "dynamic": DynamicBatching,
@@ -27,7 +27,7 @@ POLICIES: dict[str, Factory] = {
 }
 
 
-def batching_policy(name: str, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
+def batching_policy(name: str, host: PolicyHost, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
                     size_fields: frozenset[str]) -> BatchingPolicy:
     """The policy ``name`` hosted by ``host`` (names are checked when the problem loads)."""
     return POLICIES[name](host, executors, workload, sizes, size_fields)

@@ -29,7 +29,7 @@ from ..problem.assignment import Assignment
 from ..problem.bounds import MAX_LAUNCHES
 from ..problem.model import Problem, Service, Slo
 from ..traffic import Workload
-from .batching import BatchingPolicy, Host, RequestTimes
+from .batching import BatchingPolicy, PolicyHost, RequestTimes
 from .policies import batching_policy
 from .gpu import SharedGPU, Kernel, phase_rate
 from .policy import SwitchPolicy
@@ -115,7 +115,7 @@ def simulate_policy(
                       alternatives=bound, policy=policy, key=start).run()
 
 
-class ServiceRun(Host):
+class ServiceRun(PolicyHost):
     """One simulation; create, call :meth:`run` once, discard."""
 
     def __init__(self, bound: BoundService, workload: Workload, budget: float,
@@ -158,11 +158,11 @@ class ServiceRun(Host):
         self.batching: BatchingPolicy = batching_policy(service.batching, self, self.executors, workload, self.sizes,
                                                         size_fields)
         self._overhead = service.launch_overhead_s
-        # launch behaviour (service.launch): the host issues launch i of a batch at
-        # base + (i + 1)·host, base being the batch's start plus a graph replay's cost;
+        # launch behaviour (service.launch): the CPU host thread issues launch i of a batch at
+        # base + (i + 1)·host_launch_s, base being the batch's start plus a graph replay's cost;
         # a kernel whose stream is free before then waits for it (see _issued)
-        self._host = service.host_launch_s
-        self._hosted = service.host_launch_s > 0.0 or service.graph_replay_s > 0.0
+        self._host_launch_s = service.host_launch_s
+        self._host_paces = service.host_launch_s > 0.0 or service.graph_replay_s > 0.0
         self._replay = service.graph_replay_s
         self._issue_base = [0.0] * self.streams
         self._issue: list[tuple[int, ...] | None] = [None] * self.streams
@@ -203,7 +203,7 @@ class ServiceRun(Host):
         self._misses_allowed = _INF if stop_below is None else (
             (1.0 - stop_below) * int((workload.arrivals_s >= workload.warmup_s).sum()) + 1e-9)
 
-    # -- the batching policies' Host (tuner.sim.batching) ---------------------------
+    # -- the batching policy's host (PolicyHost, tuner.sim.batching) -------------------
     def wake_at(self, t: float) -> None:
         self._timer(t, _WAKE, 0)
 
@@ -245,7 +245,7 @@ class ServiceRun(Host):
                 return
             self._blocked[stream] = False
         tag, phases = self._programs[stream][pc]
-        overhead = self._overhead + self._issued(stream, pc, now) if self._hosted else self._overhead
+        overhead = self._overhead + self._issued(stream, pc, now) if self._host_paces else self._overhead
         self.gpu.launch(self._stream_priority[stream], stream, tag, phases, self._scale[stream], overhead,
                         now, self._stream_part[stream])
 
@@ -254,7 +254,7 @@ class ServiceRun(Host):
         the executor's host thread issues its batch's launches in order, ``host_launch``
         each, after the graph replay's cost (``service.launch``); counted as host wait."""
         issue = self._issue[stream]
-        issued = self._issue_base[stream] + ((pc if issue is None else issue[pc]) + 1) * self._host
+        issued = self._issue_base[stream] + ((pc if issue is None else issue[pc]) + 1) * self._host_launch_s
         if issued <= now:
             return 0.0
         self._host_wait[stream % self.executors] += issued - now
@@ -347,7 +347,7 @@ class ServiceRun(Host):
                 self._launch_neighbor(index, now)
 
     def _on_program_done(self, executor: int, now: float) -> None:
-        if self._hosted and 2.0 * self._host_wait[executor] > now - self._iteration_start[executor]:
+        if self._host_paces and 2.0 * self._host_wait[executor] > now - self._iteration_start[executor]:
             self.host_bound += 1  # its GPU waited on the host for most of the iteration
         self.batching.program_done(executor, now)
         if self.switch_policy is not None:
@@ -425,7 +425,7 @@ class ServiceRun(Host):
         programs, scales, executors, streams = self._programs, self._scale, self.executors, self.streams
         stream_part, stream_priority, lanes_left = self._stream_part, self._stream_priority, self._lanes_left
         counters, stream_waits = self._pc, self._waits
-        overhead, hosted = self._overhead, self._hosted
+        overhead, hosted = self._overhead, self._host_paces
         i = 0
         last_t = 0.0
         memory_integral = idle_waiting = 0.0

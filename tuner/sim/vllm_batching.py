@@ -35,7 +35,7 @@ from ..engine.measured_run import prefix_keys
 from ..engine.scheduler import MAX_KV_BLOCKS, EngineArgs, EngineRequest, ScheduledStep, Scheduler
 from ..errors import ProblemError
 from ..traffic.sizes import PROMPT_ID
-from .batching import BatchingPolicy, Host
+from .batching import BatchingPolicy, PolicyHost
 from .gpu import left_to_right_sum
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def _requests(sizes: Mapping[str, list[Any]], args: EngineArgs) -> list[EngineRe
 class VllmBatching(BatchingPolicy):
     """vLLM V1's scheduling on one executor (see the module docstring)."""
 
-    def __init__(self, host: Host, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
+    def __init__(self, host: PolicyHost, executors: int, workload: Workload, sizes: Mapping[str, list[Any]],
                  size_fields: frozenset[str]) -> None:
         super().__init__(host, executors)
         service = host.bound.service
