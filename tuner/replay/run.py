@@ -77,10 +77,7 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
     bound = bind(problem.service_for(regime), assignment, problem.size_fields)
     budget = problem.memory_budget(regime)
     service = bound.service
-    if service.memory.fixed + bound.reserved_workspace > budget:
-        raise TunerError(f"replay: the memory budget of {regime!r} ({budget / 2**30:.3g} GiB) does not hold the "
-                         f"service's fixed memory and the workspace its configs reserve "
-                         f"({(service.memory.fixed + bound.reserved_workspace) / 2**30:.3g} GiB)")
+    require_base(bound, budget)  # before a GPU's warm-up spends its time
     runner = None
     if device == "cuda":
         neighbors = tuple(n.priority + n.partition.priority for n in service.neighbors)
@@ -106,6 +103,19 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
     return result
 
 
+def base_bytes(bound: BoundService) -> float:
+    """What a service holds whatever it admits: its fixed memory and the workspace its
+    configs reserve (the simulator's admission rule, DESIGN §4)."""
+    return bound.service.memory.fixed + bound.reserved_workspace
+
+
+def require_base(bound: BoundService, budget: float) -> None:
+    """Raises TunerError where ``budget`` cannot hold :func:`base_bytes`."""
+    if base_bytes(bound) > budget:
+        raise TunerError(f"replay: the memory budget ({budget / 2**30:.3g} GiB) does not hold the service's fixed "
+                         f"memory and the workspace its configs reserve ({base_bytes(bound) / 2**30:.3g} GiB)")
+
+
 class ReplayRun:
     """One replay; create, :meth:`run` once, discard. The host of the batching policy
     (through :class:`RelayPolicyHost`), as :class:`tuner.sim.service.ServiceRun` is in a
@@ -122,9 +132,9 @@ class ReplayRun:
         self.times = RequestTimes(workload)
         self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
         self.state = request_state(service, workload)
-        if not ledger.reserve("fixed", service.memory.fixed) or not ledger.reserve("workspace",
-                                                                                   bound.reserved_workspace):
-            raise ValueError("the memory budget does not hold the service's fixed memory and reserved workspace")
+        require_base(bound, ledger.budget)
+        ledger.reserve("fixed", service.memory.fixed)  # (they fit: the ledger holds nothing else yet)
+        ledger.reserve("workspace", bound.reserved_workspace)
         self._clock, self._t0 = clock, 0.0
         self._queue: deque[int] = deque()
         self._wakes: list[float] = []
@@ -223,15 +233,12 @@ class ReplayRun:
             self.trace.sample(now, self.ledger.used, len(self._queue), self._in_service)
 
     def _on_arrival(self, request: int, now: float) -> None:
-        if self.state[request] > self.ledger.budget - self._base_bytes():
+        if self.state[request] > self.ledger.budget - base_bytes(self.bound):
             self._settled += 1  # can never fit: rejected, as the simulator rejects it
             return
         self._queue.append(request)
         self._admit(now)
         self.policy.dispatch(now)
-
-    def _base_bytes(self) -> float:
-        return self.bound.service.memory.fixed + self.bound.reserved_workspace
 
     def _admit(self, now: float) -> None:
         queue_, state = self._queue, self.state
