@@ -16,8 +16,7 @@ import threading
 from collections.abc import Callable
 
 from ..problem.model import Neighbor, Service
-from ..sim.gpu import phase_rate
-from ..sim.service import _alone_progress
+from ..sim.service import _alone_progress, alone_spans
 from .kernels import Backend
 
 
@@ -38,16 +37,10 @@ class NeighborLoops:
         self._threads = [threading.Thread(target=self._loop, args=(i, n), name=f"replay neighbour {n.name}",
                                           daemon=True) for i, n in enumerate(service.neighbors)]
 
-    def latency(self, neighbor: Neighbor) -> float:
-        """How long one launch of the neighbour's kernel lasts alone on its partition (the
-        GPU layer's rate per phase: a partition narrower than the kernel slows it)."""
+    def spans(self, neighbor: Neighbor) -> list[tuple[float, float]]:
+        """Each phase's ``(work, seconds)`` of one launch alone on its partition."""
         device = self.service.device
-        cap = neighbor.partition.exact_share(device)
-        spans = []
-        for phase in neighbor.profile.phases({}, device):
-            rate = phase_rate(phase, min(phase[1], cap), 1.0, device.sms)
-            spans.append(phase[0] / rate if rate > 0 else math.inf)
-        return math.fsum(spans)
+        return alone_spans(neighbor.profile.phases({}, device), neighbor.partition.exact_share(device), device.sms)
 
     def share(self, neighbor: Neighbor) -> float:
         return min(neighbor.profile.sm, neighbor.partition.exact_share(self.service.device))
@@ -64,8 +57,8 @@ class NeighborLoops:
             self.stop.set()
 
     def _launches(self, index: int, neighbor: Neighbor) -> None:
-        seconds, share = self.latency(neighbor), self.share(neighbor)
-        work = math.fsum(phase[0] for phase in neighbor.profile.phases({}, self.service.device))
+        spans, share = self.spans(neighbor), self.share(neighbor)
+        work, seconds = math.fsum(w for w, _ in spans), math.fsum(d for _, d in spans)
         pause = neighbor.gap_s + self.service.launch_overhead_s
         while not self.stop.is_set():
             began = self.clock()

@@ -629,15 +629,23 @@ def _tpot(finish: Any, first: Any, output: Any) -> Any:
     return np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), 0.0)
 
 
-def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, horizon: float,
-                    cap: float = 1.0, sms: int = 0) -> float:
-    """Kernel work a closed-loop neighbour completes by ``horizon`` with its partition
-    (SM share ``cap``) and the DRAM to itself: each phase at the GPU layer's rate."""
+def alone_spans(phases: tuple[Phase, ...], cap: float = 1.0, sms: int = 0) -> list[tuple[float, float]]:
+    """Each phase's ``(work, seconds)`` run alone on a partition of SM share ``cap`` with
+    the DRAM to itself (the GPU layer's rate: a partition narrower than the phase slows
+    it); a closed-loop neighbour's launch, as the simulator and a replay time it."""
     spans = []
     for phase in phases:
         work, s = phase[0], phase[1]
         rate = phase_rate(phase, s if s < cap else cap, 1.0, sms)
         spans.append((work, work / rate if rate > 0.0 else math.inf))
+    return spans
+
+
+def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, horizon: float,
+                    cap: float = 1.0, sms: int = 0) -> float:
+    """Kernel work a closed-loop neighbour completes by ``horizon`` with its partition
+    (SM share ``cap``) and the DRAM to itself: each phase at the GPU layer's rate."""
+    spans = alone_spans(phases, cap, sms)
     work = math.fsum(w for w, _ in spans)  # fsum: see ServiceRun._on_timer
     cycle = overhead + math.fsum(d for _, d in spans) + gap
     if cycle <= 0:
