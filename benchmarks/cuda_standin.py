@@ -5,9 +5,10 @@ the first lent GPU, whose minutes are few.
 
 What each call becomes:
 
-- ``torch.cuda``'s streams, events, graphs, ``synchronize`` and ``_sleep``: recorded;
-  a synchronization inside a graph's capture raises, as CUDA's does; they take no time, except that an event's ``elapsed_time`` is the wall time between its
-  two records (so a dry run's timings are the CPU's and mean nothing for a GPU).
+- ``torch.cuda``'s streams, events, graphs, ``synchronize`` and ``_sleep``: recorded; a
+  synchronization inside a graph's capture raises, as CUDA's does. They take no time,
+  except that an event's ``elapsed_time`` is the wall time between its two records (so a
+  dry run's timings are the CPU's and mean nothing for a GPU).
 - ``torch.empty/zeros/ones/randn/rand/full(..., device="cuda")``: recorded with their
   bytes, allocated on the ``meta`` device (no memory at all: a replay's 60 GiB budget
   stays free).
@@ -185,7 +186,8 @@ def install(cuda: RecordingCuda | None = None) -> RecordingCuda:
 
     cuda = cuda or RecordingCuda()
     for name in ("is_available", "device_count", "get_device_properties", "get_device_name", "synchronize",
-                 "empty_cache", "mem_get_info", "current_stream", "stream", "graph", "_sleep", "Stream", "Event", "CUDAGraph"):
+                 "empty_cache", "mem_get_info", "current_stream", "stream", "graph", "_sleep", "Stream", "Event",
+                 "CUDAGraph"):
         setattr(torch.cuda, name, getattr(cuda, name))
     for name in _FACTORIES:
         setattr(torch, name, _on_meta(getattr(torch, name), cuda, name))

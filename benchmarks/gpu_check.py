@@ -70,6 +70,11 @@ class Step:
     dry: tuple[str, ...] = ()
     dry_argv: tuple[str, ...] | None = None
 
+    @property
+    def traced(self) -> bool:
+        """Whether the step writes a trace (``{trace}`` in its arguments)."""
+        return "{trace}" in self.argv
+
     def command(self, out: Path, dry_run: bool, trace: Path | None = None) -> list[str]:
         argv = (self.dry_argv if dry_run and self.dry_argv is not None
                 else self.argv + (self.dry if dry_run else ()))
@@ -127,7 +132,6 @@ class Check:
         out_dir.mkdir(parents=True, exist_ok=True)
         self.scratch = Path(tempfile.mkdtemp(prefix="gpu-check-"))
         started = datetime.datetime.now(datetime.timezone.utc)
-        self.stem = f"gpu_check_{'dry-run' if dry_run else 'device'}_{started.date().isoformat()}"
         self.record: dict[str, Any] = {"check": "gpu_check", "dry_run": dry_run,
                                        "date": started.isoformat(timespec="seconds"), "steps": {}}
         env = self.run(Step("environment", "device, driver and versions", ENVIRONMENT_LIMIT_S,
@@ -150,7 +154,7 @@ class Check:
         status, rc, wall seconds, result (its JSON) and log tail."""
         limit = step.limit_s if limit_s is None else limit_s
         out = self.scratch / f"{step.name}.json"
-        trace = self.out_dir / f"{self.stem}_{step.name}.trace.json.gz"
+        trace = self.out_dir / f"{self.stem}_{step.name}.trace.json.gz" if step.traced else None
         argv = step.command(out, self.dry_run, trace)
         command = self.prefix(step) + argv
         started = time.perf_counter()
@@ -168,7 +172,7 @@ class Check:
         result = _json_of(out) if out.exists() else _json_in(stdout)
         if result is not None:
             entry["result"] = result
-        if "{trace}" in " ".join(step.argv) and trace.exists():
+        if trace is not None and trace.exists():
             entry["trace"] = trace.name
         calls = self.scratch / f"{step.name}.calls"
         if calls.exists():
@@ -176,7 +180,6 @@ class Check:
         return entry
 
     def save(self) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(".json.partial")
         partial.write_text(json.dumps(self.record, indent=1) + "\n")
         partial.replace(self.path)

@@ -200,8 +200,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "environment": environment(),
         "settings": {"warmup": args.warmup, "reps": args.reps, "l2_bytes": l2_bytes, "max_copies": MAX_COPIES,
-                     "budget_s": args.budget_s, "per_problem": args.per_problem, "timing": "CUDA graph of one launch per input copy (cold L2 by "
-                                                          "rotation); mean per launch over the replays"},
+                     "budget_s": args.budget_s, "per_problem": args.per_problem,
+                     "timing": "CUDA graph of one launch per input copy (cold L2 by rotation); mean per launch "
+                               "over the replays (eager where a run cannot be captured: a row's 'timing')"},
         "rows": [], "errors": [], "not_measured": 0}
     started, seen = time.perf_counter(), set()
     for name in args.problems:

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 #: Rows of the printed comparison: (label, metric, format).
 _FIGURES = (("arrivals/s", "arrival_rate_rps", "{:.3g}"), ("goodput/s", "goodput_rps", "{:.1f}"),
-            ("SLO met", "slo_attainment", "{:.1%}"), ("p50 ms", "latency_p50_s", "ms"), ("p90 ms", "latency_p90_s", "ms"),
-            ("p99 ms", "latency_p99_s", "ms"), ("completed", "completed", "{:d}"),
+            ("SLO met", "slo_attainment", "{:.1%}"), ("p50 ms", "latency_p50_s", "ms"),
+            ("p90 ms", "latency_p90_s", "ms"), ("p99 ms", "latency_p99_s", "ms"), ("completed", "completed", "{:d}"),
             ("mem peak GiB", "memory_peak_bytes", "GiB"))
 
 

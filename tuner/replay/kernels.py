@@ -273,9 +273,10 @@ class KernelRunner:
         self.lane_of = {op.operator.name: op.lane for ops, _ in bound.blocks for op in ops}
         largest = bound.service.largest_batch_variables(size_fields)
         #: Per operator, each bucket's representative shape (what :meth:`warm` compiles).
-        self.bucket_shapes: dict[str, list[dict[str, int] | None]] = {name: [self._shape_of(name, op.bucket_variables(largest, b))
-                                     if op.bucketing.reachable(op.bucketing.buckets[b]) else None
-                                     for b in range(op.bucketing.size)] for name, op in operators.items()}
+        self.bucket_shapes: dict[str, list[dict[str, int] | None]] = {
+            name: [self._shape_of(name, op.bucket_variables(largest, b))
+                   if op.bucketing.reachable(op.bucketing.buckets[b]) else None for b in range(op.bucketing.size)]
+            for name, op in operators.items()}
         self.largest = {name: self._shape_of(name, op.variables(largest)) for name, op in operators.items()}
         self.backend = backend
         self.device = bound.service.device
@@ -302,7 +303,7 @@ class KernelRunner:
         """One batch: every block's cells, ``repeat`` times, in order, on the executor's
         streams (its operators' lanes); stopped early when ``stop`` is set."""
         timed: list[tuple[str, Any, Any]] | None = [] if self.on_kernels is not None else None
-        started = issued = time.perf_counter()
+        started = time.perf_counter()
         with self.backend.batch(executor):
             for block, repeat in program.cells:
                 for _ in range(repeat):
