@@ -70,7 +70,7 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], fr
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
     name = regime or next(iter(loaded.regimes))
-    horizon_s = loaded.regime(name).horizon_s  # (an unknown regime: one line naming those there are)
+    window = loaded.regime(name).window_s(duration)  # (an unknown regime: one line naming those there are)
     assignment = _assignment(loaded, name, assign, from_table, isolated_fastest, storage)
     if device == "cuda":
         import torch
@@ -78,7 +78,6 @@ def replay(problem: Path | None, regime: str | None, assign: tuple[str, ...], fr
         if not torch.cuda.is_available():
             raise TunerError(f"--device cuda: no CUDA GPU here (torch {torch.__version__}: "
                              "torch.cuda.is_available() is False); replay with --device cpu")
-    window = duration or horizon_s
     if not as_json:
         click.echo(f"replaying {loaded.name}:{name} on the {device} for {window:g} s (and the drain)...", err=True)
     if trace_path is not None:
