@@ -320,3 +320,33 @@ def test_the_problems_priorities_keep_their_order_in_the_devices_range():
     assert device_priorities((0, 3, -1, 0), (0, -5)) == {3: 0, 0: -1, -1: -2}
     assert device_priorities((0,), (0, -5)) == {0: 0}
     assert device_priorities(tuple(range(8)), (0, -2)) == {7: 0, 6: -1, 5: -2, 4: -2, 3: -2, 2: -2, 1: -2, 0: -2}
+
+
+def test_a_users_own_kernel_is_replayed_as_a_user_would_run_it(tmp_path, monkeypatch):
+    """The user-kernel tutorial's problem file (tests/test_user_kernel.py), replayed: on
+    the CPU its Triton kernel cannot run and it has no PyTorch reference, so its launches
+    wait out their modeled time (every request served); on a GPU its inputs (the user's
+    builder's arguments, grid and sizes included) are made per shape, never shared from a
+    larger one, and made with the keyword arguments the family protocol names."""
+    import shutil
+
+    from tests.test_user_kernel import KERNEL, PROBLEM
+    from tuner.kernels.user import UserKernelFamily
+
+    shutil.copy(KERNEL, tmp_path / "tutorial_matmul.py")
+    path = tmp_path / "problem.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM, sort_keys=False))
+    problem = load_problem(path)
+    result = replay(problem, Assignment.default(problem), "light", duration_s=1.0, drain_s=3.0)
+    assert result.metrics.completed == result.metrics.arrivals > 0 and result.metrics.kernels == 0
+
+    made: list[dict] = []
+    monkeypatch.setattr(UserKernelFamily, "make_inputs",
+                        lambda self, shape, *, seed, dtype, device: made.append(dict(shape)) or {"shape": shape})
+    launched: list[bool] = []
+    monkeypatch.setattr(UserKernelFamily, "run",
+                        lambda self, inputs, config, shape: launched.append(inputs["shape"] == shape))
+    cuda = RecordingCuda()
+    result = _replayed(problem, "light", CudaKernels(1, cuda=cuda, launch_spin=cuda.spin), seconds=1.0)
+    assert result.metrics.kernels == len(launched) > 0 and all(launched)  # each launch on inputs of its shape
+    assert len(made) == len({s["M"] for s in made})  # one set per shape, made once

@@ -95,6 +95,12 @@ class KernelFamily(Protocol):
     (SMs × CTAs per SM, which only the compiled resources know). ``run`` launches the
     real kernels on ``inputs`` (CUDA, or the CPU under ``TRITON_INTERPRET=1``) and must
     match ``reference`` within floating-point tolerance.
+
+    Optional class attributes, read where tuner runs kernels itself (``tuner replay``):
+    ``runnable = False`` (it cannot run on one device: a collective), ``torch_reference =
+    False`` (its ``reference`` is a kernel too, not PyTorch: nothing of it runs on a CPU)
+    and ``inputs_fix_shape = True`` (its inputs carry the shape they were made for, so
+    inputs made for a larger shape cannot serve a smaller launch).
     """
 
     name: str

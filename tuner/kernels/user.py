@@ -87,7 +87,13 @@ class _Call:
 
 class UserKernelFamily:
     """A user's kernel, its configs and cost class, behind the :class:`KernelFamily`
-    contract. ``name`` is its import path (``tutorial_matmul:matmul_kernel``)."""
+    contract. ``name`` is its import path (``tutorial_matmul:matmul_kernel``).
+
+    Its reference is its own first config (no PyTorch one), and its inputs are the
+    builder's arguments at one shape, grid and sizes included (see :class:`KernelFamily`)."""
+
+    torch_reference = False
+    inputs_fix_shape = True
 
     def __init__(self, path: str, fn: Any, configs: tuple[dict[str, Any], ...], key: tuple[str, ...],
                  arguments: ArgumentBuilder, cost: GemmCost | StreamCost,

@@ -61,6 +61,8 @@ class Backend(Protocol):
 
     def spin(self, seconds: float, stop: threading.Event, share: float) -> None: ...
 
+    def can_run(self, kernel: Any) -> bool: ...
+
     def batch(self, executor: int) -> ContextManager[None]: ...
 
     def lane(self, executor: int, lane: int) -> ContextManager[None]: ...
@@ -79,7 +81,8 @@ class Backend(Protocol):
 class CpuReferences:
     """The families' PyTorch references on the CPU at reduced shapes."""
 
-    described = f"CPU references at 1/{CPU_SHAPE_DIVISOR} of each dimension, modeled times where no kernel"
+    described = (f"CPU references at 1/{CPU_SHAPE_DIVISOR} of each dimension, modeled times where a config has no "
+                 "kernel or no PyTorch reference")
     shares_inputs = False
     launches_for_real = False
 
@@ -87,13 +90,17 @@ class CpuReferences:
         return {key: max(1, value // CPU_SHAPE_DIVISOR) for key, value in shape.items()}
 
     def inputs(self, kernel: Any, shape: dict[str, int]) -> dict[str, Any]:
-        return kernel.make_inputs(shape, seed=0, device="cpu")
+        return kernel.make_inputs(shape, seed=0, dtype=None, device="cpu")
 
     def run(self, kernel: Any, inputs: dict[str, Any], params: dict[str, object], shape: dict[str, int]) -> None:
         kernel.reference(inputs, shape)
 
     def spin(self, seconds: float, stop: threading.Event, share: float) -> None:
         stop.wait(seconds)
+
+    def can_run(self, kernel: Any) -> bool:
+        """Only a family with a PyTorch reference (a user's kernel is waited out)."""
+        return getattr(kernel, "torch_reference", True)
 
     def batch(self, executor: int) -> ContextManager[None]:
         return nullcontext()
@@ -164,13 +171,16 @@ class CudaKernels:
         return shape
 
     def inputs(self, kernel: Any, shape: dict[str, int]) -> dict[str, Any]:
-        return kernel.make_inputs(shape, seed=0, device="cuda")
+        return kernel.make_inputs(shape, seed=0, dtype=None, device="cuda")
 
     def run(self, kernel: Any, inputs: dict[str, Any], params: dict[str, object], shape: dict[str, int]) -> None:
         kernel.run(inputs, params, shape)
 
     def spin(self, seconds: float, stop: threading.Event, share: float) -> None:
         self.launch_spin(spin_kernel.ctas_for(share, self.sms), seconds)
+
+    def can_run(self, kernel: Any) -> bool:
+        return True
 
     @contextmanager
     def batch(self, executor: int) -> Iterator[None]:
@@ -336,7 +346,7 @@ class KernelRunner:
         name, dims, bucket, seconds = cell
         config = self.configs[name][bucket]
         kernel = kernel_of(config)
-        if kernel is None:
+        if kernel is None or not self.backend.can_run(kernel):
             overhead = 0.0 if self.backend.launches_for_real else self.overhead
             self.backend.spin(seconds * scale + overhead, stop, self.share(name, bucket, dims))
             return
@@ -360,11 +370,13 @@ class KernelRunner:
         self.backend.run(kernel, self._inputs_for(name, kernel, shape), config.param_dict, shape)
 
     def _inputs_for(self, name: str, kernel: Any, shape: dict[str, int]) -> dict[str, Any]:
-        """Inputs for ``shape``: per shape, or (``shares_inputs``) one set per operator
-        made at the largest shape it has met or may meet, remade only if one grows (the
+        """Inputs for ``shape``: per shape (also for a family whose inputs fix their shape),
+        or (``shares_inputs``) one set per operator made at the largest shape it has met
+        or may meet, remade only if one grows (the
         set it replaces kept alive, as another executor's stream may still read it).
         Checked and made under one lock, so two executors never make the same set."""
-        key: object = name if self.backend.shares_inputs else (name, tuple(shape.items()))
+        shared = self.backend.shares_inputs and not getattr(kernel, "inputs_fix_shape", False)
+        key: object = name if shared else (name, tuple(shape.items()))
         held = self._inputs.get(key)
         if held is not None and all(held[0].get(dim, 0) >= value for dim, value in shape.items()):
             return held[1]
@@ -373,7 +385,7 @@ class KernelRunner:
             if held is not None and all(held[0].get(dim, 0) >= value for dim, value in shape.items()):
                 return held[1]
             at = shape
-            if self.backend.shares_inputs:
+            if shared:
                 before = held[0] if held is not None else self.backend.shape(self.largest[name])
                 at = {dim: max(value, before.get(dim, 0)) for dim, value in shape.items()}
                 if held is not None:
@@ -389,9 +401,9 @@ class KernelRunner:
         ran = 0
         for name, configs in self.configs.items():
             for bucket, config in enumerate(configs):
-                kernel = kernel_of(config)
-                if kernel is not None and self.bucket_shapes[name][bucket] is not None:
-                    self._launch(name, kernel, config, self.bucket_shapes[name][bucket])
+                kernel, shape = kernel_of(config), self.bucket_shapes[name][bucket]
+                if kernel is not None and self.backend.can_run(kernel) and shape is not None:
+                    self._launch(name, kernel, config, shape)
                     ran += 1
         self.backend.spin(1e-6, threading.Event(), 1.0)  # the spin compiled too (short: a 32-bit duration)
         self.backend.drain()
