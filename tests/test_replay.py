@@ -209,7 +209,7 @@ def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monk
         "steady": {"arrivals": {"process": "poisson", "rate": 20}, "horizon": "1 s"}}}))
     gemm = load_problem(path, resources=FakeResources())
     ran: list[tuple[dict, dict]] = []
-    monkeypatch.setattr(MatmulFamily, "make_inputs", lambda self, shape, seed, device: {"device": device})
+    monkeypatch.setattr(MatmulFamily, "make_inputs", lambda self, shape, *, seed, dtype, device: {"device": device})
     monkeypatch.setattr(MatmulFamily, "run", lambda self, inputs, params, shape: ran.append((params, dict(shape))))
     cuda = RecordingCuda()
     result = _replayed(gemm, "steady", CudaKernels(1, cuda=cuda, launch_spin=cuda.spin), seconds=1.0)
