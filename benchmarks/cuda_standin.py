@@ -14,7 +14,7 @@ What each call becomes:
   stays free).
 - The replay's spin kernel (:mod:`tuner.replay.spin`, a Triton launch): recorded, its
   arguments checked (it compiles for ``sm_90`` in ``tests/test_replay.py``).
-- The bundled kernel families (:data:`tuner.kernels.FAMILIES`): ``make_inputs`` with
+- The registered kernel families (:mod:`tuner.families`): ``make_inputs`` with
   ``device="cuda"`` makes CPU tensors at 1/:data:`SHAPE_DIVISOR` of each dimension, and
   ``run`` runs the family's PyTorch reference on them. The Triton launch inside ``run`` is
   the one CUDA path not reached here; the families' kernels themselves run under
@@ -211,9 +211,9 @@ def reduced(shape: Any) -> dict[str, Any]:
 
 
 def _install_families(cuda: RecordingCuda) -> None:
-    from tuner.kernels import FAMILIES
+    from tuner.families import family_names, family_spec
 
-    for cls in FAMILIES.values():
+    for cls in (family_spec(name).kernel_class() for name in family_names()):
         make_inputs, reference = cls.make_inputs, cls.reference
 
         def inputs(self: Any, shape: Any, *, device: str = "cpu", _make: Any = make_inputs, **kwargs: Any) -> Any:

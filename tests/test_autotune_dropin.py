@@ -403,7 +403,7 @@ def test_the_signature_is_triton_autotunes_plus_op_table_names():
     assert {"op", "table", "names"} <= set(params)
     with pytest.raises(TypeError, match="prune_configs_by"):
         rt.autotune(configs=[], key=[], prune_configs_by={"topk": 1})
-    with pytest.raises(ValueError, match="bundled family"):
+    with pytest.raises(ValueError, match="registered family"):
         rt.autotune(key=[], names="gemm")
     with pytest.raises(TypeError, match="table must be"):
         rt.autotune(key=[], op="qkv", table=3)

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from tuner.errors import IllegalConfigError
-from tuner.kernels import FAMILIES, KernelError, get_family
+from tuner.families import family_spec
+from tuner.kernels import KernelError, get_family
 from tuner.kernels.fused_moe import FusedMoeFamily, GroupedGemmLaunch, padded_blocks, uniform_counts
 from tuner.profile.devices import get_device
 from tuner.profile.modeled import ModeledProfile
@@ -99,7 +100,7 @@ def test_uniform_counts_and_padded_blocks() -> None:
 
 
 def test_registry_options_and_limits() -> None:
-    assert FAMILIES["fused_moe"] is FusedMoeFamily
+    assert family_spec("fused_moe").kernel_class() is FusedMoeFamily
     family = get_family("fused_moe", experts=16, top_k=4)
     assert (family.experts, family.top_k, family.dtype) == (16, 4, "bf16")
     assert family.bucket_key == ("M",) and family.shape_keys == ("M", "N", "K")
@@ -220,7 +221,7 @@ def test_other_families_read_only_their_shape() -> None:
 
 
 def config_of(name: str) -> dict[str, Any]:
-    return {k: v[0] for k, v in FAMILIES[name].space.items()}
+    return {k: v[0] for k, v in family_spec(name).kernel_class().space.items()}
 
 
 def test_illegal_config_is_refused_by_the_profile() -> None:

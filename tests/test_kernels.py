@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 
 from tuner import kernels
+from tuner.families import family_names, family_spec
+from tuner.families.rmsnorm.kernel import RmsNormFamily
 from tuner.kernels import (
-    FAMILIES,
     DecodeAttentionFamily,
     KernelError,
     MatmulFamily,
-    RmsNormFamily,
     all_configs,
     get_family,
 )
@@ -211,7 +211,7 @@ def test_every_case_matches_the_reference_under_the_interpreter(family: str) -> 
 
 @pytest.mark.parametrize("family", sorted(CASES))
 def test_cases_cover_every_value_of_every_parameter(family: str) -> None:
-    space = FAMILIES[family].space
+    space = family_spec(family).kernel_class().space
     seen = {name: set() for name in space}
     for _, _, overrides, _ in CASES[family]:
         for name, value in {**defaults(space), **overrides}.items():
@@ -231,7 +231,7 @@ def test_cases_cover_every_epilogue_fused_and_unfused_and_both_residual_modes() 
 @pytest.mark.parametrize("family", sorted(COMPILE_CASES))
 def test_planned_launches_compile_for_sm90_and_sm80(family: str) -> None:
     results = _child("compile", family)
-    expected = sum(len(get_family(family, **o).plan({**defaults(FAMILIES[family].space), **c}, s, 132).launches)
+    expected = sum(len(get_family(family, **o).plan({**defaults(family_spec(family).kernel_class().space), **c}, s, 132).launches)
                    for o, s, c in COMPILE_CASES[family]) * len(ARCHS)
     assert len(results) == expected
     by = {(json.dumps(r["config"], sort_keys=True), r["launch"], r["arch"]): r for r in results}
@@ -417,11 +417,12 @@ def test_every_legal_plan_names_each_argument_once(family) -> None:
 
 
 def test_registry_and_public_api() -> None:
-    assert set(FAMILIES) == {"matmul", "decode_attention", "rmsnorm", "comm", "fused_moe"}
+    assert set(family_names()) == {"matmul", "decode_attention", "rmsnorm", "comm", "fused_moe"}
+    assert family_spec("rmsnorm").kernel_class() is RmsNormFamily
     assert get_family("matmul", epilogue="gated_silu").epilogue == "gated_silu"
     assert set(kernels.__all__) == {
-        "FAMILIES", "CommFamily", "DecodeAttentionFamily", "FusedMoeFamily", "KernelError", "KernelFamily", "KernelLaunch", "LaunchPlan",
-        "MatmulFamily", "RmsNormFamily", "all_configs", "ast_source", "get_family",
+        "CommFamily", "DecodeAttentionFamily", "FusedMoeFamily", "KernelError", "KernelFamily", "KernelLaunch", "LaunchPlan",
+        "MatmulFamily", "all_configs", "ast_source", "get_family",
     }
     with pytest.raises(KernelError, match="unknown kernel family 'conv'"):
         get_family("conv")

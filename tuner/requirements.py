@@ -11,30 +11,9 @@ This module imports only the standard library (no torch, Triton, NumPy or Optuna
 serving process imports it through :mod:`tuner.runtime`. It sits outside
 :mod:`tuner.kernels`, whose package import loads Triton.
 
-The formulas, per built-in family (``e`` the element size of the family's ``dtype``, 2
-for bf16/fp16; workspace is global memory a config needs beyond its inputs and outputs):
-
-* ``matmul`` (``NW`` = N, or 2N for the ``gated_silu`` epilogue): split-K partials
-  ``4·SPLIT_K·M·NW`` bytes (fp32) when ``SPLIT_K > 1``; the unfused intermediate
-  ``e·M·NW`` when ``FUSE_EPILOGUE`` is False. Launches: the GEMM (``matmul``, or
-  ``matmul_partial`` when split), ``splitk_reduce`` when split, ``epilogue`` when unfused;
-  the GEMM's grid is ``cdiv(M, BLOCK_M)·cdiv(N, BLOCK_N)·SPLIT_K`` work items, or
-  ``min(sized SMs × CTAs per SM, items)`` when ``PERSISTENT``; the elementwise launches
-  ``cdiv(M·N, 1024)``.
-* ``decode_attention``: split-KV partials ``4·B·H·S·(D+2)`` bytes with S the splits that
-  run (:func:`decode_splits`) when ``S > 1``; the ``materialize`` variant's score matrix
-  ``4·B·H·L``. Launches: ``decode_split`` (grid ``B·KV·S``) and ``decode_reduce``
-  (``B·H``) when split; ``decode_scores`` (``B·KV·cdiv(L, BLOCK_N)``) and
-  ``decode_softmax_pv`` (``B·KV``) when materialized.
-* ``fused_moe`` (``P = M·top_k`` pairs): the intermediate ``e·P·N``, the down output
-  ``e·P·K`` when ``top_k > 1``, and the align step's int32 arrays at vLLM's bound
-  ``R = P + E·(BLOCK_SIZE_M - 1)`` rows: ``4·R`` and ``4·cdiv(R, BLOCK_SIZE_M)``.
-  Launches: ``fused_moe_gate_up`` and ``fused_moe_down`` (grids ``blocks·cdiv(N_out,
-  BLOCK_SIZE_N)``, blocks from the routing: even when not given), ``moe_sum`` when
-  ``top_k > 1``.
-* ``rmsnorm``: no workspace (h is an output). Launches: ``add`` (``cdiv(M·N, BLOCK_N)``)
-  when the residual is not fused, ``rmsnorm`` (``M``).
-* ``comm``: no workspace; one NCCL launch of ``CHANNELS`` CTAs, each holding an SM.
+The formulas are each family's own, in its spec (:mod:`tuner.families`: the bundled
+families' module docstrings write them out); this module asks the registry for the spec
+by the family's name, so a family registered by a user is judged like a bundled one.
 """
 
 from __future__ import annotations
@@ -44,182 +23,58 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "LaunchNeeds", "Requirements", "RequirementsError", "decode_splits", "flash_splits", "margin_problem",
-    "matmul_items", "requirements", "sized_sms", "uniform_counts", "workspace_buffers",
-]
+from .errors import KernelError
+from .families import family_spec
+from .families.formulas import (
+    ELEMENT_BYTES,
+    EW_BLOCK,
+    MAX_AUTO_SPLITS,
+    WorkBuffer,
+    decode_splits,
+    flash_splits,
+    margin_problem,
+    matmul_items,
+    sized_sms,
+    uniform_counts,
+)
 
-#: Element sizes of the dtype names the families use (their buffers' and options').
-ELEMENT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "i32": 4, "fp8": 1}
-#: The most splits decode attention's ``NUM_SPLITS="auto"`` picks (FlashAttention-2's cap).
-MAX_AUTO_SPLITS = 128
-#: The flat block of the families' untuned elementwise launches (split-K reduce, epilogue, moe_sum).
-EW_BLOCK = 1024
+__all__ = [
+    "ELEMENT_BYTES", "EW_BLOCK", "MAX_AUTO_SPLITS", "LaunchNeeds", "Requirements", "RequirementsError",
+    "WorkBuffer", "decode_splits", "flash_splits", "margin_problem", "matmul_items", "requirements", "sized_sms",
+    "uniform_counts", "workspace_buffers",
+]
 
 
 class RequirementsError(ValueError):
     """A family, config or shape the requirements cannot be computed for (one line)."""
 
 
-# --- the SMs a config is sized to --------------------------------------------------------
+def _judged(family: str) -> Any:
+    """The spec of ``family`` when it has requirement rules.
 
-def sized_sms(config: Mapping[str, Any], sms: int) -> int:
-    """The SMs a config sizes its persistent grid and split counts to: the ``sms`` it is
-    told, less its ``SM_MARGIN`` (the SMs it leaves to another stream, as PyTorch's
-    sm_carveout, FlashAttention-3's sm_margin, DeepGEMM's num_sms and cuBLASLt's
-    SM_COUNT_TARGET do), at least one. The one rule of the margin, for the model and
-    for the real launch alike."""
-    return max(1, sms - int(config.get("SM_MARGIN", 0)))
-
-
-def margin_problem(config: Mapping[str, Any], sms: int) -> str | None:
-    """Why a config's margin cannot run on ``sms`` SMs (it would leave none), or None."""
-    margin = int(config.get("SM_MARGIN", 0))
-    if margin >= sms:
-        return f"SM_MARGIN={margin} leaves no SM of the {sms} it is told"
-    return None
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-# --- the formulas the families' plans share ----------------------------------------------
-
-def matmul_items(config: Mapping[str, Any], shape: Mapping[str, int]) -> int:
-    """A matmul config's work items: (K slice, output tile) pairs, one CTA each unless persistent."""
-    return _cdiv(shape["M"], config["BLOCK_M"]) * _cdiv(shape["N"], config["BLOCK_N"]) * config["SPLIT_K"]
-
-
-def flash_splits(ctas: int, num_sms: int, tiles: int, most: int = MAX_AUTO_SPLITS) -> int:
-    """FlashAttention-2's split-KV count for ``ctas`` CTAs without splits, ``tiles``
-    context tiles and ``num_sms`` SMs (two CTA slots each, as FlashAttention-2 counts).
-
-    One split when the CTAs already fill 80 % of the slots; otherwise the wave
-    efficiency of n splits is ``w / ceil(w)`` with ``w = ctas · n / slots``, counts that
-    leave the tiles per split unchanged are skipped, and the fewest splits within 85 %
-    of the best efficiency win.
+    Raises:
+        RequirementsError: an unknown family, or one whose spec has no rules.
     """
-    slots = 2 * num_sms
-    if ctas >= 0.8 * slots:
-        return 1
-    most = min(most, slots, tiles)
-    efficiency = {}
-    for n in range(1, most + 1):
-        if n == 1 or _cdiv(tiles, n) != _cdiv(tiles, n - 1):
-            waves = ctas * n / slots
-            efficiency[n] = waves / math.ceil(waves)
-    best = max(efficiency.values())
-    return next(n for n, e in efficiency.items() if e >= 0.85 * best)
-
-
-def decode_splits(config: Mapping[str, Any], shape: Mapping[str, int], num_sms: int) -> int:
-    """Decode attention's splits that run: at most one per context tile, kept a power of
-    two (the reduce kernel's arange over splits needs one); ``auto`` sized to ``num_sms``
-    (the sized SMs, margin already taken off)."""
-    tiles = _cdiv(shape["L"], config["BLOCK_N"])
-    asked = config["NUM_SPLITS"]
-    if asked == "auto":
-        chosen = flash_splits(shape["B"] * shape["KV"], num_sms, tiles)
-        asked = 1 << (chosen.bit_length() - 1)
-    return min(asked, 1 << (tiles.bit_length() - 1))
-
-
-def uniform_counts(tokens: int, experts: int, top_k: int) -> tuple[int, ...]:
-    """``tokens · top_k`` (token, slot) pairs spread as evenly as possible over
-    ``experts``: the first ``rem`` experts one more than the rest."""
-    base, rem = divmod(tokens * top_k, experts)
-    return (base + 1,) * rem + (base,) * (experts - rem)
-
-
-#: A workspace buffer: ``(name, elements, dtype name)``.
-WorkBuffer = tuple[str, int, str]
+    try:
+        spec = family_spec(family)
+    except KernelError:
+        spec = None
+    if spec is None or not spec.judges_requirements:
+        raise RequirementsError(f"no requirements are known for kernel family {family!r}")
+    return spec
 
 
 def workspace_buffers(family: str, options: Mapping[str, Any], config: Mapping[str, Any],
                       shape: Mapping[str, int], num_sms: int) -> tuple[WorkBuffer, ...]:
-    """The global workspace buffers of a config at a shape (see the module docstring):
-    the families' ``plan`` sums them and their ``run`` allocates them, so what is
-    reserved is what runs. ``num_sms``: the sized SMs (margin taken off).
+    """The global workspace buffers of a config at a shape, by the family's spec: the
+    families' ``plan`` sums them and their ``run`` allocates them, so what is reserved is
+    what runs. ``num_sms``: the sized SMs (margin taken off).
 
     Raises:
-        RequirementsError: an unknown family.
+        RequirementsError: an unknown family, or one whose spec has no workspace rule.
         KeyError: a shape dimension or parameter the family needs is missing.
     """
-    dtype = options.get("dtype", "bf16")
-    if family == "matmul":
-        M, N = shape["M"], shape["N"]
-        nw = 2 * N if options.get("epilogue") == "gated_silu" else N
-        out: list[WorkBuffer] = []
-        if config["SPLIT_K"] > 1:
-            out.append(("partials", config["SPLIT_K"] * M * nw, "fp32"))
-        if not config["FUSE_EPILOGUE"]:
-            out.append(("mid", M * nw, dtype))
-        return tuple(out)
-    if family == "decode_attention":
-        B, H, D = shape["B"], shape["H"], shape["D"]
-        if config["VARIANT"] == "materialize":
-            return (("scores", B * H * shape["L"], "fp32"),)
-        splits = decode_splits(config, shape, num_sms)
-        return (("partials", B * H * splits * (D + 2), "fp32"),) if splits > 1 else ()
-    if family == "fused_moe":
-        top_k, experts, bm = int(options.get("top_k", 2)), int(options.get("experts", 8)), config["BLOCK_SIZE_M"]
-        pairs = shape["M"] * top_k
-        bound = pairs + experts * (bm - 1)
-        out = [("cache1", pairs * shape["N"], dtype)]
-        if top_k > 1:
-            out.append(("cache3", pairs * shape["K"], dtype))
-        out += [("sorted_token_ids", bound, "i32"), ("expert_ids", _cdiv(bound, bm), "i32")]
-        return tuple(out)
-    if family in ("rmsnorm", "comm"):
-        return ()
-    raise RequirementsError(f"no requirements are known for kernel family {family!r}")
-
-
-def _launches(family: str, options: Mapping[str, Any], config: Mapping[str, Any], shape: Mapping[str, int],
-              num_sms: int, ctas_per_sm: int | None, expert_counts: Sequence[int] | None
-              ) -> tuple[tuple[str, int | None, bool], ...]:
-    """``(name, grid, persistent)`` per launch, in order; a persistent grid is None when
-    the compiled occupancy (``ctas_per_sm``) is unknown."""
-    if family == "matmul":
-        M, N = shape["M"], shape["N"]
-        split, fused = config["SPLIT_K"], config["FUSE_EPILOGUE"]
-        items = matmul_items(config, shape)
-        persistent = bool(config["PERSISTENT"])
-        grid: int | None = items
-        if persistent:
-            grid = None if ctas_per_sm is None else min(num_sms * ctas_per_sm, items)
-        out = [("matmul" if split == 1 else "matmul_partial", grid, persistent)]
-        if split > 1:
-            out.append(("splitk_reduce", _cdiv(M * N, EW_BLOCK), False))
-        if not fused:
-            out.append(("epilogue", _cdiv(M * N, EW_BLOCK), False))
-        return tuple(out)
-    if family == "decode_attention":
-        B, H, KV = shape["B"], shape["H"], shape["KV"]
-        if config["VARIANT"] == "materialize":
-            return (("decode_scores", B * KV * _cdiv(shape["L"], config["BLOCK_N"]), False),
-                    ("decode_softmax_pv", B * KV, False))
-        splits = decode_splits(config, shape, num_sms)
-        split = (("decode_split", B * KV * splits, False),)
-        return split + ((("decode_reduce", B * H, False),) if splits > 1 else ())
-    if family == "fused_moe":
-        top_k, experts, bm = int(options.get("top_k", 2)), int(options.get("experts", 8)), config["BLOCK_SIZE_M"]
-        counts = expert_counts if expert_counts is not None else uniform_counts(shape["M"], experts, top_k)
-        blocks = sum(_cdiv(int(c), bm) for c in counts)
-        bn = config["BLOCK_SIZE_N"]
-        out = [("fused_moe_gate_up", blocks * _cdiv(shape["N"], bn), False),
-               ("fused_moe_down", blocks * _cdiv(shape["K"], bn), False)]
-        if top_k > 1:
-            out.append(("moe_sum", _cdiv(shape["M"] * shape["K"], EW_BLOCK), False))
-        return tuple(out)
-    if family == "rmsnorm":
-        M, N = shape["M"], shape["N"]
-        add = options.get("residual", True) and not config["FUSE_RESIDUAL"]
-        return ((("add", _cdiv(M * N, config["BLOCK_N"]), False),) if add else ()) + (("rmsnorm", M, False),)
-    if family == "comm":
-        return ((str(options.get("collective", "all_reduce")), int(config["CHANNELS"]), True),)
-    raise RequirementsError(f"no requirements are known for kernel family {family!r}")
+    return _judged(family).workspace(options, config, shape, num_sms)
 
 
 # --- the value -----------------------------------------------------------------------------
@@ -333,7 +188,7 @@ def requirements(family: str, config: Mapping[str, Any], shape: Mapping[str, Any
         if ctas_per_sm is None:
             found = [r.get("ctas_per_sm") for r in resources.values() if isinstance(r, Mapping)]
             ctas_per_sm = min((c for c in found if isinstance(c, int) and c > 0), default=None)
-        planned = _launches(family, options, config, dims, sized, ctas_per_sm, expert_counts)
+        planned = _judged(family).launches(options, config, dims, sized, ctas_per_sm, expert_counts)
     except RequirementsError:
         raise
     except KeyError as exc:

@@ -92,13 +92,13 @@ def profile(problem: Path | None, device: str | None, storage: str, workers: int
 
 def _one(family_name: str, options: tuple[str, ...], shape_text: tuple[str, ...], config_text: tuple[str, ...],
          best: bool, device_name: str | None, cache: object, as_json: bool) -> None:
-    from ..kernels import FAMILIES, get_family
+    from ..families import family_names, get_family
     from ..problem.model import same_value
     from ..profile.devices import PRESETS
     from ..collect.fill import profile_one
 
-    if family_name not in FAMILIES:
-        raise TunerError(f"--family {family_name!r}: unknown kernel family (built-in: {', '.join(sorted(FAMILIES))}); "
+    if family_name not in family_names():
+        raise TunerError(f"--family {family_name!r}: unknown kernel family (registered: {', '.join(family_names())}); "
                          "a family of a problem file, your own kernel's included: tuner profile PROBLEM --family NAME")
     family = get_family(family_name, **_pairs(options, "--option"))
     shape = _pairs(shape_text, "--shape")

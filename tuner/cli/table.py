@@ -17,6 +17,7 @@ import click
 
 from ..problem.knobs import settings_text
 from ..errors import TunerError, shown_value
+from ..families import FamilySpec, family_names, family_spec
 from ..stats import delta_text, ratio_text
 from ..store.engine_args import DIALECTS
 from ..store.row import bucket_label
@@ -254,8 +255,9 @@ def moe_operators(problem_file: Path | None, problem: str, rows: Sequence[TableR
     moe = {}
     for op in spec.service.operators:
         family = spec.families.get(op.family)
-        if family is not None and family.kernel == "fused_moe":
-            moe[op.name] = _with_defaults(family.options, f"{problem_file}: families.{op.family}.options")
+        kind = _registered(family.kernel) if family is not None else None
+        if kind is not None and kind.vllm_layout == "fused_moe":
+            moe[op.name] = _with_defaults(kind, family.options, f"{problem_file}: families.{op.family}.options")
     notes = []
     if moe and hashlib.sha256(raw).hexdigest() not in {row.problem_hash for row in rows}:
         notes.append(f"{problem_file} is not the file the table was tuned from (another hash); fused_moe "
@@ -263,17 +265,22 @@ def moe_operators(problem_file: Path | None, problem: str, rows: Sequence[TableR
     return moe, notes
 
 
-def _with_defaults(options: dict[str, Any], key: str) -> dict[str, Any]:
-    """A fused_moe family's options with what its constructor defaults (``experts``,
-    ``dtype``) filled in, as the tune that wrote the table built it."""
-    from ..kernels import get_family  # imports Triton: only when the problem has a fused_moe family
+def _registered(kernel: str | None) -> FamilySpec | None:
+    """The registered family a problem file's ``kernel:`` names (None: a user's
+    ``module:function`` kernel, or a declared profile)."""
+    return family_spec(kernel) if kernel is not None and kernel in family_names() else None
 
+
+def _with_defaults(spec: FamilySpec, options: dict[str, Any], key: str) -> dict[str, Any]:
+    """A family's options with what its kernel's constructor defaults filled in (the
+    spec's ``export_options``: a fused MoE file's ``experts``, ``top_k``, ``dtype``), as
+    the tune that wrote the table built it. Builds the kernel (imports Triton): only for
+    a family whose export needs them."""
     try:
-        family = get_family("fused_moe", **options)
+        family = spec.build(**options)
     except TunerError as exc:
         raise TunerError(f"{key}: {exc}") from None
-    return {**options, **{name: getattr(family, name) for name in ("experts", "top_k", "dtype")
-                          if hasattr(family, name)}}
+    return {**options, **{name: getattr(family, name) for name in spec.export_options if hasattr(family, name)}}
 
 
 @table.command()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import IllegalConfigError, TunerError
+from ..families import family_spec
 from ..kernels.family import KernelFamily, KernelLaunch, all_configs
 from ..problem.model import Problem
 from ..problem.probe import probe_points
@@ -24,12 +25,15 @@ from ..profile.cache import CompileCache
 from ..profile.devices import DevicePreset
 from ..profile.modeled import LazyCompileCache, ModeledProfile
 
-#: The configs ``--best`` searches when no narrower space is given: the tile sizes,
-#: warps, stages and splits a Triton autotune list typically holds.
-AUTOTUNE_SPACES: dict[str, dict[str, tuple[Any, ...]]] = {
-    "matmul": {"BLOCK_M": (16, 32, 64, 128), "BLOCK_N": (64, 128, 256), "BLOCK_K": (32, 64),
-               "num_warps": (4, 8), "num_stages": (3, 4), "SPLIT_K": (1, 4)},
-}
+def _autotune_space(family: KernelFamily) -> Mapping[str, tuple[Any, ...]]:
+    """The configs ``--best`` searches when no narrower space is given: the family spec's
+    ``autotune_space`` (for ``matmul`` the tile sizes, warps, stages and splits a Triton
+    autotune list typically holds), else the family's whole space."""
+    try:
+        spec = family_spec(family.name)
+    except TunerError:  # a user's kernel (module:function) is not registered by name
+        return family.space
+    return spec.autotune_space if spec.autotune_space is not None else family.space
 
 
 @dataclass
@@ -186,7 +190,7 @@ def profile_one(family: KernelFamily, shape: Mapping[str, int], device: DevicePr
     defaults = {name: values[0] for name, values in family.space.items()}
     if best:
         candidates = [c for c in all_configs({**{k: (v,) for k, v in defaults.items()},
-                                              **(space or AUTOTUNE_SPACES.get(family.name, family.space))})
+                                              **(space or _autotune_space(family))})
                       if family.illegal(c, shape) is None]
         if not candidates:
             raise IllegalConfigError(f"no config of {family.name} can run {dict(shape)}")

@@ -67,7 +67,7 @@ def kernel_families(
     configs are its narrowed space's product; a user kernel's are its own list (those
     inside ``space`` when the file narrows it). ``factors``: the efficiency factors the
     Triton profiles price with (:func:`factor_set`)."""
-    from ..kernels import FAMILIES, get_family
+    from ..families import family_names, get_family
     from ..kernels.family import all_configs
     from ..profile.collective import priced_profile
     from ..profile.measured import MeasuredStore, MeasuredStores
@@ -92,9 +92,9 @@ def kernel_families(
             if not points:
                 raise Invalid(f"{key}.space", "no config of the kernel's list is inside this space")
         else:
-            if fam.kernel not in FAMILIES:
+            if fam.kernel not in family_names():
                 raise Invalid(f"{key}.kernel", f"unknown kernel family {s.show(fam.kernel)} "
-                                               f"(built-in: {', '.join(sorted(FAMILIES))}; a kernel of yours: module:function)")
+                                               f"(registered: {', '.join(family_names())}; a kernel of yours: module:function)")
             try:
                 family = get_family(fam.kernel, **fam.options)
             except TunerError as exc:

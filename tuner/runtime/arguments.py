@@ -55,7 +55,7 @@ def check_autotune(*, op: Any, configs: Any, names: Any, known_names: Mapping[st
 
     Raises:
         TypeError: ``op`` not a string, ``configs`` not a list of ``triton.Config``,
-            ``names`` neither a mapping of strings nor a bundled family's name,
+            ``names`` neither a mapping of strings nor a registered family's name,
             ``prune_configs_by`` not a mapping or with an unknown field, a list argument
             (``reset_to_zero``, ``restore_value``) not a list of names, a hook not callable.
         ValueError: an empty ``op``, a family ``names`` does not know.
@@ -73,7 +73,7 @@ def check_autotune(*, op: Any, configs: Any, names: Any, known_names: Mapping[st
                                 f"{describe(config)}")
     if isinstance(names, str):
         if names not in known_names:
-            raise ValueError(f"autotune: names={names!r} is not a bundled family "
+            raise ValueError(f"autotune: names={names!r} is not a registered family with runtime names "
                              f"(known: {', '.join(known_names)}); pass a mapping {{table name: kernel name}}")
     elif names is not None:
         if not isinstance(names, Mapping):

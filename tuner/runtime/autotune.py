@@ -41,6 +41,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..families import family_names, family_spec
 from ..triton_objects import is_autotuner, is_launchable, python_function
 from .arguments import check_autotune
 from .dispatcher import Dispatcher, _why
@@ -59,14 +60,13 @@ PLANNING = frozenset({"PERSISTENT", "SM_MARGIN", "FUSE_EPILOGUE", "FUSE_RESIDUAL
 #: does not declare one can only take its neutral value (the tuned goodput assumed it).
 SEMANTIC: Mapping[str, Any] = MappingProxyType({"SPLIT_K": 1, "NUM_SPLITS": 1})
 
-#: The bundled families' table names → the names of Triton's tutorial kernels
-#: (``names="matmul"`` for ``python/tutorials/03-matrix-multiplication.py``).
-NAMES: Mapping[str, Mapping[str, str]] = MappingProxyType({
-    "matmul": MappingProxyType({"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K",
-                                "GROUP_M": "GROUP_SIZE_M"}),
-    "decode_attention": MappingProxyType({}),
-    "rmsnorm": MappingProxyType({"BLOCK_N": "BLOCK_SIZE"}),
-})
+def known_names() -> dict[str, Mapping[str, str]]:
+    """Family name → its table names → the Triton kernel's a server already has, for
+    every registered family that offers them (its spec's ``runtime_names``: for
+    ``matmul``, Triton's tutorial ``python/tutorials/03-matrix-multiplication.py``)."""
+    specs = (family_spec(name) for name in family_names())
+    return {spec.name: spec.runtime_names for spec in specs if spec.runtime_names is not None}
+
 
 logger = logging.getLogger("tuner.runtime")
 
@@ -495,10 +495,11 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] | Mapping[
     """
     if configs is not None and not isinstance(configs, (str, bytes, Mapping)) and hasattr(configs, "__iter__"):
         configs = list(configs)  # once: a generator would be spent by the checks below
-    check_autotune(op=op, configs=configs, names=names, known_names=NAMES, prune_configs_by=prune_configs_by,
+    known = known_names()
+    check_autotune(op=op, configs=configs, names=names, known_names=known, prune_configs_by=prune_configs_by,
                    lists={"reset_to_zero": reset_to_zero, "restore_value": restore_value},
                    hooks={"pre_hook": pre_hook, "post_hook": post_hook, "do_bench": do_bench})
-    mapping = NAMES[names] if isinstance(names, str) else names
+    mapping = known[names] if isinstance(names, str) else names
     if table is None or isinstance(table, Dispatcher):
         dispatcher = table
     elif not isinstance(table, (str, os.PathLike)):

@@ -1,4 +1,4 @@
-"""The ``rmsnorm`` family: y = x / sqrt(mean(x²) + eps) · w over rows of length N, with an
+"""The ``rmsnorm`` family's kernel: y = x / sqrt(mean(x²) + eps) · w over rows of length N, with an
 optional residual added first (h = x + r becomes the new residual and is normalised).
 
 Shapes: M rows, N hidden. Layouts, contiguous: x and r [M, N], w [N]; outputs y and h
@@ -26,7 +26,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from ._common import (
+from ...kernels._common import (
     DTYPES,
     INT32_MAX,
     Buffer,
@@ -40,9 +40,9 @@ from ._common import (
     shape_problem,
     torch_dtype,
 )
-from ..errors import KernelError
-from ..requirements import workspace_buffers
-from .family import ConfigParams, LaunchPlan, Shape
+from ...errors import KernelError
+from ...kernels.family import ConfigParams, LaunchPlan, Shape
+from . import workspace as rmsnorm_workspace
 
 SPACE: dict[str, tuple[Any, ...]] = {
     "FUSE_RESIDUAL": (True, False),
@@ -148,8 +148,8 @@ class RmsNormFamily:
         return None
 
     def plan(self, config: ConfigParams, shape: Shape, persistent_ctas: int) -> LaunchPlan:
-        """The launches; no workspace (h is an output), as ``tuner.requirements`` says."""
-        workspace = sum(n for _, n, _ in workspace_buffers(self.name, {}, config, shape, persistent_ctas))
+        """The launches; no workspace (h is an output), as the family's spec says."""
+        workspace = sum(n for _, n, _ in rmsnorm_workspace({}, config, shape, persistent_ctas))
         return LaunchPlan(tuple(s.launch for s in self._steps(config, shape, self.dtype)), float(workspace))
 
     def _buffers(self, shape: Shape, dtype: str) -> dict[str, Buffer]:
