@@ -421,7 +421,7 @@ def test_registry_and_public_api() -> None:
     assert family_spec("rmsnorm").kernel_class() is RmsNormFamily
     assert get_family("matmul", epilogue="gated_silu").epilogue == "gated_silu"
     assert set(kernels.__all__) == {
-        "CommFamily", "DecodeAttentionFamily", "FusedMoeFamily", "KernelError", "KernelFamily", "KernelLaunch", "LaunchPlan",
+        "Buffer", "Step", "allocate", "make_launch", "run_steps", "CommFamily", "DecodeAttentionFamily", "FusedMoeFamily", "KernelError", "KernelFamily", "KernelLaunch", "LaunchPlan",
         "MatmulFamily", "all_configs", "ast_source", "get_family",
     }
     with pytest.raises(KernelError, match="unknown kernel family 'conv'"):

@@ -76,7 +76,8 @@ def family_spec(name: str) -> FamilySpec:
 
 
 def family_names() -> tuple[str, ...]:
-    """The registered families' names, sorted."""
+    """The registered families' names, sorted (entry-point families included)."""
+    _read_entry_points()
     return tuple(sorted(_SPECS))
 
 

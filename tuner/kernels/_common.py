@@ -129,8 +129,11 @@ def make_launch(
     flops: float,
     dram_bytes: float,
     bindings: Mapping[str, str | int | float],
+    cost: str | None = None,
 ) -> Step:
     """A :class:`Step` whose signature follows ``fn``'s argument order.
+
+    ``cost`` says how the analytic model prices the launch (``KernelLaunch.cost``).
 
     ``args`` gives the type string of each runtime argument, ``constexprs`` the value of
     each ``tl.constexpr`` one; together they must name every argument of ``fn`` once.
@@ -156,6 +159,7 @@ def make_launch(
         flops=float(flops),
         dram_bytes=float(dram_bytes),
         divisible_by_16=divisible,
+        cost=cost,
     )
     return Step(launch, grid_dims, tuple([(arg, bindings[arg]) for arg in runtime]))
 

@@ -292,7 +292,7 @@ class DecodeAttentionFamily:
                     num_warps=warps, num_stages=stages, grid_dims=(B * KV, cdiv(L, block_n)),
                     persistent=False, flops=qk_flops + B * H * L,
                     dram_bytes=q_bytes + kv_bytes / 2 + s_bytes,
-                    bindings={**tensors, "s_ptr": "scores", "sm_scale": scale},
+                    bindings={**tensors, "s_ptr": "scores", "sm_scale": scale}, cost="attention",
                 ),
                 make_launch(
                     "decode_softmax_pv", _decode_softmax_pv_kernel,
@@ -301,7 +301,7 @@ class DecodeAttentionFamily:
                     num_warps=warps, num_stages=stages, grid_dims=(B * KV,),
                     persistent=False, flops=qk_flops + softmax_flops,
                     dram_bytes=s_bytes + kv_bytes / 2 + out_bytes,
-                    bindings={**tensors, "s_ptr": "scores"},
+                    bindings={**tensors, "s_ptr": "scores"}, cost="attention",
                 ),
             ]
 
@@ -314,6 +314,7 @@ class DecodeAttentionFamily:
             persistent=False, flops=2 * qk_flops + softmax_flops,
             dram_bytes=q_bytes + kv_bytes + (ws_bytes if splits > 1 else out_bytes),
             bindings={**tensors, "ws_ptr": "partials" if splits > 1 else "out", "qk_scale": scale * LOG2E},
+            cost="attention",
         )]
         if splits > 1:
             steps.append(make_launch(
@@ -323,7 +324,7 @@ class DecodeAttentionFamily:
                 num_warps=REDUCE_WARPS, num_stages=REDUCE_STAGES, grid_dims=(B * H,),
                 persistent=False, flops=3 * B * H * splits * D,
                 dram_bytes=ws_bytes + out_bytes,
-                bindings={"ws_ptr": "partials", "out_ptr": "out"},
+                bindings={"ws_ptr": "partials", "out_ptr": "out"}, cost="memory",
             ))
         return steps
 

@@ -44,6 +44,9 @@ class KernelLaunch:
         model_constexprs: the constexprs the analytic model reads, where the kernel's
             own names are not the model's vocabulary (a user kernel's ``BLOCK_SIZE_M`` is
             the model's ``BLOCK_M``); None: ``constexprs``. Not part of the compile key.
+        cost: how the analytic model prices it, one of ``tuner.profile.model.COST_PATHS``
+            (``gemm``, ``grouped_gemm``, ``attention``, ``memory``); None: inferred from
+            its constexprs' names, for a family that does not say. Not part of the compile key.
     """
 
     name: str
@@ -58,6 +61,7 @@ class KernelLaunch:
     dram_bytes: float
     divisible_by_16: tuple[str, ...] = ()
     model_constexprs: tuple[tuple[str, Any], ...] | None = None
+    cost: str | None = None
 
     @property
     def modeled_constexprs(self) -> dict[str, Any]:

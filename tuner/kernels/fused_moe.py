@@ -357,6 +357,7 @@ class FusedMoeFamily:
                 bindings={"a_ptr": a, "b_ptr": b, "c_ptr": c, "topk_weights_ptr": "topk_weights",
                           "sorted_token_ids_ptr": "sorted_token_ids", "expert_ids_ptr": "expert_ids",
                           "N": n_out, "K": k_red, "EM": em, "num_valid_tokens": pairs},
+                cost="grouped_gemm",
             )
             fields = {f.name: getattr(step.launch, f.name) for f in dataclasses.fields(KernelLaunch)}
             launch = GroupedGemmLaunch(**fields, expert_blocks=expert_blocks, rows=pairs, gemm_n=n_out,
@@ -378,7 +379,7 @@ class FusedMoeFamily:
                 {"top_k": top_k, "BLOCK": SUM_BLOCK},
                 num_warps=SUM_WARPS, num_stages=SUM_STAGES, grid_dims=(cdiv(M * K, SUM_BLOCK),), persistent=False,
                 flops=(top_k - 1) * M * K, dram_bytes=e * (pairs * K + M * K),
-                bindings={"src_ptr": "cache3", "out_ptr": "out", "M": M, "K": K},
+                bindings={"src_ptr": "cache3", "out_ptr": "out", "M": M, "K": K}, cost="memory",
             ))
         return steps
 

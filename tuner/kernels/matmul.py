@@ -307,6 +307,7 @@ class MatmulFamily:
             flops=2 * M * nw * K + (epi_flops if gemm_writes_final else 0),
             dram_bytes=e * (M * K + K * nw) + out_bytes + (bias_bytes if gemm_writes_final else 0),
             bindings={"a_ptr": "a", "b_ptr": "b", "c_ptr": gemm_out, "bias_ptr": bias, "M": M, "N": N, "K": K},
+            cost="gemm",
         )]
 
         def elementwise(name: str, src: str, dst: str, splits: int, apply: bool) -> Step:
@@ -322,7 +323,7 @@ class MatmulFamily:
                 persistent=False,
                 flops=(splits - 1) * M * nw + (epi_flops if apply else 0),
                 dram_bytes=src_bytes + dst_bytes + (bias_bytes if apply else 0),
-                bindings={"src_ptr": src, "bias_ptr": bias, "dst_ptr": dst, "M": M, "N": N},
+                bindings={"src_ptr": src, "bias_ptr": bias, "dst_ptr": dst, "M": M, "N": N}, cost="memory",
             )
 
         if split > 1:

@@ -200,6 +200,7 @@ class UserKernelFamily:
             grid_dims=grid_dims, persistent=False, flops=flops, dram_bytes=dram,
             bindings={name: value if isinstance(value, int) else name for name, value in call.values.items()
                       if name in call.types},
+            cost="gemm" if isinstance(self._cost, GemmCost) else "memory",
         )
         launch = step.launch.modeled_as(modeled)
         workspace = _amount(f"the workspace of {self.name}", self._workspace, dims)

@@ -15,7 +15,10 @@ The model is a roofline evaluated per *wave* of resident CTAs, not per kernel, s
 * the **tail wave** is timed on its own (fewer CTAs share the DRAM bandwidth), and the
   simulator sees it holding only its share of the SM slots.
 
-Two paths: a GEMM launch (``BLOCK_M``/``BLOCK_N``/``BLOCK_K`` among its constexprs; its
+A launch says how it is priced (``KernelLaunch.cost``, set by its family; inferred from
+its constexprs' names only for a family that does not say: :func:`cost_kind`), and
+:data:`COST_PATHS` holds one path per kind. A GEMM launch (``BLOCK_M``/``BLOCK_N``/``BLOCK_K``
+among its constexprs as the model reads them; its
 ``M``/``N``/``K`` from its constexprs or the ``shape`` argument) is timed tile by tile,
 with the padded MMA work of partial tiles and the L2 reuse of its swizzled tile order;
 every other launch (a split-K reduction, an unfused epilogue, attention, normalisation)
@@ -38,8 +41,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..errors import IllegalConfigError
 from ..kernels.family import KernelLaunch, operand_bytes
@@ -239,21 +243,44 @@ class GemmGeometry:
         return max(1, -(-self.k // (self.split_k * self.block_k)))
 
 
-def gemm_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None = None) -> GemmGeometry | None:
-    """The GEMM tile arithmetic of ``launch``, or None when it is not a tiled GEMM.
+def cost_kind(launch: KernelLaunch) -> str:
+    """How the model prices ``launch``: its family's word (``launch.cost``), else inferred
+    from its constexprs for a family that does not say — a grouped GEMM has
+    ``expert_blocks``, a tiled GEMM ``BLOCK_M``/``BLOCK_N``/``BLOCK_K``, an attention tile
+    ``BLOCK_H`` (or ``BLOCK_M``) × ``BLOCK_N``; everything else moves memory."""
+    if launch.cost is not None:
+        return launch.cost
+    if getattr(launch, "expert_blocks", None) is not None:
+        return "grouped_gemm"
+    c = launch.modeled_constexprs
+    if all(key in c for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K")):
+        return "gemm"
+    if "BLOCK_N" in c and ("BLOCK_H" in c or "BLOCK_M" in c):
+        return "attention"
+    return "memory"
 
-    A launch is a GEMM when its constexprs (as the model reads them: ``modeled_constexprs``)
-    hold ``BLOCK_M``, ``BLOCK_N`` and ``BLOCK_K``; the problem sizes come from them
-    (``M``, ``N``, ``K``) or else ``shape``.
+
+def gemm_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None = None) -> GemmGeometry | None:
+    """The GEMM tile arithmetic of ``launch``, or None when it is not priced as a GEMM
+    (:func:`cost_kind`).
+
+    A tiled GEMM's tile is ``BLOCK_M``/``BLOCK_N``/``BLOCK_K`` of its constexprs as the model
+    reads them (``modeled_constexprs``); its problem sizes come from them (``M``, ``N``,
+    ``K``) or else ``shape``.
 
     Raises:
-        ValueError: a tiled GEMM whose M, N, K are in neither (pass the family's shape).
+        ValueError: a GEMM launch without its tile, or whose M, N, K are in neither (pass
+            the family's shape).
     """
+    kind = cost_kind(launch)
     c = launch.modeled_constexprs
-    if getattr(launch, "expert_blocks", None) is not None:
+    if kind == "grouped_gemm":
         return _grouped_geometry(launch, c)
-    if not all(key in c for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K")):
+    if kind != "gemm":
         return None
+    tile = [key for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if key not in c]
+    if tile:
+        raise ValueError(f"launch {launch.name!r} is priced as a GEMM but its constexprs lack {tile[0]}")
     dims = {}
     for key in ("M", "N", "K"):
         value = c.get(key, shape.get(key) if shape is not None else None)
@@ -318,10 +345,12 @@ def launch_time(
         raise IllegalConfigError(
             f"launch {launch.name!r} cannot run on {device.name}: {res.reason or 'no CTA fits an SM'}"
         )
-    geometry = gemm_geometry(launch, shape)
-    if geometry is not None:
-        return _gemm_timing(launch, res, device, factors, geometry)
-    return _generic_timing(launch, res, device, factors)
+    kind = cost_kind(launch)
+    path = COST_PATHS.get(kind)
+    if path is None:
+        raise ValueError(f"launch {launch.name!r}: cost {kind!r} is not one the model prices "
+                         f"({', '.join(COST_PATHS)})")
+    return path(launch, res, device, factors, shape)
 
 
 # --- the per-wave roofline ---------------------------------------------------------------------
@@ -526,10 +555,10 @@ def _gemm_timing(launch: KernelLaunch, res: CompiledResources, device: DevicePre
 
 
 def _generic_wave(ctas: int, flops: float, bytes_: float, launch: KernelLaunch,
-                  device: DevicePreset, factors: Efficiency) -> _Wave:
-    """A wave of ``ctas`` CTAs doing ``flops`` and moving ``bytes_`` each (fill excluded)."""
+                  device: DevicePreset, factors: Efficiency, tile: tuple[int, int] | None) -> _Wave:
+    """A wave of ``ctas`` CTAs doing ``flops`` and moving ``bytes_`` each (fill excluded),
+    on the tensor cores at ``tile`` (rows × columns), else on the CUDA cores."""
     active, per_sm = _residency(ctas, device)
-    tile = _dot_tile(launch)
     if tile is None:
         peak = device.fp32_flops_per_s / device.sms * factors.cuda_core
     else:
@@ -547,9 +576,9 @@ def _generic_wave(ctas: int, flops: float, bytes_: float, launch: KernelLaunch,
 
 
 def _dot_tile(launch: KernelLaunch) -> tuple[int, int] | None:
-    """The tensor-core tile of a non-GEMM launch, if it names one: ``BLOCK_H`` (or
-    ``BLOCK_M``) × ``BLOCK_N`` rows and columns (attention's QK^T over a context tile).
-    Other launches (elementwise, reductions, normalisation) run on the CUDA cores."""
+    """The tensor-core tile of an attention launch: ``BLOCK_H`` (or ``BLOCK_M``) ×
+    ``BLOCK_N`` rows and columns (QK^T over a context tile), when it has at least the 16
+    rows an MMA takes; None (the CUDA cores) otherwise."""
     c = launch.modeled_constexprs
     rows = c.get("BLOCK_H", c.get("BLOCK_M"))
     cols = c.get("BLOCK_N")
@@ -559,19 +588,38 @@ def _dot_tile(launch: KernelLaunch) -> tuple[int, int] | None:
 
 
 def _generic_timing(launch: KernelLaunch, res: CompiledResources, device: DevicePreset,
-                    factors: Efficiency) -> LaunchTiming:
+                    factors: Efficiency, tile: tuple[int, int] | None) -> LaunchTiming:
     slots = res.ctas_per_sm * device.sms
     grid = max(1, launch.grid)
     if launch.persistent:
         ctas = min(grid, slots)
-        wave = _generic_wave(ctas, launch.flops / ctas, launch.dram_bytes / ctas, launch, device, factors)
+        wave = _generic_wave(ctas, launch.flops / ctas, launch.dram_bytes / ctas, launch, device, factors, tile)
         return _assemble(wave, 1, None, 0, slots, 1, device, factors, persistent=True, resident=ctas)
     flops, bytes_ = launch.flops / grid, launch.dram_bytes / grid
     waves, rest = divmod(grid, slots)
-    full = _generic_wave(slots, flops, bytes_, launch, device, factors) if waves else None
-    tail = _generic_wave(rest, flops, bytes_, launch, device, factors) if rest else None
+    full = _generic_wave(slots, flops, bytes_, launch, device, factors, tile) if waves else None
+    tail = _generic_wave(rest, flops, bytes_, launch, device, factors, tile) if rest else None
     return _assemble(full, waves, tail, rest, slots, _exposed_fills(waves + (rest > 0), res), device, factors,
                      persistent=False)
+
+
+def _tiled(launch: KernelLaunch, res: CompiledResources, device: DevicePreset, factors: Efficiency,
+           shape: Mapping[str, int] | None) -> LaunchTiming:
+    geometry = gemm_geometry(launch, shape)
+    assert geometry is not None  # its cost kind is a GEMM's
+    return _gemm_timing(launch, res, device, factors, geometry)
+
+
+#: How each cost kind of a launch is priced (``KernelLaunch.cost``, :func:`cost_kind`):
+#: a tiled or grouped GEMM tile by tile, attention on the tensor cores at its tile,
+#: memory-bound launches (elementwise, reductions, normalisation) on the CUDA cores.
+COST_PATHS: Mapping[str, Callable[..., LaunchTiming]] = MappingProxyType({
+    "gemm": _tiled,
+    "grouped_gemm": _tiled,
+    "attention": lambda launch, res, device, factors, _shape: _generic_timing(launch, res, device, factors,
+                                                                               _dot_tile(launch)),
+    "memory": lambda launch, res, device, factors, _shape: _generic_timing(launch, res, device, factors, None),
+})
 
 
 def plan_seconds(launches: tuple[KernelLaunch, ...], resources: tuple[CompiledResources, ...],

@@ -171,7 +171,7 @@ class RmsNormFamily:
                 {"BLOCK": block},
                 num_warps=warps, num_stages=1, grid_dims=(cdiv(M * N, block),), persistent=False,
                 flops=M * N, dram_bytes=3 * e * M * N,
-                bindings={"x_ptr": "x", "r_ptr": "r", "h_ptr": "h", "numel": M * N},
+                bindings={"x_ptr": "x", "r_ptr": "r", "h_ptr": "h", "numel": M * N}, cost="memory",
             ))
         source = "h" if self.residual and not fused_add else "x"
         steps.append(make_launch(
@@ -184,6 +184,7 @@ class RmsNormFamily:
             dram_bytes=e * ((4 if fused_add else 2) * M * N + N),
             bindings={"x_ptr": source, "r_ptr": "r" if fused_add else source, "w_ptr": "w", "y_ptr": "y",
                       "h_ptr": "h" if fused_add else "y", "N": N, "eps": self.eps},
+            cost="memory",
         ))
         return steps
 
