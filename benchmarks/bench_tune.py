@@ -52,6 +52,7 @@ COLD_START = """
 import json, sys, time
 start = time.perf_counter()
 from tuner.search.parallel import load_for_tuning, run_seed
+from tuner.search.trial_record import TrialRecord
 from tuner.problem.assignment import Assignment
 imported = time.perf_counter()
 problem = load_for_tuning(sys.argv[1], sys.argv[2])
@@ -83,8 +84,8 @@ def count(db: Path) -> dict:
             "trials": sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials),
             "pruned": sum(t.state == TrialState.PRUNED for t in trials),
             "infeasible": sum(any(v > 0 for v in t.constraints.values()) for t in trials),
-            "repeats": sum("duplicate_of" in t.user_attrs for t in trials),
-            "simulations": sum(int(t.user_attrs.get("simulations", 0)) for t in trials),
+            "repeats": sum(TrialRecord.of(t).duplicate_of is not None for t in trials),
+            "simulations": sum(TrialRecord.of(t).simulations or 0 for t in trials),
         }
     return studies
 

@@ -291,13 +291,15 @@ def latencies(storage: str, study: str, space, tuned, base) -> dict | None:
     as their trials recorded it (None when the baseline was not a trial)."""
     import optuna
 
+    from tuner.search.trial_record import TrialRecord
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
     found = {}
     for which, assignment in (("tuned", tuned), ("base", base)):
         point = space.point_of(assignment)
-        found[which] = next((t.user_attrs.get("latency_p50_s") for t in trials
-                             if space.point(t.params) == point and "latency_p50_s" in t.user_attrs), None)
+        found[which] = next((TrialRecord.of(t).latency_p50_s for t in trials
+                             if space.point(t.params) == point and TrialRecord.of(t).latency_p50_s is not None), None)
     return None if found["tuned"] is None or found["base"] is None else found
 
 

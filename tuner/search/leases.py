@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from ..errors import TunerError
 from ..store import Store
 from .. import interrupts
+from .trial_record import TrialRecord
 
 if TYPE_CHECKING:
     import optuna
@@ -110,7 +111,7 @@ def fail_running(storage: optuna.storages.BaseStorage, study_names: Collection[s
             ids = {s.study_name: s._study_id for s in storage.get_all_studies() if s.study_name in study_names}
             stopped = [trial._trial_id for study_id in ids.values()
                        for trial in storage.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
-                       if trial.user_attrs.get("worker") in wanted]
+                       if TrialRecord.of(trial).worker in wanted]
             for trial_id in stopped:
                 try:
                     storage.set_trial_state_values(trial_id, TrialState.FAIL)

@@ -11,9 +11,8 @@ same point, and an earlier trial whose run this point repeats
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -26,9 +25,7 @@ from .local import suggest
 from .ranking import FINISHED
 from .same_run import repeats_run
 from .space import JointSpace, JointPoint
-
-#: What a trial records about its own run, not about its result: not copied from another trial.
-_BOOKKEEPING = ("worker", "simulations", "duplicate_of", "equivalent_to")
+from .trial_record import BOOKKEEPING, TrialRecord
 
 
 @dataclass
@@ -76,24 +73,14 @@ class Objective:
                 # with n paired seeds the Wilcoxon test's smallest one-sided p-value is 2**-n:
                 # ask the pruner only when it could say yes (asking reads every trial)
                 if step < len(self.seeds) - 1 and 2.0 ** -(step + 1) < self.p_threshold and trial.should_prune():
-                    record(trial, Constraints(), simulations)
+                    record(trial, TrialRecord.run(Constraints(), simulations), Constraints())
                     raise optuna.TrialPruned(f"worse than the best trial after {step + 1} seeds (Wilcoxon)")
 
         with interrupts.interruptible():  # the simulations; what the trial writes waits for them
             evaluation = evaluate(problem, assignment, self.regime, self.seeds, self.horizon, on_seed,
                                   metric=problem.objective)
-        record(trial, evaluation.constraints, simulations, evaluation.latency_p50_s)
-        if evaluation.rates:
-            trial.set_user_attr("rates", list(evaluation.rates))
-            trial.set_user_attr("overloaded", evaluation.overloaded)
-        if evaluation.latency_p90_s:  # JSON has no infinity: a seed that completed nothing is None
-            trial.set_user_attr("latency_p90_s", [v if math.isfinite(v) else None for v in evaluation.latency_p90_s])
-        if evaluation.lower_bound:  # a capacity the search could only bound from below
-            trial.set_user_attr("lower_bounds", evaluation.lower_bounds)
-            trial.set_user_attr("limit", evaluation.limit)
-        if evaluation.visited:
-            index = {cell: i for i, cell in enumerate(space.cells)}
-            trial.set_user_attr("visited", sorted(index[cell] for cell in evaluation.visited))
+        index = {cell: i for i, cell in enumerate(space.cells)}
+        record(trial, TrialRecord.run(evaluation.constraints, simulations, evaluation, index), evaluation.constraints)
         return evaluation.mean
 
     def _prior(self, trial: optuna.Trial, key: tuple[JointPoint, KnobKey]) -> FrozenTrial | None:
@@ -110,8 +97,8 @@ class Objective:
             if len(other.intermediate_values) != len(self.seeds) or self.space.axis.trial_key(other) != knobs:
                 continue
             theirs = self.space.point(other.params)
-            if theirs is not None and repeats_run(constraints.reserved_bytes, other.user_attrs.get("reserved_bytes"),
-                                                  other.user_attrs.get("visited"),
+            recorded = TrialRecord.of(other)
+            if theirs is not None and repeats_run(constraints.reserved_bytes, recorded.reserved_bytes, recorded.visited,
                                                   lambda i: theirs[i] == point[i]):  # noqa: B023 (used at once)
                 return other
         return None
@@ -130,29 +117,21 @@ def copy_result(trial: optuna.Trial, source: FrozenTrial, marks: Mapping[str, in
         trial.report(value, step)
     for key, value in source.constraints.items():
         trial.set_constraint(key, value)
-    for key, value in source.user_attrs.items():
-        if marks is None or key not in _BOOKKEEPING:
-            trial.set_user_attr(key, value)
-    if marks is not None:
-        trial.set_user_attr("simulations", 0)
-        for key, value in marks.items():
-            trial.set_user_attr(key, value)
+    recorded = TrialRecord.of(source)
+    if marks is None:
+        recorded.write(trial)
+    else:  # the bookkeeping stays this trial's own (its worker is already set)
+        own = {**dict.fromkeys(BOOKKEEPING), "simulations": 0, **marks}
+        replace(recorded, **own).write(trial)
     if source.state == TrialState.PRUNED:
         raise optuna.TrialPruned("pruned in its rehearsal" if marks is None
                                  else f"same assignment as pruned trial {source.number}")
     return float(source.value)
 
 
-def record(trial: optuna.Trial, constraints: Constraints, simulations: int, latency: float | None = None) -> None:
-    """Record on ``trial`` its constraints (Optuna's, mirrored in the user attribute
-    ``constraint``), the simulations it ran, and what the evaluation found out."""
+def record(trial: optuna.Trial, recorded: TrialRecord, constraints: Constraints) -> None:
+    """Record on ``trial`` its constraints (Optuna's, which its samplers read) and what it
+    records of its run (:class:`~tuner.search.trial_record.TrialRecord`)."""
     for key, value in constraints.values().items():
         trial.set_constraint(key, value)
-    trial.set_user_attr("constraint", [constraints.memory, constraints.legality])
-    trial.set_user_attr("simulations", simulations)
-    if constraints.reserved_bytes is not None:
-        trial.set_user_attr("reserved_bytes", constraints.reserved_bytes)
-    if constraints.reason is not None:
-        trial.set_user_attr("infeasible", constraints.reason)
-    if latency is not None:
-        trial.set_user_attr("latency_p50_s", latency)
+    recorded.write(trial)

@@ -30,6 +30,7 @@ from .same_run import repeats_run
 from .settings import TuneSettings
 from .space import JointSpace
 from .study import StudyProgress, Silent, run_study
+from .trial_record import TrialRecord
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def regime_outcome(
         problem=problem, regime=regime, study_name=study.study_name, space=space, settings=settings,
         horizon_s=horizon, tuned=guarded.stored, baselines=baselines, oracle=oracle,
         guard=guarded.reason, candidate=tuned if guarded.kept_baseline else None,
-        trials=len(every), study_simulations=sum(int(t.user_attrs.get("simulations", 0)) for t in every),
+        trials=len(every), study_simulations=sum(TrialRecord.of(t).simulations or 0 for t in every),
         run_simulations=counter.simulations, objective=problem.objective, knobs=key, defaults=defaults,
         trials_under_knobs=len(finished),
     )

@@ -21,6 +21,7 @@ from ..problem.assignment import Assignment
 from .evaluate import Constraints, Evaluation
 from .knob_axis import KnobKey
 from .space import JointSpace
+from .trial_record import TrialRecord
 
 if TYPE_CHECKING:
     from .local import Incumbent
@@ -93,21 +94,17 @@ def incumbent(space: JointSpace, study: optuna.Study, n_seeds: int, knobs: KnobK
     best = select_best(space, trials, n_seeds, knobs)
     if best is None:
         return None
-    visited = next(t.user_attrs.get("visited") for t in trials if t.number == best.trial)
+    visited = next(TrialRecord.of(t).visited for t in trials if t.number == best.trial)
     return space.point_of(best.assignment), best.knobs, (frozenset(visited) if visited else None)
 
 
 def evaluation_of(trial: FrozenTrial, metric: str) -> Evaluation:
     """What a finished trial measured, as the evaluation that produced it."""
     values = tuple(v for _, v in sorted(trial.intermediate_values.items()))
+    recorded = TrialRecord.of(trial)
     constraints = Constraints(trial.constraints.get("memory", 0.0), trial.constraints.get("legality", 0.0),
-                              trial.user_attrs.get("infeasible"))
-    return Evaluation(values if constraints.feasible else (), constraints, trial.user_attrs.get("latency_p50_s"),
-                      metric=metric, rates=tuple(trial.user_attrs.get("rates", ())),
-                      overloaded=trial.user_attrs.get("overloaded", 0),
-                      lower_bounds=trial.user_attrs.get("lower_bounds", 0), limit=trial.user_attrs.get("limit"),
-                      latency_p90_s=tuple(math.inf if v is None else float(v)
-                                          for v in trial.user_attrs.get("latency_p90_s", ())))
+                              recorded.infeasible)
+    return recorded.evaluation(values, constraints, metric)
 
 
 def finished_trials(study: optuna.Study) -> list[FrozenTrial]:

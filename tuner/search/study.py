@@ -46,6 +46,7 @@ from .objective import Objective, SimulationCount
 from .ranking import FINISHED, finished_trials, incumbent
 from .settings import TuneSettings, study_name
 from .space import JointSpace, JointPoint
+from .trial_record import TrialRecord
 from .warm_starts import pinned_starts, warm_starts
 
 
@@ -241,7 +242,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
                     finished = [t for t in trials if t.state in FINISHED]
                     if budget.exhausted(finished, settings.trials):
                         break
-                    running = sum(t.state == TrialState.RUNNING and "worker" in t.user_attrs
+                    running = sum(t.state == TrialState.RUNNING and TrialRecord.of(t).worker is not None
                                   for t in budget.counted(trials)) if gate.counts_running else 0
                     room = len(budget.counted(finished)) + running < settings.trials
                     if room:
@@ -344,7 +345,7 @@ class _Started:
             if getattr(self.storage, "get_heartbeat_interval", lambda: None)() is not None:
                 self.storage.record_heartbeat(  # type: ignore[attr-defined]
                     self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number))
-            trial.set_user_attr("worker", self.worker)
+            TrialRecord(worker=self.worker).write(trial)
         self.release()
         return self.objective(trial)
 
