@@ -56,11 +56,11 @@ def four_answers(name: str, storage: str, progress=print) -> dict[str, Any]:
     from tuner.search import parallel
 
     problem = parallel.load_for_tuning(problem_file(name), storage)
-    with parallel.seed_pool(problem, storage, PROCESSES):
-        return _answers(problem, storage, progress)
+    with parallel.seed_pool(problem, storage, PROCESSES) as seed_runner:
+        return _answers(problem, storage, progress, seed_runner)
 
 
-def _answers(problem, storage: str, progress) -> dict[str, Any]:
+def _answers(problem, storage: str, progress, seed_runner) -> dict[str, Any]:
     import optuna
 
     from tuner.problem.assignment import Assignment
@@ -81,7 +81,8 @@ def _answers(problem, storage: str, progress) -> dict[str, Any]:
 
     def capacity(regime: str, key: tuple, assignment: Assignment):
         progress(f"{name}: capacity of {axis.text(key)} in {regime}")
-        return capacity_at_slo(problem, regime, studies[regime], settings, key, assignment, capacities=memo)
+        return capacity_at_slo(problem, regime, studies[regime], settings, key, assignment, capacities=memo,
+                               seed_runner=seed_runner)
 
     trials = {r: s.get_trials(deepcopy=False) for r, s in studies.items()}
     per_bucket = PER_BUCKET.assignment(space)

@@ -128,9 +128,9 @@ def test_seed_processes_simulate_a_knob_variant_as_this_process_does(tmp_path):
     alone = evaluate(variant, assignment, "prefill_heavy", range(2), None, metric="capacity")
     defaults = evaluate(problem, assignment, "prefill_heavy", range(2), None, metric="capacity")
     assert alone.values != defaults.values  # so the pool's answer tells the two apart
-    with parallel.seed_pool(problem, f"sqlite:///{tmp_path / 'pool.db'}", 2):
-        assert parallel.current(variant) is not None
-        pooled = evaluate(variant, assignment, "prefill_heavy", range(2), None, metric="capacity")
+    with parallel.seed_pool(problem, f"sqlite:///{tmp_path / 'pool.db'}", 2) as pool:
+        assert pool.serves(variant)
+        pooled = evaluate(variant, assignment, "prefill_heavy", range(2), None, metric="capacity", seed_runner=pool)
     assert pooled.values == alone.values
 
 

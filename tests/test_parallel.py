@@ -33,19 +33,15 @@ def pool(problem, tmp_path_factory):
 
 @pytest.mark.parametrize("metric,horizon", [("goodput", 5.0), ("capacity", 2.0)])
 def test_a_pool_evaluates_exactly_as_one_process(problem, pool, metric, horizon) -> None:
-    assert parallel.current(problem) is pool
+    assert isinstance(pool, parallel.SeedPool)
     for config in ("lean", "fast"):
         assignment = resolve_assignment(problem, [f"stage={config}"])
         seen: list[tuple[int, float, int]] = []
         pooled = evaluate(problem, assignment, "heavy", SEEDS, horizon, on_seed=lambda *a: seen.append(a),
+                          metric=metric, seed_runner=pool)
+        alone: list[tuple[int, float, int]] = []  # the same call, serially
+        serial = evaluate(problem, assignment, "heavy", SEEDS, horizon, on_seed=lambda *a: alone.append(a),
                           metric=metric)
-        parallel._current = None  # the same call, serially
-        try:
-            alone: list[tuple[int, float, int]] = []
-            serial = evaluate(problem, assignment, "heavy", SEEDS, horizon, on_seed=lambda *a: alone.append(a),
-                              metric=metric)
-        finally:
-            parallel._current = pool
         assert pooled == serial and seen == alone
         assert len(pooled.values) == 3 and (config != "lean" or min(pooled.values) > 0)
     assert len(pool._executor._processes) == 1  # it did run in the worker (and here)
@@ -63,7 +59,7 @@ def test_a_prune_stops_at_the_same_seed(problem, pool) -> None:
             raise Pruned
 
     with pytest.raises(Pruned):
-        evaluate(problem, Assignment.default(problem), "heavy", SEEDS, 2.0, on_seed=prune_second)
+        evaluate(problem, Assignment.default(problem), "heavy", SEEDS, 2.0, on_seed=prune_second, seed_runner=pool)
     assert steps == [0, 1]
 
 
@@ -81,9 +77,17 @@ def test_an_illegal_config_comes_back_as_a_result_and_is_refused_as_in_one_proce
 
 def test_only_the_pools_own_problem_file_goes_to_the_workers(problem, pool) -> None:
     other = load_problem(SEED_EXAMPLE)  # the same file, another object: maybe edited in memory
-    assert parallel.current(other) is None
-    with parallel.seed_pool(problem, "sqlite://", 2) as nested:  # one pool at a time: the outer stays
-        assert nested is None and parallel.current(problem) is pool
+    assert pool.serves(problem) and not pool.serves(other)
+    submitted = []
+    original = pool._executor.submit
+    pool._executor.submit = lambda *a, **k: submitted.append(a) or original(*a, **k)
+    try:
+        found = pool.run(other, Assignment.default(other), "heavy", SEEDS, 2.0, "goodput")
+    finally:
+        pool._executor.submit = original
+    assert submitted == [] and len(found) == len(SEEDS)  # all simulated here
+    with parallel.seed_pool(problem, "sqlite://", 1) as one:
+        assert one is parallel.IN_PROCESS
 
 
 def test_default_processes_share_the_cores_and_never_exceed_the_seeds(monkeypatch) -> None:

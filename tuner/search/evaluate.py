@@ -35,7 +35,6 @@ from ..sim import bind
 from ..stats import ci_half_width
 from ..units import gib_text
 from . import parallel
-from .parallel import run_seed
 
 METRICS = ("goodput", "capacity")
 
@@ -135,12 +134,15 @@ def evaluate(
     on_seed: Callable[[int, float, int], None] | None = None,
     metric: str = "goodput",
     on_probe: Callable[[float, float], object] | None = None,
+    seed_runner: parallel.SeedRunner = parallel.IN_PROCESS,
 ) -> Evaluation:
     """Constraints, then the metric for each seed.
 
     ``on_seed(step, value, simulations)`` runs after each seed (a trial reports and may
     prune there, by raising); ``on_probe(rate, attainment)`` after each capacity probe
-    simulated in this process (progress within a seed's search).
+    simulated in this process (progress within a seed's search). ``seed_runner`` says
+    where the seeds run (a :class:`~tuner.search.parallel.SeedPool` the command opened);
+    read in seed order, the results are the serial ones.
     """
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS} but got {metric!r}")
@@ -154,11 +156,7 @@ def evaluate(
     overloaded = lower_bounds = 0
     limit: str | None = None
     visited: set[tuple[str, int]] = set()
-    pool = parallel.current(problem)
-    # in a pool every seed runs at once; read in seed order, the results are the serial ones
-    # (which run one at a time, so a prune stops them)
-    results = (pool.run(problem, assignment, regime, seeds, horizon_s, metric, on_probe) if pool is not None
-               else (run_seed(problem, assignment, regime, seed, horizon_s, metric, on_probe) for seed in seeds))
+    results = seed_runner.run(problem, assignment, regime, seeds, horizon_s, metric, on_probe)
     for step, done in enumerate(results):
         if done.illegal is not None:
             return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {done.illegal}"), metric=metric)

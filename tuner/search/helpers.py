@@ -79,8 +79,9 @@ def _helper(index: int, parent: int, path: str, url: str, settings: TuneSettings
     try:
         problem = parallel.load_for_tuning(path, url)
         worker = Worker.here(f":{index}", writes_rows=False, heartbeat_s=heartbeat_s)
-        with parallel.seed_pool(problem, url, sim_jobs):
-            run_regimes(TuneJob(problem, url, settings, tuple(regimes), worker, orphaned=orphan_check(parent)))
+        with parallel.seed_pool(problem, url, sim_jobs) as seeds_run:
+            run_regimes(TuneJob(problem, url, settings, tuple(regimes), worker, orphaned=orphan_check(parent),
+                                seed_runner=seeds_run))
     except KeyboardInterrupt:
         with interrupts.ignored():  # a second Ctrl-C must not interrupt the exit
             interrupts.exit_interrupted()

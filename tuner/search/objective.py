@@ -22,6 +22,7 @@ from ..problem.model import Problem
 from .evaluate import Constraints, check_constraints, evaluate
 from .knob_axis import KnobKey
 from .local import suggest
+from .parallel import IN_PROCESS, SeedRunner
 from .ranking import FINISHED
 from .same_run import repeats_run
 from .space import JointSpace, JointPoint
@@ -47,6 +48,7 @@ class Objective:
     counter: SimulationCount = field(default_factory=lambda: SimulationCount())
     p_threshold: float = 0.1
     rehearsed: dict[tuple[JointPoint, KnobKey], FrozenTrial] = field(default_factory=dict)
+    seed_runner: SeedRunner = IN_PROCESS
 
     def __call__(self, trial: optuna.Trial) -> float:
         space = self.space
@@ -78,7 +80,7 @@ class Objective:
 
         with interrupts.interruptible():  # the simulations; what the trial writes waits for them
             evaluation = evaluate(problem, assignment, self.regime, self.seeds, self.horizon, on_seed,
-                                  metric=problem.objective)
+                                  metric=problem.objective, seed_runner=self.seed_runner)
         index = {cell: i for i, cell in enumerate(space.cells)}
         record(trial, TrialRecord.run(evaluation.constraints, simulations, evaluation, index), evaluation.constraints)
         return evaluation.mean

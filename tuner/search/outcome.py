@@ -25,6 +25,7 @@ from .evaluate import Evaluation, check_constraints, evaluate
 from .guard import guard
 from .knob_axis import KnobKey, with_key
 from .objective import SimulationCount
+from .parallel import IN_PROCESS, SeedRunner
 from .ranking import Choice, best_of, evaluation_of, finished_trials, select_best
 from .same_run import repeats_run
 from .settings import TuneSettings
@@ -97,6 +98,7 @@ def tune_regime(
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
     progress: StudyProgress | None = None,
     capacities: dict | None = None,
+    seed_runner: SeedRunner = IN_PROCESS,
 ) -> RegimeOutcome:
     """Run (or continue) the regime's study, then evaluate baselines and, if asked, the oracle.
 
@@ -106,14 +108,17 @@ def tune_regime(
         capacities: a memo of capacities to share across the regimes of one run (the
             capacity of an assignment on one traffic shape is the same in every regime
             that differs only in rate).
+        seed_runner: where seeds are simulated (a pool the command opened).
 
     Raises:
         SearchError: the regime is unknown, the stored study was made with other seeds,
             horizon or problem file, or no assignment is feasible.
     """
     settings = settings or TuneSettings()
-    study = run_study(problem, regime, storage, settings, callbacks=callbacks, progress=progress)
-    return regime_outcome(problem, regime, study, settings, progress=progress, capacities=capacities)
+    study = run_study(problem, regime, storage, settings, callbacks=callbacks, progress=progress,
+                      seed_runner=seed_runner)
+    return regime_outcome(problem, regime, study, settings, progress=progress, capacities=capacities,
+                          seed_runner=seed_runner)
 
 
 def regime_outcome(
@@ -125,6 +130,7 @@ def regime_outcome(
     progress: StudyProgress | None = None,
     capacities: dict | None = None,
     knobs: KnobKey | None = None,
+    seed_runner: SeedRunner = IN_PROCESS,
 ) -> RegimeOutcome:
     """The regime's tuned assignment from its study's finished trials, with both figures,
     the baselines' and, if asked, the oracle's (these simulate: seconds to minutes).
@@ -158,7 +164,7 @@ def regime_outcome(
         raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
                           f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
     figures = _Figures(deployed, regime, seeds, horizon, known, counter, capacities, progress.note,
-                       progress.simulated, key)
+                       progress.simulated, key, seed_runner)
     progress.after_trials(figures.estimate([tuned.assignment, *baseline_assignments.values()],
                                            capacity=[tuned.assignment] + [a for key, a in baseline_assignments.items()
                                                                           if key in CAPACITY_BASELINES]))
@@ -171,7 +177,8 @@ def regime_outcome(
     }
     oracle = None
     if settings.oracle:
-        oracle = exhaustive(deployed, regime, space, seeds, horizon, settings.oracle_limit, known, counter)
+        oracle = exhaustive(deployed, regime, space, seeds, horizon, settings.oracle_limit, known, counter,
+                            seed_runner)
     defaults = None
     if key != space.axis.defaults:  # answer (a): the per-bucket baseline under the engine's own settings
         at_defaults = dataclasses.replace(figures, problem=problem, knobs=space.axis.defaults, known=known_evaluations(
@@ -191,7 +198,7 @@ def regime_outcome(
 
 def capacity_at_slo(problem: Problem, regime: str, study: optuna.Study, settings: TuneSettings, knobs: KnobKey,
                     assignment: Assignment, *, capacities: dict | None = None,
-                    progress: StudyProgress | None = None) -> Evaluation:
+                    progress: StudyProgress | None = None, seed_runner: SeedRunner = IN_PROCESS) -> Evaluation:
     """``assignment``'s capacity at the SLO in ``regime`` with knob values ``knobs``: the
     study's where it maximised capacity, else searched, and remembered in ``capacities``
     (shared with the regimes' outcomes, which then find it there).
@@ -204,7 +211,7 @@ def capacity_at_slo(problem: Problem, regime: str, study: optuna.Study, settings
     horizon = problem.regime(regime).window_s(settings.horizon_s)
     known = known_evaluations(space, with_key(finished_trials(study), space.axis, knobs), settings.seeds)
     figures = _Figures(space.axis.variant(problem, knobs), regime, settings.seed_list, horizon, known,
-                       SimulationCount(), capacities, progress.note, progress.simulated, knobs)
+                       SimulationCount(), capacities, progress.note, progress.simulated, knobs, seed_runner)
     return figures.metric(assignment, "capacity", f"{space.axis.text(knobs)} in {regime}")
 
 
@@ -230,6 +237,7 @@ class _Figures:
     note: Callable[[str], None] = lambda text: None
     simulated: Callable[[int], None] = lambda count: None
     knobs: KnobKey = ()  # the problem's knob values (a capacity is remembered per deployment)
+    seed_runner: SeedRunner = IN_PROCESS
 
 
     def estimate(self, goodput: Sequence[Assignment], capacity: Sequence[Assignment]) -> int:
@@ -275,7 +283,7 @@ class _Figures:
         what = f"{metric} of {label or 'an assignment'}"
         return complete_evaluation(self.problem, self.regime, assignment, self.seeds, self.horizon, self.known,
                                    self.counter, metric, note=lambda done: self.note(f"{what}: {done}"),
-                                   simulated=self.simulated)
+                                   simulated=self.simulated, seed_runner=self.seed_runner)
 
     def choice(self, assignment: Assignment, trial: int | None, capacity: bool, label: str = "") -> Choice:
         """``assignment`` with its goodput and, when asked or maximised, its capacity: the
@@ -325,7 +333,8 @@ def _complete(have: Evaluation | None, seeds: Sequence[int], metric: str) -> boo
 def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, seeds: Sequence[int],
                         horizon: float, known: dict[Assignment, Evaluation], counter: SimulationCount,
                         metric: str | None = None, note: Callable[[str], None] = lambda text: None,
-                        simulated: Callable[[int], None] = lambda count: None) -> Evaluation:
+                        simulated: Callable[[int], None] = lambda count: None,
+                        seed_runner: SeedRunner = IN_PROCESS) -> Evaluation:
     """A full evaluation of ``assignment`` in ``metric`` (default: the study's objective):
     the study's if complete, else every seed simulated. A pruned trial's prefix of seeds
     is not reused: it lacks its seeds' realised rates and overload flags (goodput) or the
@@ -349,7 +358,8 @@ def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, s
         note(f"probed {rate:.3g} req/s: {attainment:.1%} met the SLO")
 
     note(f"{len(seeds)} seeds")
-    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, metric=metric, on_probe=probe)
+    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, metric=metric, on_probe=probe,
+                      seed_runner=seed_runner)
     if have is not None and have.latency_p50_s is not None and result.latency_p50_s is None:
         result = dataclasses.replace(result, latency_p50_s=have.latency_p50_s)
     if metric == problem.objective:
@@ -358,7 +368,8 @@ def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, s
 
 
 def exhaustive(problem: Problem, regime: str, space: JointSpace, seeds: Sequence[int], horizon: float,
-               limit: int, known: dict[Assignment, Evaluation], counter: SimulationCount | None = None) -> OracleResult:
+               limit: int, known: dict[Assignment, Evaluation], counter: SimulationCount | None = None,
+               seed_runner: SeedRunner = IN_PROCESS) -> OracleResult:
     """Evaluate every joint assignment of the space (when there are at most ``limit``)
     and keep the best, by the study's ranking rule (:func:`tuner.search.ranking.better`). The space holds each
     cell's non-dominated configs (:mod:`tuner.search.space`): a dominated one cannot win."""
@@ -366,7 +377,8 @@ def exhaustive(problem: Problem, regime: str, space: JointSpace, seeds: Sequence
         return OracleResult(space.size, limit)
     counter = counter or SimulationCount()
     before = counter.simulations
-    evaluated = ((assignment, complete_evaluation(problem, regime, assignment, seeds, horizon, known, counter))
+    evaluated = ((assignment, complete_evaluation(problem, regime, assignment, seeds, horizon, known, counter,
+                                                  seed_runner=seed_runner))
                  for assignment in map(space.assignment, space.points()))
     feasible = [(assignment, evaluation) for assignment, evaluation in evaluated if evaluation.feasible]
     best = best_of(feasible)

@@ -2,9 +2,10 @@
 
 A trial scores one assignment on K seeds; the baselines and the capacity searches after
 the trials score many more the same way. The seeds are independent simulations, so
-:func:`tuner.search.evaluate.evaluate` hands them to a :class:`SeedPool` when one is in
-use (:func:`seed_pool`), and then reads their results in seed order exactly as it would
-have computed them: reports, pruning and every figure of the table are the same as a
+:func:`tuner.search.evaluate.evaluate` hands them to the :class:`SeedRunner` it is given —
+:data:`IN_PROCESS`, or a :class:`SeedPool` (:func:`seed_pool`) the command opened and
+passed down — and then reads their results in seed order exactly as it would have
+computed them: reports, pruning and every figure of the table are the same as a
 serial run's, whatever the number of processes (``tests/test_parallel.py``). Unlike
 ``--jobs``, which runs several trials at once and lets the sampler see them in whatever
 order they finish, this never changes what is tuned, only how long it takes.
@@ -24,11 +25,12 @@ problem's load and its first launches (``benchmarks/bench_tune.py`` reports it).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import IllegalConfigError, SearchError
 from ..problem.assignment import Assignment
@@ -157,6 +159,31 @@ def load_for_tuning(path: Path | str, url: str) -> Problem:
     return load_problem(Path(path), resources=LazyCompileCache(resolve_url(url)))
 
 
+class SeedRunner(Protocol):
+    """How an evaluation's seeds are simulated: their results in seed order."""
+
+    processes: int
+
+    def run(self, problem: Problem, assignment: Assignment, regime: str, seeds: Sequence[int],
+            horizon_s: float | None, metric: str,
+            on_probe: Callable[[float, float], object] | None = None) -> Iterable[SeedResult]: ...
+
+
+class InProcess:
+    """Every seed in this process, one at a time (a prune after a seed stops the rest)."""
+
+    processes = 1
+
+    def run(self, problem: Problem, assignment: Assignment, regime: str, seeds: Sequence[int],
+            horizon_s: float | None, metric: str,
+            on_probe: Callable[[float, float], object] | None = None) -> Iterator[SeedResult]:
+        return (run_seed(problem, assignment, regime, seed, horizon_s, metric, on_probe) for seed in seeds)
+
+
+#: The runner of an evaluation that is given none.
+IN_PROCESS: SeedRunner = InProcess()
+
+
 class SeedPool:
     """``processes`` simulating seeds of the one problem file ``problem`` was loaded
     from: this one and ``processes - 1`` workers, with compiled resources from
@@ -177,7 +204,10 @@ class SeedPool:
             on_probe: Callable[[float, float], object] | None = None) -> list[SeedResult]:
         """Every seed's result, in seed order (all seeds run; reading them stays the caller's).
         ``on_probe`` hears the capacity probes of the first seed, the one run in this process
-        (the workers' seeds run alongside at about the same pace)."""
+        (the workers' seeds run alongside at about the same pace). A problem the pool's
+        workers cannot load (not its file, nor a knob variant of it) runs in this process."""
+        if not self.serves(problem):
+            return list(IN_PROCESS.run(problem, assignment, regime, seeds, horizon_s, metric, on_probe))
         if not seeds:
             return []
         futures = [self._executor.submit(Simulation.run, Simulation.of(problem, self.storage, regime, assignment,
@@ -204,37 +234,20 @@ class SeedPool:
         stop_pool(self._executor, abandon)
 
 
-_current: SeedPool | None = None
-
-
-def processes_in_use() -> int:
-    """The seed processes of the pool in use (1 without one): what a ``--jobs`` helper
-    started now is given, so every worker of the command simulates alike."""
-    return _current.processes if _current is not None else 1
-
-
-def current(problem: Problem) -> SeedPool | None:
-    """The pool in use for ``problem``'s simulations, if any."""
-    return _current if _current is not None and _current.serves(problem) else None
-
-
 @contextmanager
-def seed_pool(problem: Problem, storage: str, processes: int) -> Iterator[SeedPool | None]:
-    """Within the block, evaluations of ``problem`` run their seeds in ``processes``
-    processes, this one included (for one, everything stays in this one)."""
-    global _current
-    if processes <= 1 or _current is not None:
-        yield None
+def seed_pool(problem: Problem, storage: str, processes: int) -> Iterator[SeedRunner]:
+    """The runner that simulates ``problem``'s seeds in ``processes`` processes, this one
+    included (:data:`IN_PROCESS` for one), for the evaluations it is passed to; its
+    workers stop when the block ends (at once on an error or Ctrl-C)."""
+    if processes <= 1:
+        yield IN_PROCESS
         return
     pool = SeedPool(problem, storage, processes)
-    _current = pool
     try:
         yield pool
     except BaseException:
-        _current = None
         pool.close(abandon=True)
         raise
-    _current = None
     pool.close()
 
 

@@ -44,6 +44,7 @@ from .leases import MAX_RETRY, ROWS_LEASE_S, LeaseGate, Worker, fail_running, he
 from .deployment import SET_ASIDE_FOR, Deployment, choose_deployment, latency_change, loss_against_defaults
 from .knob_axis import KnobKey
 from .outcome import RegimeOutcome, capacity_at_slo, regime_outcome
+from .parallel import IN_PROCESS, SeedRunner
 from .ranking import finished_trials
 from .space import JointSpace
 from .settings import TuneSettings, study_name
@@ -98,6 +99,7 @@ class TuneJob:
     on_regime: Callable[[RegimeOutcome], None] | None = None
     orphaned: Callable[[], bool] = lambda: False
     warn: Callable[[str], None] = lambda message: None
+    seed_runner: SeedRunner = IN_PROCESS  # where seeds are simulated: the command's pool, if it opened one
 
 
 class Team(Protocol):
@@ -125,7 +127,7 @@ def run_regimes(job: TuneJob, start_team: Callable[[], Team] | None = None) -> l
         storage = open_storage(url, worker)
         if start_team is not None:
             team = start_team()
-        rows = _Rows(store, problem, settings, worker, job.progress, job.on_regime)
+        rows = _Rows(store, problem, settings, worker, job.progress, job.on_regime, job.seed_runner)
         held_elsewhere = []
         studies = {}
 
@@ -133,7 +135,8 @@ def run_regimes(job: TuneJob, start_team: Callable[[], Team] | None = None) -> l
             """The regime's study run to its budget (continued under ``knobs``: :func:`run_study`)."""
             gate = LeaseGate(store, study_name(problem.name, name), worker.id, job.orphaned)
             return run_study(problem, name, storage, settings, callbacks=job.callbacks, progress=job.progress,
-                             gate=gate, salt=worker.salt, rehearse=worker.writes_rows, knobs=knobs)
+                             gate=gate, salt=worker.salt, rehearse=worker.writes_rows, knobs=knobs,
+                             seed_runner=job.seed_runner)
 
         for name in job.regimes:
             studies[name] = study = study_of(name)
@@ -182,6 +185,7 @@ class _Rows:
     worker: Worker
     progress: StudyProgress | None
     on_regime: Callable[[RegimeOutcome], None] | None
+    seed_runner: SeedRunner = IN_PROCESS
     outcomes: list[RegimeOutcome] = field(default_factory=list)
     capacities: dict = field(default_factory=dict)
 
@@ -201,7 +205,7 @@ class _Rows:
             if store.written_key(study.study_name) == key:
                 return False
             outcome = outcome or regime_outcome(self.problem, regime, study, self.settings, progress=self.progress,
-                                                capacities=self.capacities)
+                                                capacities=self.capacities, seed_runner=self.seed_runner)
             checkpoint()  # (a Ctrl-C that library code swallowed stops the run before the rows)
             store.replace_regime(self.problem.name, regime, table_rows(outcome),
                                  written=(study.study_name, key, self.worker.id))
@@ -228,7 +232,7 @@ class _Rows:
 
         def capacity(regime: str, knobs: KnobKey, assignment: Assignment) -> Evaluation:
             return capacity_at_slo(problem, regime, studies[regime], self.settings, knobs, assignment,
-                                   capacities=self.capacities, progress=self.progress)
+                                   capacities=self.capacities, progress=self.progress, seed_runner=self.seed_runner)
 
         trials = {regime: finished_trials(study) for regime, study in studies.items()}
         deployment = choose_deployment(problem, trials, self.settings.seeds, capacity)
@@ -262,7 +266,8 @@ class _Rows:
 
     def _outcomes(self, studies: Mapping[str, optuna.Study], deployment: Deployment) -> dict[str, RegimeOutcome]:
         return {regime: replace(regime_outcome(self.problem, regime, study, self.settings, progress=self.progress,
-                                               capacities=self.capacities, knobs=deployment.knobs),
+                                               capacities=self.capacities, knobs=deployment.knobs,
+                                               seed_runner=self.seed_runner),
                                 deployment=deployment.reason)
                 for regime, study in studies.items()}
 

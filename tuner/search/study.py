@@ -43,6 +43,7 @@ from .baselines import BASELINES
 from .knob_axis import KnobKey
 from .local import LocalSearchSampler, names_of
 from .objective import Objective, SimulationCount
+from .parallel import IN_PROCESS, SeedRunner
 from .ranking import FINISHED, finished_trials, incumbent
 from .settings import TuneSettings, study_name
 from .space import JointSpace, JointPoint
@@ -141,6 +142,7 @@ def run_study(
     rehearse: bool = False,
     neighbours: optuna.storages.BaseStorage | None = None,
     knobs: KnobKey | None = None,
+    seed_runner: SeedRunner = IN_PROCESS,
 ) -> optuna.Study:
     """Open (or create) the regime's study and run trials until it holds ``settings.trials``
     finished ones, or every point of the space has been tried.
@@ -159,6 +161,7 @@ def run_study(
             the storage as it was.
         neighbours: where the other regimes' studies are read for warm starts (default:
             ``storage``).
+        seed_runner: where each trial's seeds are simulated (a pool the command opened).
 
     Raises:
         SearchError: the regime is unknown, or the stored study was made with other seeds,
@@ -170,9 +173,9 @@ def run_study(
         baseline.assignment(space)
     if isinstance(storage, str):
         storage = optuna.storages.RDBStorage(storage)
-    rehearsed = _rehearsal(problem, regime, storage, settings, salt) if rehearse and knobs is None else {}
+    rehearsed = _rehearsal(problem, regime, storage, settings, salt, seed_runner) if rehearse and knobs is None else {}
     return _run_trials(problem, regime, space, storage, settings, callbacks, progress or Silent(), gate or _Alone(),
-                       salt, neighbours or storage, rehearsed, _Budget(space, knobs))
+                       salt, neighbours or storage, rehearsed, _Budget(space, knobs), seed_runner)
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,8 @@ class _Budget:
 def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optuna.storages.BaseStorage,
                 settings: TuneSettings, callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]],
                 progress: StudyProgress, gate: TrialGate, salt: str, neighbours: optuna.storages.BaseStorage,
-                rehearsed: Mapping[tuple[JointPoint, KnobKey], FrozenTrial], budget: _Budget) -> optuna.Study:
+                rehearsed: Mapping[tuple[JointPoint, KnobKey], FrozenTrial], budget: _Budget,
+                seed_runner: SeedRunner) -> optuna.Study:
     """:func:`run_study`'s loop, on a checked request: open the study, enqueue the warm
     starts, then one trial at a time under the gate until the budget is met."""
     horizon = problem.regime(regime).window_s(settings.horizon_s)
@@ -218,7 +222,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
     progress.start(regime, len(budget.counted(finished)), settings.trials)
     if not budget.exhausted(finished, settings.trials):
         objective = Objective(problem, regime, space, seeds, horizon, SimulationCount(), settings.p_threshold,
-                              dict(rehearsed))
+                              dict(rehearsed), seed_runner)
         # a baseline with a dominated config is evaluated apart
         starts = warm_starts(problem, regime, space, neighbours) if pinned is None else \
             pinned_starts(space, study, pinned)
@@ -267,7 +271,7 @@ def _pruner(settings: TuneSettings, budget: _Budget) -> optuna.pruners.BasePrune
 
 
 def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStorage,
-               settings: TuneSettings, salt: str) -> dict[tuple[JointPoint, KnobKey], FrozenTrial]:
+               settings: TuneSettings, salt: str, seed_runner: SeedRunner) -> dict[tuple[JointPoint, KnobKey], FrozenTrial]:
     """The study's next trial, run on a copy of the study in memory: its point and the
     finished trial (empty when the study needs no trial).
 
@@ -286,7 +290,7 @@ def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStora
         return {}
     space = JointSpace.of(problem)
     study = _run_trials(problem, regime, space, memory, dataclasses.replace(settings, trials=done + 1), (), Silent(),
-                        _Alone(), salt, storage, {}, _Budget(space, None))
+                        _Alone(), salt, storage, {}, _Budget(space, None), seed_runner)
     return {key: t for t in finished_trials(study)[done:] if (key := space.key(t.params)) is not None}
 
 

@@ -83,8 +83,9 @@ def tune_problem(
                           f"chosen across them all: tune every regime together (drop --regimes; {left} left out)")
     if jobs < 1:
         raise SearchError(f"--jobs must be at least 1 but got {jobs}")
-    job = TuneJob(problem, url, settings, chosen, worker, progress, tuple(callbacks), on_regime, orphaned, warn)
-    with contextlib.ExitStack() as succeeded, parallel.seed_pool(problem, url, sim_jobs):
+    with contextlib.ExitStack() as succeeded, parallel.seed_pool(problem, url, sim_jobs) as seeds_run:
+        job = TuneJob(problem, url, settings, chosen, worker, progress, tuple(callbacks), on_regime, orphaned, warn,
+                      seeds_run)
         if not fresh:
             return run_regimes(job, _helpers(job, jobs))
         with Store(url, create=True) as store, Staging.of(problem, list(chosen), open_storage(url)) as staging:
@@ -106,4 +107,4 @@ def _helpers(job: TuneJob, jobs: int) -> Callable[[], Helpers] | None:
     each simulating seeds in as many processes as this one."""
     if jobs <= 1:
         return None
-    return lambda: Helpers.start(jobs - 1, job, sim_jobs=parallel.processes_in_use())
+    return lambda: Helpers.start(jobs - 1, job, sim_jobs=job.seed_runner.processes)
