@@ -37,6 +37,7 @@ def measure(problem_path: Path, regime: str, storage: str, horizons: list[float]
     from tuner.problem.assignment import Assignment
     from tuner.runtime.served import read_table
     from tuner.search import ONE_CONFIG, PER_BUCKET, JointSpace
+    from tuner.problem.scenario import Scenario
     from tuner.search.evaluate import evaluate
     from tuner.stats import paired_delta
 
@@ -56,7 +57,7 @@ def measure(problem_path: Path, regime: str, storage: str, horizons: list[float]
         entry: dict = {"horizon_s": horizon, "warmup_s": problem.regimes[regime].warmup_for(horizon)}
         metrics = ["goodput"] + (["capacity"] if horizon in capacity_horizons else [])
         for metric in metrics:
-            found = {name: evaluate(problem, a, regime, seed_list, horizon, metric=metric)
+            found = {name: evaluate(Scenario.of(problem, regime, seed_list, horizon), a, metric=metric)
                      for name, a in assignments.items()}
             entry[metric] = {name: {"mean": e.mean, "ci": e.ci, "per_seed": list(e.values),
                                     **({"overloaded_seeds": e.overloaded, "realized_rates_rps": list(e.rates)}

@@ -25,6 +25,7 @@ from scipy.stats import t as student_t
 
 from tests.conftest import ROOT, SEED_EXAMPLE, single_stage
 from tests.test_queueing import mmc_sojourn_cdf
+from tuner.problem.scenario import Scenario
 from tuner.problem import load_problem, resolve_assignment
 from tuner.problem.assignment import Assignment
 from tuner.search.capacity import (
@@ -145,7 +146,7 @@ def test_mmc_capacity_matches_the_sojourn_time_distribution(write_problem):
                                          jitter={"kind": "exponential", "cv": 1}, horizon=f"{horizon:g} s"))
     assert problem.service.slo.attainment == TARGET  # the default target
     # (The search starts at the regime's rate; starting above λ* keeps every probe below 2λ*.)
-    found = evaluate(problem, Assignment.default(problem), "steady", seeds, horizon, metric="capacity")
+    found = evaluate(Scenario.of(problem, "steady", seeds, horizon), Assignment.default(problem), metric="capacity")
 
     window = horizon * 0.9  # the judged part of the window (10% warm-up)
     model = sampling_halfwidth(expected, slope_at(attainment, expected), window, len(seeds), c, MU, 1.0, 1.0)
@@ -176,7 +177,7 @@ def test_md1_capacity_matches_erlangs_waiting_time_formula(write_problem):
     assert md1_mean_wait_by_integration(expected, SERVICE_S) == pytest.approx(rho * SERVICE_S / (2 * (1 - rho)), rel=1e-9)
 
     problem = write_problem(single_stage("10 ms", slots=1, rate=75.0, deadline="40 ms", horizon=f"{horizon:g} s"))
-    found = evaluate(problem, Assignment.default(problem), "steady", seeds, horizon, metric="capacity")
+    found = evaluate(Scenario.of(problem, "steady", seeds, horizon), Assignment.default(problem), metric="capacity")
 
     window = horizon * 0.9
     model = sampling_halfwidth(expected, slope_at(attainment, expected), window, len(seeds), 1, MU, 1.0, 0.0)
@@ -190,7 +191,7 @@ MONO_HORIZON = 20.0
 
 
 def capacities(problem) -> tuple[float, ...]:
-    return evaluate(problem, Assignment.default(problem), "steady", MONO_SEEDS, MONO_HORIZON, metric="capacity").values
+    return evaluate(Scenario.of(problem, "steady", MONO_SEEDS, MONO_HORIZON), Assignment.default(problem), metric="capacity").values
 
 
 def assert_non_decreasing(rows: list[tuple[float, ...]], labels: list[str]) -> None:

@@ -30,6 +30,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 
+from tuner.problem.scenario import Scenario
 from tuner.problem import load_problem
 from tuner.problem.assignment import Assignment
 from tuner.search import TuneSettings, evaluate, study_name, tune_problem
@@ -138,7 +139,7 @@ def check_fleet_result(url: str, problem_file: Path, killed: tuple[str, int, int
                      for key, row in single_rows.items() if key[0] == "light"}
     heavy = [row for key, row in rows.items() if key[0] == "heavy"]
     tuned = Assignment.from_rows(problem, heavy, "the fleet's heavy rows")
-    again = evaluate(problem, tuned, "heavy", SETTINGS.seed_list, heavy[0].horizon_s)
+    again = evaluate(Scenario.of(problem, "heavy", SETTINGS.seed_list, heavy[0].horizon_s), tuned)
     assert again.mean == pytest.approx(heavy[0].goodput_rps, rel=1e-12)
     assert heavy[0].goodput_rps >= heavy[0].baseline_goodput_rps
 

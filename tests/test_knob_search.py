@@ -20,6 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 from tests.test_capacity_ceiling import ONE_GEMM
+from tuner.problem.scenario import Scenario
 from tuner.cli import main
 from tuner.problem import load_problem
 from tuner.search import TuneSettings
@@ -125,12 +126,12 @@ def test_seed_processes_simulate_a_knob_variant_as_this_process_does(tmp_path):
     problem = chunk_problem(tmp_path)
     variant = KnobAxis(problem.knobs).variant(problem, (8192,))
     assignment = PER_BUCKET.assignment(JointSpace.of(problem))
-    alone = evaluate(variant, assignment, "prefill_heavy", range(2), None, metric="capacity")
-    defaults = evaluate(problem, assignment, "prefill_heavy", range(2), None, metric="capacity")
+    alone = evaluate(Scenario.of(variant, "prefill_heavy", range(2), None), assignment, metric="capacity")
+    defaults = evaluate(Scenario.of(problem, "prefill_heavy", range(2), None), assignment, metric="capacity")
     assert alone.values != defaults.values  # so the pool's answer tells the two apart
     with parallel.seed_pool(problem, f"sqlite:///{tmp_path / 'pool.db'}", 2) as pool:
         assert pool.serves(variant)
-        pooled = evaluate(variant, assignment, "prefill_heavy", range(2), None, metric="capacity", seed_runner=pool)
+        pooled = evaluate(Scenario.of(variant, "prefill_heavy", range(2), None), assignment, metric="capacity", seed_runner=pool)
     assert pooled.values == alone.values
 
 

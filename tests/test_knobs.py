@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.test_service import token_service, trace_file
+from tuner.problem.scenario import Scenario
 from tuner.cli import main
 from tuner.errors import ProblemError
 from tuner.problem.assignment import Assignment
@@ -237,7 +238,7 @@ def test_the_chunk_size_decides_which_tile_serves_more(tmp_path):
     def capacity(chunk: int, config: str) -> float:
         deployment = problem.with_knobs({"max_num_batched_tokens": chunk})
         assignment = resolve_assignment(deployment, [f"proj={config}"])
-        return evaluate(deployment, assignment, "prefill_heavy", range(2), None, metric="capacity").mean
+        return evaluate(Scenario.of(deployment, "prefill_heavy", range(2), None), assignment, metric="capacity").mean
 
     assert capacity(2048, narrow) > capacity(2048, wide)
     assert capacity(8192, wide) > capacity(8192, narrow)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner.problem.scenario import Scenario
 from tuner.problem import load_problem, resolve_assignment
 from tuner.problem.assignment import Assignment
 from tuner.search import evaluate
@@ -37,10 +38,10 @@ def test_a_pool_evaluates_exactly_as_one_process(problem, pool, metric, horizon)
     for config in ("lean", "fast"):
         assignment = resolve_assignment(problem, [f"stage={config}"])
         seen: list[tuple[int, float, int]] = []
-        pooled = evaluate(problem, assignment, "heavy", SEEDS, horizon, on_seed=lambda *a: seen.append(a),
+        pooled = evaluate(Scenario.of(problem, "heavy", SEEDS, horizon), assignment, on_seed=lambda *a: seen.append(a),
                           metric=metric, seed_runner=pool)
         alone: list[tuple[int, float, int]] = []  # the same call, serially
-        serial = evaluate(problem, assignment, "heavy", SEEDS, horizon, on_seed=lambda *a: alone.append(a),
+        serial = evaluate(Scenario.of(problem, "heavy", SEEDS, horizon), assignment, on_seed=lambda *a: alone.append(a),
                           metric=metric)
         assert pooled == serial and seen == alone
         assert len(pooled.values) == 3 and (config != "lean" or min(pooled.values) > 0)
@@ -59,7 +60,7 @@ def test_a_prune_stops_at_the_same_seed(problem, pool) -> None:
             raise Pruned
 
     with pytest.raises(Pruned):
-        evaluate(problem, Assignment.default(problem), "heavy", SEEDS, 2.0, on_seed=prune_second, seed_runner=pool)
+        evaluate(Scenario.of(problem, "heavy", SEEDS, 2.0), Assignment.default(problem), on_seed=prune_second, seed_runner=pool)
     assert steps == [0, 1]
 
 
@@ -71,7 +72,7 @@ def test_an_illegal_config_comes_back_as_a_result_and_is_refused_as_in_one_proce
     fast = JointSpace.of(limited).assignment(("fast",))
     found = parallel.run_seed(limited, fast, "light", 0, 5.0, "goodput")  # what a worker sends back
     assert found.illegal is not None and found.illegal.startswith("batch") and found.simulations == 0
-    refused = evaluate(limited, fast, "light", [0], 5.0).constraints
+    refused = evaluate(Scenario.of(limited, "light", [0], 5.0), fast).constraints
     assert (refused.legality, refused.reason) == (1.0, f"illegal: {found.illegal}")
 
 
@@ -82,7 +83,7 @@ def test_only_the_pools_own_problem_file_goes_to_the_workers(problem, pool) -> N
     original = pool._executor.submit
     pool._executor.submit = lambda *a, **k: submitted.append(a) or original(*a, **k)
     try:
-        found = pool.run(other, Assignment.default(other), "heavy", SEEDS, 2.0, "goodput")
+        found = pool.run(Scenario.of(other, "heavy", SEEDS, 2.0), Assignment.default(other), "goodput")
     finally:
         pool._executor.submit = original
     assert submitted == [] and len(found) == len(SEEDS)  # all simulated here
@@ -149,6 +150,6 @@ def test_a_problem_file_edited_during_the_run_is_simulated_here_as_loaded(tmp_pa
     loaded = load_problem(path)
     path.write_text(path.read_text() + "\n# edited after tuner loaded it\n")
     assignment = resolve_assignment(loaded, ["stage=lean"])
-    serial = evaluate(loaded, assignment, "heavy", SEEDS, 2.0)
+    serial = evaluate(Scenario.of(loaded, "heavy", SEEDS, 2.0), assignment)
     with parallel.seed_pool(loaded, f"sqlite:///{tmp_path / 'r.db'}", 2):
-        assert evaluate(loaded, assignment, "heavy", SEEDS, 2.0) == serial  # not an error, not the new file
+        assert evaluate(Scenario.of(loaded, "heavy", SEEDS, 2.0), assignment) == serial  # not an error, not the new file

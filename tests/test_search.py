@@ -13,6 +13,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from tuner.problem.scenario import Scenario
 from tuner.phases import WHOLE_DEVICE
 from tuner.errors import IllegalConfigError, StorageError
 from tuner.problem import Problem, load_problem
@@ -201,7 +202,7 @@ def test_illegal_shapes_make_a_trial_infeasible_not_fatal(seed_problem):
     verdict = check_constraints(no_workspace, JointSpace.of(no_workspace).assignment(("fast",)), "light")
     assert verdict.legality == 1.0 and not verdict.feasible
     assert space.choices == (("lean",),)  # pruned before any simulation, as triton.autotune's prune_configs_by
-    illegal = evaluate(problem, space.assignment(("fast",)), "light", [0], 5.0).constraints
+    illegal = evaluate(Scenario.of(problem, "light", [0], 5.0), space.assignment(("fast",))).constraints
     assert illegal.legality == 1.0 and illegal.reason.startswith("illegal: batch")
     storage = memory_store()
     outcome = tune_regime(problem, "light", storage, TuneSettings(trials=3, seeds=2, horizon_s=5))
@@ -262,9 +263,9 @@ def test_capacity_ranks_the_ladder_where_goodput_at_a_stable_rate_ties(tmp_path)
     enough, the isolated-fastest rung admits half as many (paired over the same seeds)."""
     problem = load_problem(write_yaml(tmp_path / "t.yaml", tradeoff_problem(rate=300, horizon="2 s")))
     rung = {v: resolve_assignment(problem, [f"{op}={v}" for op in "abc"]) for v in ("w0", "w1", "w4")}
-    goodput = {v: evaluate(problem, a, "heavy", (0, 1, 2), None) for v, a in rung.items()}
+    goodput = {v: evaluate(Scenario.of(problem, "heavy", (0, 1, 2), None), a) for v, a in rung.items()}
     assert goodput["w0"].values == goodput["w1"].values and not goodput["w1"].overloaded
-    capacity = {v: evaluate(problem, a, "heavy", (0, 1, 2), None, metric="capacity") for v, a in rung.items()}
+    capacity = {v: evaluate(Scenario.of(problem, "heavy", (0, 1, 2), None), a, metric="capacity") for v, a in rung.items()}
     assert paired_delta(capacity["w1"], capacity["w0"]).mean > 0
     assert paired_delta(capacity["w0"], capacity["w4"]).excludes_zero
     assert all(c.mean > 300 for c in (capacity["w0"], capacity["w1"])) and capacity["w4"].mean < 300

@@ -193,6 +193,7 @@ def parse_knobs(problem: Problem, settings: tuple[str, ...]) -> dict[str, KnobVa
 def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int, ...], horizon: float | None,
                        as_json: bool) -> None:
     from ..search.capacity import REL_TOL
+    from ..problem.scenario import Scenario
     from ..search.evaluate import evaluate
     from .progress import TerminalProgress
 
@@ -210,8 +211,8 @@ def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int
             def probe(rate: float, attainment: float) -> None:
                 progress.update(len(done), detail=f"probed {rate:.3g} req/s: {attainment:.1%} met the SLO")
 
-            found = evaluate(problem, assignment, regime, seeds, horizon, on_seed=step, metric="capacity",
-                             on_probe=probe)
+            found = evaluate(Scenario.of(problem, regime, seeds, horizon), assignment, on_seed=step,
+                             metric="capacity", on_probe=probe)
             progress.finish()
         if not found.feasible:
             raise TunerError(f"{problem.path}: regime {regime!r}: {found.constraints.reason}")

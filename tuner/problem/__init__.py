@@ -6,8 +6,9 @@ from .model import (
     Config, Device, Family, KernelProfile, Memory, Neighbor, Operator, PiecewiseLinear,
     Problem, Regime, Service, Slo,
 )
+from .scenario import Scenario
 
 __all__ = [
     "Config", "Device", "Family", "KernelProfile", "Memory", "Neighbor", "Operator",
-    "PiecewiseLinear", "Problem", "Regime", "Service", "Slo", "load_problem", "resolve_assignment",
+    "PiecewiseLinear", "Problem", "Regime", "Scenario", "Service", "Slo", "load_problem", "resolve_assignment",
 ]

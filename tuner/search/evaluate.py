@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import IllegalConfigError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from ..problem.scenario import Scenario
 from ..sim import bind
 from ..stats import ci_half_width
 from ..units import gib_text
@@ -126,17 +127,14 @@ class Evaluation:
 
 
 def evaluate(
-    problem: Problem,
+    scenario: Scenario,
     assignment: Assignment,
-    regime: str,
-    seeds: Sequence[int],
-    horizon_s: float | None,
     on_seed: Callable[[int, float, int], None] | None = None,
     metric: str = "goodput",
     on_probe: Callable[[float, float], object] | None = None,
     seed_runner: parallel.SeedRunner = parallel.IN_PROCESS,
 ) -> Evaluation:
-    """Constraints, then the metric for each seed.
+    """Constraints, then the metric for each of the scenario's seeds.
 
     ``on_seed(step, value, simulations)`` runs after each seed (a trial reports and may
     prune there, by raising); ``on_probe(rate, attainment)`` after each capacity probe
@@ -146,7 +144,7 @@ def evaluate(
     """
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS} but got {metric!r}")
-    constraints = check_constraints(problem, assignment, regime)
+    constraints = check_constraints(scenario.problem, assignment, scenario.regime)
     if not constraints.feasible:
         return Evaluation((), constraints, metric=metric)
     values: list[float] = []
@@ -156,7 +154,7 @@ def evaluate(
     overloaded = lower_bounds = 0
     limit: str | None = None
     visited: set[tuple[str, int]] = set()
-    results = seed_runner.run(problem, assignment, regime, seeds, horizon_s, metric, on_probe)
+    results = seed_runner.run(scenario, assignment, metric, on_probe)
     for step, done in enumerate(results):
         if done.illegal is not None:
             return Evaluation((), Constraints(legality=1.0, reason=f"illegal: {done.illegal}"), metric=metric)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..problem.knobs import KnobValue
 from ..problem.model import Problem
+from ..problem.scenario import Scenario
 from ..stats import Delta, paired_delta
 from .baselines import PER_BUCKET
 from .evaluate import Evaluation, evaluate
@@ -65,12 +66,12 @@ def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
     answers: list[KnobAnswer] = []
     memo = {} if capacities is None else capacities
     for done, values in enumerate(combinations):
-        variant = problem.with_knobs(values)
-        goodput = evaluate(variant, baseline, regime, seeds, horizon_s, metric="goodput")
+        scenario = Scenario.of(problem.with_knobs(values), regime, seeds, horizon_s)
+        goodput = evaluate(scenario, baseline, metric="goodput")
         key = (shape, horizon_s, tuple(seeds), tuple(values.items()))
         capacity = memo.get(key)
         if capacity is None:
-            capacity = memo[key] = evaluate(variant, baseline, regime, seeds, horizon_s, metric="capacity")
+            capacity = memo[key] = evaluate(scenario, baseline, metric="capacity")
         if answers:
             first = answers[0]
             deltas = paired_delta(goodput, first.goodput), paired_delta(capacity, first.capacity)

@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from .. import interrupts
-from ..problem.model import Problem
+from ..problem.scenario import Scenario
 from .evaluate import Constraints, check_constraints, evaluate
 from .knob_axis import KnobKey
 from .local import suggest
@@ -38,13 +38,12 @@ class SimulationCount:
 
 @dataclass
 class Objective:
-    """Optuna's objective for one regime; holds only the run's constants (re-entrant)."""
+    """Optuna's objective for one regime; holds only the run's constants (re-entrant).
+    ``scenario`` is the regime's, on the problem as written; each trial's knob values make
+    the deployment it is simulated on."""
 
-    problem: Problem
-    regime: str
+    scenario: Scenario
     space: JointSpace
-    seeds: tuple[int, ...]
-    horizon: float
     counter: SimulationCount = field(default_factory=lambda: SimulationCount())
     p_threshold: float = 0.1
     rehearsed: dict[tuple[JointPoint, KnobKey], FrozenTrial] = field(default_factory=dict)
@@ -59,8 +58,8 @@ class Objective:
         if prior is not None:
             return copy_result(trial, prior, {"duplicate_of": prior.number})
         assignment = space.assignment(point)
-        problem = space.axis.variant(self.problem, knobs)  # the deployment these knob values make
-        constraints = check_constraints(problem, assignment, self.regime)
+        scenario = self.scenario.on(space.axis.variant(self.scenario.problem, knobs))  # the deployment
+        constraints = check_constraints(scenario.problem, assignment, scenario.regime)
         twin = self._equivalent(trial, point, knobs, constraints) if constraints.feasible else None
         if twin is not None:
             return copy_result(trial, twin, {"duplicate_of": twin.number, "equivalent_to": twin.number})
@@ -74,13 +73,13 @@ class Objective:
                 trial.report(value, step)
                 # with n paired seeds the Wilcoxon test's smallest one-sided p-value is 2**-n:
                 # ask the pruner only when it could say yes (asking reads every trial)
-                if step < len(self.seeds) - 1 and 2.0 ** -(step + 1) < self.p_threshold and trial.should_prune():
+                if step < len(scenario.seeds) - 1 and 2.0 ** -(step + 1) < self.p_threshold and trial.should_prune():
                     record(trial, TrialRecord.run(Constraints(), simulations), Constraints())
                     raise optuna.TrialPruned(f"worse than the best trial after {step + 1} seeds (Wilcoxon)")
 
         with interrupts.interruptible():  # the simulations; what the trial writes waits for them
-            evaluation = evaluate(problem, assignment, self.regime, self.seeds, self.horizon, on_seed,
-                                  metric=problem.objective, seed_runner=self.seed_runner)
+            evaluation = evaluate(scenario, assignment, on_seed, metric=scenario.problem.objective,
+                                  seed_runner=self.seed_runner)
         index = {cell: i for i, cell in enumerate(space.cells)}
         record(trial, TrialRecord.run(evaluation.constraints, simulations, evaluation, index), evaluation.constraints)
         return evaluation.mean
@@ -96,7 +95,7 @@ class Objective:
         """A complete trial (every seed measured) with the same knob values whose run this
         point repeats (:func:`tuner.search.same_run.repeats_run`)."""
         for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if len(other.intermediate_values) != len(self.seeds) or self.space.axis.trial_key(other) != knobs:
+            if len(other.intermediate_values) != len(self.scenario.seeds) or self.space.axis.trial_key(other) != knobs:
                 continue
             theirs = self.space.point(other.params)
             recorded = TrialRecord.of(other)

@@ -24,6 +24,7 @@ from .capacity import PROBES_PER_SEED
 from .evaluate import Evaluation, check_constraints, evaluate
 from .guard import guard
 from .knob_axis import KnobKey, with_key
+from ..problem.scenario import Scenario
 from .objective import SimulationCount
 from .parallel import IN_PROCESS, SeedRunner
 from .ranking import Choice, best_of, evaluation_of, finished_trials, select_best
@@ -163,7 +164,7 @@ def regime_outcome(
         reason = known.get(fastest, Evaluation(())).constraints.reason or "every trial was infeasible"
         raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
                           f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
-    figures = _Figures(deployed, regime, seeds, horizon, known, counter, capacities, progress.note,
+    figures = _Figures(Scenario(deployed, regime, seeds, horizon), known, counter, capacities, progress.note,
                        progress.simulated, key, seed_runner)
     progress.after_trials(figures.estimate([tuned.assignment, *baseline_assignments.values()],
                                            capacity=[tuned.assignment] + [a for key, a in baseline_assignments.items()
@@ -177,11 +178,11 @@ def regime_outcome(
     }
     oracle = None
     if settings.oracle:
-        oracle = exhaustive(deployed, regime, space, seeds, horizon, settings.oracle_limit, known, counter,
-                            seed_runner)
+        oracle = exhaustive(figures.scenario, space, settings.oracle_limit, known, counter, seed_runner)
     defaults = None
     if key != space.axis.defaults:  # answer (a): the per-bucket baseline under the engine's own settings
-        at_defaults = dataclasses.replace(figures, problem=problem, knobs=space.axis.defaults, known=known_evaluations(
+        at_defaults = dataclasses.replace(figures, scenario=figures.scenario.on(problem), knobs=space.axis.defaults,
+                                          known=known_evaluations(
             space, with_key(every, space.axis, space.axis.defaults), len(seeds)))
         defaults = at_defaults.choice(baseline_assignments[PER_BUCKET.name], None, capacity=True,
                                       label="the engine's defaults")
@@ -210,7 +211,7 @@ def capacity_at_slo(problem: Problem, regime: str, study: optuna.Study, settings
     space = JointSpace.of(problem)
     horizon = problem.regime(regime).window_s(settings.horizon_s)
     known = known_evaluations(space, with_key(finished_trials(study), space.axis, knobs), settings.seeds)
-    figures = _Figures(space.axis.variant(problem, knobs), regime, settings.seed_list, horizon, known,
+    figures = _Figures(Scenario(space.axis.variant(problem, knobs), regime, settings.seed_list, horizon), known,
                        SimulationCount(), capacities, progress.note, progress.simulated, knobs, seed_runner)
     return figures.metric(assignment, "capacity", f"{space.axis.text(knobs)} in {regime}")
 
@@ -227,10 +228,7 @@ class _Figures:
     one run) computes each (shape, assignment) once. ``note`` is told what is being
     simulated, seed by seed (the progress line of a phase that can take minutes)."""
 
-    problem: Problem
-    regime: str
-    seeds: tuple[int, ...]
-    horizon: float
+    scenario: Scenario
     known: dict[Assignment, Evaluation]
     counter: SimulationCount
     capacities: dict[tuple[str, float, tuple[int, ...], KnobKey], dict[Assignment, Evaluation]] | None
@@ -244,13 +242,14 @@ class _Figures:
         """About how many simulations the figures still need: each seed of a goodput the
         study does not hold in full, and a capacity search per seed for each assignment
         whose capacity on this traffic shape is not yet known."""
-        seeds, objective = len(self.seeds), self.problem.objective
+        scenario = self.scenario
+        seeds, objective = len(scenario.seeds), scenario.problem.objective
         needed = sum(seeds for a in dict.fromkeys(goodput)
-                     if not (objective == "goodput" and _complete(self.known.get(a), self.seeds, objective)))
+                     if not (objective == "goodput" and _complete(self.known.get(a), scenario.seeds, objective)))
         known = (self.capacities or {}).get(self._shape, {})
         needed += sum(PROBES_PER_SEED * seeds for a in dict.fromkeys(capacity)
                       if a not in known and not (objective == "capacity"
-                                                 and _complete(self.known.get(a), self.seeds, objective)))
+                                                 and _complete(self.known.get(a), scenario.seeds, objective)))
         return needed
 
     def metric(self, assignment: Assignment, metric: str, label: str = "") -> Evaluation:
@@ -266,13 +265,14 @@ class _Figures:
     def _shape(self) -> tuple:
         """What a capacity depends on beside the assignment: the traffic shape, the window,
         the seeds and the deployment's knob values."""
-        return (self.problem.regime(self.regime).shape_key, self.horizon, self.seeds, self.knobs)
+        scenario = self.scenario
+        return (scenario.spec.shape_key, scenario.horizon_s, scenario.seeds, self.knobs)
 
     def _equivalent(self, assignment: Assignment, known: Mapping[Assignment, Evaluation]) -> Evaluation | None:
         """A capacity already found on this shape whose every probe this assignment would
         repeat: the same reserved workspace and the same configs in every cell those probes
         launched (the search's path depends only on the probes' runs, so it is the same)."""
-        reserved = check_constraints(self.problem, assignment, self.regime).reserved_bytes
+        reserved = check_constraints(self.scenario.problem, assignment, self.scenario.regime).reserved_bytes
         for other, found in known.items():
             if repeats_run(reserved, found.constraints.reserved_bytes, found.visited,
                            lambda cell: assignment.config(*cell) == other.config(*cell)):  # noqa: B023 (used at once)
@@ -281,8 +281,8 @@ class _Figures:
 
     def _complete(self, assignment: Assignment, metric: str, label: str) -> Evaluation:
         what = f"{metric} of {label or 'an assignment'}"
-        return complete_evaluation(self.problem, self.regime, assignment, self.seeds, self.horizon, self.known,
-                                   self.counter, metric, note=lambda done: self.note(f"{what}: {done}"),
+        return complete_evaluation(self.scenario, assignment, self.known, self.counter, metric,
+                                   note=lambda done: self.note(f"{what}: {done}"),
                                    simulated=self.simulated, seed_runner=self.seed_runner)
 
     def choice(self, assignment: Assignment, trial: int | None, capacity: bool, label: str = "") -> Choice:
@@ -291,7 +291,7 @@ class _Figures:
         capacity that fails beside a goodput study is left out, with the error, so the
         goodput figures and the table's rows are still written."""
         found, error = None, None
-        if self.problem.objective == "capacity":
+        if self.scenario.problem.objective == "capacity":
             found = self.metric(assignment, "capacity", label)
         elif capacity:
             try:
@@ -330,8 +330,8 @@ def _complete(have: Evaluation | None, seeds: Sequence[int], metric: str) -> boo
         len(have.values) == len(seeds) and (metric != "goodput" or len(have.rates) == len(seeds))))
 
 
-def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, seeds: Sequence[int],
-                        horizon: float, known: dict[Assignment, Evaluation], counter: SimulationCount,
+def complete_evaluation(scenario: Scenario, assignment: Assignment, known: dict[Assignment, Evaluation],
+                        counter: SimulationCount,
                         metric: str | None = None, note: Callable[[str], None] = lambda text: None,
                         simulated: Callable[[int], None] = lambda count: None,
                         seed_runner: SeedRunner = IN_PROCESS) -> Evaluation:
@@ -339,6 +339,7 @@ def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, s
     the study's if complete, else every seed simulated. A pruned trial's prefix of seeds
     is not reused: it lacks its seeds' realised rates and overload flags (goodput) or the
     cells its probes launched (capacity), which the figures and the capacity memo need."""
+    problem, seeds = scenario.problem, scenario.seeds
     metric = metric or problem.objective
     have = known.get(assignment) if metric == problem.objective else None
     if have is not None and _complete(have, seeds, metric):
@@ -358,8 +359,7 @@ def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, s
         note(f"probed {rate:.3g} req/s: {attainment:.1%} met the SLO")
 
     note(f"{len(seeds)} seeds")
-    result = evaluate(problem, assignment, regime, seeds, horizon, on_seed=count, metric=metric, on_probe=probe,
-                      seed_runner=seed_runner)
+    result = evaluate(scenario, assignment, on_seed=count, metric=metric, on_probe=probe, seed_runner=seed_runner)
     if have is not None and have.latency_p50_s is not None and result.latency_p50_s is None:
         result = dataclasses.replace(result, latency_p50_s=have.latency_p50_s)
     if metric == problem.objective:
@@ -367,9 +367,8 @@ def complete_evaluation(problem: Problem, regime: str, assignment: Assignment, s
     return result
 
 
-def exhaustive(problem: Problem, regime: str, space: JointSpace, seeds: Sequence[int], horizon: float,
-               limit: int, known: dict[Assignment, Evaluation], counter: SimulationCount | None = None,
-               seed_runner: SeedRunner = IN_PROCESS) -> OracleResult:
+def exhaustive(scenario: Scenario, space: JointSpace, limit: int, known: dict[Assignment, Evaluation],
+               counter: SimulationCount | None = None, seed_runner: SeedRunner = IN_PROCESS) -> OracleResult:
     """Evaluate every joint assignment of the space (when there are at most ``limit``)
     and keep the best, by the study's ranking rule (:func:`tuner.search.ranking.better`). The space holds each
     cell's non-dominated configs (:mod:`tuner.search.space`): a dominated one cannot win."""
@@ -377,10 +376,9 @@ def exhaustive(problem: Problem, regime: str, space: JointSpace, seeds: Sequence
         return OracleResult(space.size, limit)
     counter = counter or SimulationCount()
     before = counter.simulations
-    evaluated = ((assignment, complete_evaluation(problem, regime, assignment, seeds, horizon, known, counter,
-                                                  seed_runner=seed_runner))
+    evaluated = ((assignment, complete_evaluation(scenario, assignment, known, counter, seed_runner=seed_runner))
                  for assignment in map(space.assignment, space.points()))
     feasible = [(assignment, evaluation) for assignment, evaluation in evaluated if evaluation.feasible]
     best = best_of(feasible)
     choice = None if best is None else Choice(*best)
-    return OracleResult(space.size, limit, choice, counter.simulations - before, len(feasible) * len(seeds))
+    return OracleResult(space.size, limit, choice, counter.simulations - before, len(feasible) * len(scenario.seeds))

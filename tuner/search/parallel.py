@@ -25,7 +25,7 @@ problem's load and its first launches (``benchmarks/bench_tune.py`` reports it).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +35,7 @@ from typing import Protocol
 from ..errors import IllegalConfigError, SearchError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from ..problem.scenario import Scenario
 from .knob_axis import KnobAxis, KnobKey, base_of
 from ..processes import spawn_pool, stop_pool
 from ..sim.metrics import Metrics
@@ -164,8 +165,7 @@ class SeedRunner(Protocol):
 
     processes: int
 
-    def run(self, problem: Problem, assignment: Assignment, regime: str, seeds: Sequence[int],
-            horizon_s: float | None, metric: str,
+    def run(self, scenario: Scenario, assignment: Assignment, metric: str,
             on_probe: Callable[[float, float], object] | None = None) -> Iterable[SeedResult]: ...
 
 
@@ -174,10 +174,10 @@ class InProcess:
 
     processes = 1
 
-    def run(self, problem: Problem, assignment: Assignment, regime: str, seeds: Sequence[int],
-            horizon_s: float | None, metric: str,
+    def run(self, scenario: Scenario, assignment: Assignment, metric: str,
             on_probe: Callable[[float, float], object] | None = None) -> Iterator[SeedResult]:
-        return (run_seed(problem, assignment, regime, seed, horizon_s, metric, on_probe) for seed in seeds)
+        problem, regime, horizon_s = scenario.problem, scenario.regime, scenario.horizon_s
+        return (run_seed(problem, assignment, regime, seed, horizon_s, metric, on_probe) for seed in scenario.seeds)
 
 
 #: The runner of an evaluation that is given none.
@@ -199,15 +199,15 @@ class SeedPool:
         found = base_of(problem)
         return problem is self.problem or (found is not None and found[0] is self.problem)
 
-    def run(self, problem: Problem, assignment: Assignment, regime: str, seeds: Sequence[int],
-            horizon_s: float | None, metric: str,
+    def run(self, scenario: Scenario, assignment: Assignment, metric: str,
             on_probe: Callable[[float, float], object] | None = None) -> list[SeedResult]:
         """Every seed's result, in seed order (all seeds run; reading them stays the caller's).
         ``on_probe`` hears the capacity probes of the first seed, the one run in this process
         (the workers' seeds run alongside at about the same pace). A problem the pool's
         workers cannot load (not its file, nor a knob variant of it) runs in this process."""
+        problem, regime, seeds, horizon_s = scenario.problem, scenario.regime, scenario.seeds, scenario.horizon_s
         if not self.serves(problem):
-            return list(IN_PROCESS.run(problem, assignment, regime, seeds, horizon_s, metric, on_probe))
+            return list(IN_PROCESS.run(scenario, assignment, metric, on_probe))
         if not seeds:
             return []
         futures = [self._executor.submit(Simulation.run, Simulation.of(problem, self.storage, regime, assignment,

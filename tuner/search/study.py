@@ -42,6 +42,7 @@ from ..problem.model import Problem
 from .baselines import BASELINES
 from .knob_axis import KnobKey
 from .local import LocalSearchSampler, names_of
+from ..problem.scenario import Scenario
 from .objective import Objective, SimulationCount
 from .parallel import IN_PROCESS, SeedRunner
 from .ranking import FINISHED, finished_trials, incumbent
@@ -221,8 +222,8 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
     )
     progress.start(regime, len(budget.counted(finished)), settings.trials)
     if not budget.exhausted(finished, settings.trials):
-        objective = Objective(problem, regime, space, seeds, horizon, SimulationCount(), settings.p_threshold,
-                              dict(rehearsed), seed_runner)
+        objective = Objective(Scenario(problem, regime, seeds, horizon), space, SimulationCount(),
+                              settings.p_threshold, dict(rehearsed), seed_runner)
         # a baseline with a dominated config is evaluated apart
         starts = warm_starts(problem, regime, space, neighbours) if pinned is None else \
             pinned_starts(space, study, pinned)
