@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import SEED_EXAMPLE, schema_3_fields
+from tuner.problem.scenario import Scenario
 from tuner.errors import AssignmentError
 from tuner.attribution import assignments_per_regime, attribute, compare, decide, gate
 from tuner.attribution.render import verdict_line
@@ -77,7 +78,7 @@ def cli(*args: str):
 
 def test_the_regressing_operator_gets_the_largest_effect_and_its_ci_excludes_zero(problem):
     base, cand = per_regime(problem, "mem=lean norm=a")["heavy"], per_regime(problem, "mem=fast norm=b")["heavy"]
-    a = attribute(problem, base, cand, "heavy", SEEDS)
+    a = attribute(Scenario.of(problem, "heavy", SEEDS), base, cand)
     assert [e.op for e in a.effects] == ["mem", "norm"] and [e.label for e in a.effects] == ["mem", "norm"]
     assert a.blamed == "mem" and a.ranked[0].op == "mem"
     assert a.blamed_cell is None  # mem has one bucket: there is no bucket to name
@@ -95,8 +96,7 @@ def test_the_regressing_operator_gets_the_largest_effect_and_its_ci_excludes_zer
 
 
 def test_a_neutral_change_passes_the_gate_and_its_cis_include_zero(problem):
-    a = attribute(problem, per_regime(problem, "norm=a")["heavy"], per_regime(problem, "norm=b")["heavy"],
-                  "heavy", SEEDS)
+    a = attribute(Scenario.of(problem, "heavy", SEEDS), per_regime(problem, "norm=a")["heavy"], per_regime(problem, "norm=b")["heavy"])
     (norm,) = a.effects
     assert norm.op == "norm" and not norm.add.excludes_zero and not a.total.excludes_zero
     assert norm.add.low <= 0 <= norm.add.high and a.blamed is None
@@ -108,9 +108,9 @@ def test_a_neutral_change_passes_the_gate_and_its_cis_include_zero(problem):
 def test_identical_assignments_give_identical_metrics_and_zero_deltas(problem):
     same = per_regime(problem, "mem=fast norm=b")["heavy"]
     spelled_otherwise = per_regime(problem, "norm=b;mem=fast")["heavy"]
-    comparison = compare(problem, same, spelled_otherwise, "heavy", SEEDS)
+    comparison = compare(Scenario.of(problem, "heavy", SEEDS), same, spelled_otherwise)
     assert comparison.base_runs == comparison.candidate_runs and comparison.changed == ()
-    a = attribute(problem, same, spelled_otherwise, "heavy", SEEDS)
+    a = attribute(Scenario.of(problem, "heavy", SEEDS), same, spelled_otherwise)
     assert a.effects == () and set(a.total.values) == {0.0} and set(a.interaction.values) == {0.0}
     assert decide(comparison, 0.0, 0.95).passed
 
@@ -225,11 +225,11 @@ def test_a_batch_simulator_gives_the_same_attribution_with_each_run_once(problem
         batches.append(len(runs))
         return [simulate(problem, assignment, "heavy", seed, 2.0).metrics for assignment, seed in runs]
 
-    together = attribute(problem, base, cand, "heavy", range(3), 2.0, batch=batch)
+    together = attribute(Scenario.of(problem, "heavy", range(3), 2.0), base, cand, batch=batch)
     # base, candidate and the two mixes (with two operators, one added alone is the other
     # removed alone): 4 distinct assignments x 3 seeds, in one batch
     assert batches == [4 * 3]
-    assert together == attribute(problem, base, cand, "heavy", range(3), 2.0)
+    assert together == attribute(Scenario.of(problem, "heavy", range(3), 2.0), base, cand)
 
 
 # --- per-shape buckets -------------------------------------------------------------------
@@ -278,7 +278,7 @@ def goodputs(problem, assignment, regime="heavy"):
 def test_by_bucket_names_op_at_label_units_and_the_operator_summary_substitutes_all_its_buckets_at_once(buckets):
     assert [b.label for b in buckets.operator("mm").bucketing.buckets] == ["M..2", "M3..8"]
     base, cand = per_regime(buckets, "mm=x norm=a")["heavy"], per_regime(buckets, "mm=y norm=b")["heavy"]
-    a = attribute(buckets, base, cand, "heavy", BUCKET_SEEDS, by_bucket=True)
+    a = attribute(Scenario.of(buckets, "heavy", BUCKET_SEEDS), base, cand, by_bucket=True)
     # one unit per changed cell; norm has one bucket, so it keeps its plain name
     assert [e.label for e in a.effects] == ["mm@M..2", "mm@M3..8", "norm"]
     assert [(e.base_config, e.candidate_config) for e in a.effects] == [("x", "y")] * 2 + [("a", "b")]
@@ -298,7 +298,7 @@ def test_by_bucket_names_op_at_label_units_and_the_operator_summary_substitutes_
     assert summary["mm"].remove.values == tuple(c - m for c, m in zip(cand_g, goodputs(buckets, mm_back)))
     assert summary["norm"] == norm
     # ... which is exactly the default unit, and the interaction is over the units in use
-    by_op = attribute(buckets, base, cand, "heavy", BUCKET_SEEDS)
+    by_op = attribute(Scenario.of(buckets, "heavy", BUCKET_SEEDS), base, cand)
     assert by_op.effects == a.operators and [e.label for e in by_op.effects] == ["mm", "norm"]
     for result in (a, by_op):
         assert result.total.values == pytest.approx(
@@ -314,7 +314,7 @@ def test_a_bucket_spec_changes_one_cell_and_the_blame_names_it(buckets):
     x, y = (buckets.family_of("mm").find(name=n) for n in ("x", "y"))
     assert base.configs("mm") == (x, x)  # the family default is its first config
     assert cand == base.replace({("mm", 1): y}) and cand == per_regime(buckets, "mm@1=y")["heavy"]
-    a = attribute(buckets, base, cand, "heavy", BUCKET_SEEDS)
+    a = attribute(Scenario.of(buckets, "heavy", BUCKET_SEEDS), base, cand)
     (e,) = a.effects
     assert (e.label, e.buckets, e.cell_label) == ("mm", (1,), "mm@M3..8")
     assert a.blamed == "mm" and a.blamed_cell == e  # one bucket changed: it is the one to name

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from ..problem.scenario import Scenario
 from ..search.capacity import capacity_at
 from ..sim import Metrics, simulate
 from ..stats import Delta, paired
@@ -198,9 +199,9 @@ BatchSimulator = Callable[[Sequence[tuple[Assignment, int]]], Sequence[Metrics]]
 class _Runner:
     """Simulations of one call, each distinct (assignment, seed) once (local, never shared)."""
 
-    def __init__(self, problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float | None,
-                 batch: BatchSimulator | None = None, metric: str = "goodput") -> None:
-        self.problem, self.regime, self.seeds, self.horizon_s = problem, regime, tuple(seeds), horizon_s
+    def __init__(self, scenario: Scenario, batch: BatchSimulator | None = None, metric: str = "goodput") -> None:
+        self.problem, self.regime, self.seeds, self.horizon_s = (scenario.problem, scenario.regime, scenario.seeds,
+                                                                 scenario.horizon_s)
         self.batch = batch if metric == "goodput" else None  # a batch returns one run per seed
         self.metric = metric
         self._done: dict[Assignment, Runs] = {}
@@ -269,10 +270,10 @@ def _configs_text(problem: Problem, assignment: Assignment, unit: Unit) -> str:
     return " ".join(f"{labels[b].label}:{c.name}" for b, c in zip(buckets, configs))
 
 
-def compare(problem: Problem, base: Assignment, candidate: Assignment, regime: str, seeds: Sequence[int],
-            horizon_s: float | None = None, confidence: float = 0.95, metric: str = "goodput") -> Comparison:
-    """Simulate base and candidate on the same seeds (``metric``: goodput, or capacity at the SLO)."""
-    run = _Runner(problem, regime, seeds, horizon_s, metric=metric)
+def compare(scenario: Scenario, base: Assignment, candidate: Assignment, confidence: float = 0.95,
+            metric: str = "goodput") -> Comparison:
+    """Simulate base and candidate on the scenario's seeds (``metric``: goodput, or capacity at the SLO)."""
+    run = _Runner(scenario, metric=metric)
     return _compare(run, base, candidate, confidence)
 
 
@@ -282,8 +283,7 @@ def _compare(run: _Runner, base: Assignment, candidate: Assignment, confidence: 
                       confidence=confidence, metric=run.metric)
 
 
-def attribute(problem: Problem, base: Assignment, candidate: Assignment, regime: str, seeds: Sequence[int],
-              horizon_s: float | None = None, confidence: float = 0.95,
+def attribute(scenario: Scenario, base: Assignment, candidate: Assignment, confidence: float = 0.95,
               comparison: Comparison | None = None, batch: BatchSimulator | None = None,
               by_bucket: bool = False, metric: str = "goodput") -> Attribution:
     """Attribute the candidate's goodput change to its config changes (see the module doc).
@@ -293,7 +293,8 @@ def attribute(problem: Problem, base: Assignment, candidate: Assignment, regime:
     and candidate; ``batch`` runs all the simulations at once (the dashboard spreads them
     over processes).
     """
-    run = _Runner(problem, regime, seeds, horizon_s, batch, comparison.metric if comparison else metric)
+    problem = scenario.problem
+    run = _Runner(scenario, batch, comparison.metric if comparison else metric)
     if comparison is not None:
         run.seed(base, comparison.base_runs)
         run.seed(candidate, comparison.candidate_runs)

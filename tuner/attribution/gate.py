@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..errors import TunerError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from ..problem.scenario import Scenario
 from .attribute import Attribution, Comparison, attribute, compare
 
 
@@ -96,11 +97,12 @@ def gate(problem: Problem, base: Mapping[str, Assignment], candidate: Mapping[st
         raise TunerError(f"--seeds must be at least 2 for a paired comparison but got {len(seeds)}")
     verdicts = []
     for regime in sorted(base):
-        comparison = compare(problem, base[regime], candidate[regime], regime, seeds, horizon_s, confidence, metric)
+        scenario = Scenario.of(problem, regime, seeds, horizon_s)
+        comparison = compare(scenario, base[regime], candidate[regime], confidence, metric)
         verdict = decide(comparison, tolerance, confidence)
         if attribute_all or not verdict.passed:
-            attribution = attribute(problem, base[regime], candidate[regime], regime, seeds, horizon_s,
-                                    confidence, comparison=comparison, by_bucket=True)
+            attribution = attribute(scenario, base[regime], candidate[regime], confidence, comparison=comparison,
+                                    by_bucket=True)
             verdict = RegimeVerdict(comparison, tolerance, confidence, verdict.lower_bound, verdict.passed,
                                     attribution)
         verdicts.append(verdict)

@@ -73,12 +73,13 @@ def attribute(base: str, cand: str, problem: Path | None, regimes: tuple[str, ..
               horizon: float | None, metric: str, confidence: float, by_bucket: bool, as_json: bool) -> None:
     """Attribute CAND's goodput change against BASE to each operator's config change."""
     from ..attribution import attribute as run_attribution
+    from ..problem.scenario import Scenario
     from ..attribution.render import attribution_to_dict, waterfall
 
     if not 0.5 <= confidence < 1:
         raise TunerError(f"--confidence must be in [0.5, 1) but got {confidence}")
     loaded, chosen, base_a, cand_a = load_inputs(problem, base, cand, regimes)
-    results = [run_attribution(loaded, base_a[r], cand_a[r], r, range(seeds), horizon, confidence,
+    results = [run_attribution(Scenario.of(loaded, r, range(seeds), horizon), base_a[r], cand_a[r], confidence,
                                by_bucket=by_bucket, metric=metric)
                for r in chosen]
     if as_json:

@@ -17,6 +17,7 @@ from typing import Any
 from .. import bundled
 from ..errors import StorageError, TunerError
 from ..problem.assignment import Assignment
+from ..problem.scenario import Scenario
 from ..processes import spawn_pool, stop_pool
 from ..store.row import TableRow
 from ..search.parallel import Simulation, remember
@@ -280,7 +281,7 @@ class Dashboard:
             return self._simulations([Simulation.of(problem, self.storage, regime, assignment, seed, horizon,
                                                     viewing=True) for assignment, seed in runs])
         return self._cached(("attribution", problem.path, problem.file_hash, regime, baseline, tuned, seeds, horizon),
-                            lambda: attribute(problem, baseline, tuned, regime, seeds, horizon, batch=batch))
+                            lambda: attribute(Scenario.of(problem, regime, seeds, horizon), baseline, tuned, batch=batch))
 
     def warm(self, progress: Callable[[str], None] | None = None) -> None:
         """Run every page's simulations now, so that later page views are instant."""
