@@ -171,8 +171,8 @@ def test_regimes_that_differ_only_in_load_search_each_capacity_once(tmp_path, wr
     real = knob_sweep.evaluate
     monkeypatch.setattr(knob_sweep, "evaluate", lambda *a, **k: calls.append(k["metric"]) or real(*a, **k))
     shared: dict = {}
-    light = knob_sweep.sweep_knobs(problem, "light", range(2), None, capacities=shared)
-    heavy = knob_sweep.sweep_knobs(problem, "heavy", range(2), None, capacities=shared)
+    light = knob_sweep.sweep_knobs(Scenario.of(problem, "light", range(2)), capacities=shared)
+    heavy = knob_sweep.sweep_knobs(Scenario.of(problem, "heavy", range(2)), capacities=shared)
     assert calls.count("capacity") == 2 and calls.count("goodput") == 4  # two combinations; goodput per regime
     assert [a.capacity for a in light] == [a.capacity for a in heavy]
 

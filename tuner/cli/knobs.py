@@ -31,7 +31,7 @@ def knobs(problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: f
     """Every combination of the problem's service.knobs with the per-bucket isolated-fastest
     configs, against the engine's defaults (each list's first value), paired by seed:
     goodput at the regime's rate and capacity at the SLO: what the knobs alone give."""
-    from ..problem import load_problem
+    from ..problem import Scenario, load_problem
     from ..search.knob_sweep import sweep_knobs
 
     loaded = load_problem(problem or DEFAULT_PROBLEM)
@@ -47,7 +47,7 @@ def knobs(problem: Path | None, regimes: tuple[str, ...], seeds: int, horizon: f
     with TerminalProgress("tuner knobs", "combinations", quiet or as_json, transient=True) as shown:
         for name in chosen:
             shown.start(f"regime {name}")
-            results[name] = sweep_knobs(loaded, name, range(seeds), horizon, progress=shown.update,
+            results[name] = sweep_knobs(Scenario.of(loaded, name, range(seeds), horizon), progress=shown.update,
                                         capacities=capacities)
     if as_json:
         click.echo(json.dumps({"problem": loaded.name, "seeds": seeds, "regimes": {

@@ -46,10 +46,9 @@ class KnobAnswer:
     is_default: bool = False
 
 
-def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float | None,
-                progress: Callable[[int, int], None] | None = None,
+def sweep_knobs(scenario: Scenario, progress: Callable[[int, int], None] | None = None,
                 capacities: dict[tuple, Evaluation] | None = None) -> list[KnobAnswer]:
-    """Every combination of ``problem``'s knobs in ``regime``, the defaults first.
+    """Every combination of the scenario's problem's knobs in its regime, the defaults first.
 
     ``capacities``, shared across the regimes of one sweep, keeps each combination's
     capacity per traffic shape: capacity does not depend on the regime's rate, so regimes
@@ -58,7 +57,7 @@ def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
     Raises:
         SearchError: the problem lists no knobs, or some bucket has no legal config.
     """
-    shape = problem.regime(regime).shape_key
+    problem, shape = scenario.problem, scenario.spec.shape_key
     if not problem.knobs:
         raise _no_knobs(problem)
     baseline = PER_BUCKET.assignment(JointSpace.of(problem))
@@ -66,12 +65,12 @@ def sweep_knobs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: 
     answers: list[KnobAnswer] = []
     memo = {} if capacities is None else capacities
     for done, values in enumerate(combinations):
-        scenario = Scenario.of(problem.with_knobs(values), regime, seeds, horizon_s)
-        goodput = evaluate(scenario, baseline, metric="goodput")
-        key = (shape, horizon_s, tuple(seeds), tuple(values.items()))
+        variant = scenario.on(problem.with_knobs(values))
+        goodput = evaluate(variant, baseline, metric="goodput")
+        key = (shape, scenario.horizon_s, scenario.seeds, tuple(values.items()))
         capacity = memo.get(key)
         if capacity is None:
-            capacity = memo[key] = evaluate(scenario, baseline, metric="capacity")
+            capacity = memo[key] = evaluate(variant, baseline, metric="capacity")
         if answers:
             first = answers[0]
             deltas = paired_delta(goodput, first.goodput), paired_delta(capacity, first.capacity)

@@ -209,7 +209,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
     seeds = settings.seed_list
     study = optuna.create_study(study_name=study_name(problem.name, regime), storage=storage,
                                 direction="maximize", pruner=_pruner(settings, budget), load_if_exists=True)
-    _check_attrs(study, study_attrs(problem, regime, seeds, horizon))
+    _check_attrs(study, study_attrs(Scenario(problem, regime, seeds, horizon)))
     finished = finished_trials(study)
     pinned = budget.knobs
     # Seeded by the run's seed, the regime and the trials already there: the same command
@@ -295,16 +295,17 @@ def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStora
     return {key: t for t in finished_trials(study)[done:] if (key := space.key(t.params)) is not None}
 
 
-def study_attrs(problem: Problem, regime: str, seeds: Sequence[int], horizon_s: float) -> dict[str, Any]:
+def study_attrs(scenario: Scenario) -> dict[str, Any]:
     """What a study's numbers mean; the first three keys must match for trials to mix."""
+    problem, regime = scenario.problem, scenario.regime
     return {
-        "seeds": list(seeds),
-        "horizon_s": float(horizon_s),
+        "seeds": list(scenario.seeds),
+        "horizon_s": float(scenario.window_s),
         "problem_hash": problem.file_hash,
         "problem": problem.name,
         "problem_path": str(Path(problem.path).resolve()),  # the dashboard finds the file by it
         "regime": regime,
-        "regime_description": problem.regime(regime).description,
+        "regime_description": scenario.spec.description,
         "objective": problem.objective,
     }
 
