@@ -275,6 +275,7 @@ class SharedGPU:
             old_s, old_b, held = kernel.s, kernel.b, kernel.held
             s_free = self.s_free + held
             b_free = self.b_free + rate * old_b
+            part_free = 0.0
             if partitioned:
                 part = kernel.part
                 part_free = p_free[part] + held
@@ -297,49 +298,58 @@ class SharedGPU:
                 elif self.limited and (not is_last or held > 0.0):
                     self._reallocate(now)
             else:
-                phase = kernel.phases[index]
-                work, s, b, k, waves = phase
-                kernel.s, kernel.b = s, b
-                kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
-                kernel.anchor = now
-                discrete = waves > 0.0 and work > 0.0 and self.sms > 0
-                kernel.waves = waves if discrete else 0.0
-                kernel.wave_s = work * kernel.scale / waves if discrete else 0.0
-                free = part_free if partitioned and part_free < s_free else s_free
-                fits = s <= free + TOLERANCE and b <= b_free + TOLERANCE
-                if (fits and self.limited == 0) or (is_last and (self.limited == 0 or not discrete)):
-                    # Nobody before it changes (launch order); and either nobody comes after
-                    # it, or its demand fits in what everyone left while nobody wants more:
-                    # it gets what is free, and that is all that changes. (A discrete kernel
-                    # whose CTAs end while one before it waits lets that one go first.)
-                    if fits:  # the common case
-                        held = s
-                        rate = 1.0
-                    else:  # the last kernel does not fit: it gets less, so it is limited
-                        held = s if s < free else (free if free > 0.0 else 0.0)
-                        rate = phase_rate(phase, held, b_free, self.sms)
-                        self.limited += 1
-                    self.s_free = s_free - held
-                    if partitioned:
-                        p_free[part] = part_free - held
-                    self.b_free = b_free - rate * b
-                    kernel.held = held
-                    kernel.rate = rate
-                    kernel.version += 1
-                    if kernel.started < 0.0 and rate > 0.0:
-                        kernel.started = now
-                    if rate > 0.0:
-                        heappush(heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
-                else:
-                    self.s_free, self.b_free = s_free, b_free
-                    if partitioned:
-                        p_free[part] = part_free
-                    kernel.rate = kernel.held = 0.0
-                    self._reallocate(now)
+                self._next_phase(kernel, index, residual, now, s_free, b_free, part_free, is_last)
                 if 1.0 - self.s_free > self.sm_peak:
                     self.sm_peak = 1.0 - self.s_free
             self._after_event(now)
         return finished
+
+    def _next_phase(self, kernel: Kernel, index: int, residual: float, now: float, s_free: float, b_free: float,
+                    part_free: float, is_last: bool) -> None:
+        """``kernel`` enters its phase ``index`` at ``now``, with ``s_free``/``b_free`` (and
+        its partition's ``part_free``) the shares free once its last phase gave back what
+        it held: it takes what it needs when nothing before it changes, else the order
+        hands the SMs out again (:meth:`_reallocate`)."""
+        phase = kernel.phases[index]
+        work, s, b, k, waves = phase
+        partitioned = self._partitioned
+        kernel.s, kernel.b = s, b
+        kernel.remaining = work * kernel.scale + (residual if residual < 0.0 else 0.0)
+        kernel.anchor = now
+        discrete = waves > 0.0 and work > 0.0 and self.sms > 0
+        kernel.waves = waves if discrete else 0.0
+        kernel.wave_s = work * kernel.scale / waves if discrete else 0.0
+        free = part_free if partitioned and part_free < s_free else s_free
+        fits = s <= free + TOLERANCE and b <= b_free + TOLERANCE
+        if (fits and self.limited == 0) or (is_last and (self.limited == 0 or not discrete)):
+            # Nobody before it changes (launch order); and either nobody comes after
+            # it, or its demand fits in what everyone left while nobody wants more:
+            # it gets what is free, and that is all that changes. (A discrete kernel
+            # whose CTAs end while one before it waits lets that one go first.)
+            if fits:  # the common case
+                held = s
+                rate = 1.0
+            else:  # the last kernel does not fit: it gets less, so it is limited
+                held = s if s < free else (free if free > 0.0 else 0.0)
+                rate = phase_rate(phase, held, b_free, self.sms)
+                self.limited += 1
+            self.s_free = s_free - held
+            if partitioned:
+                self.p_free[kernel.part] = part_free - held
+            self.b_free = b_free - rate * b
+            kernel.held = held
+            kernel.rate = rate
+            kernel.version += 1
+            if kernel.started < 0.0 and rate > 0.0:
+                kernel.started = now
+            if rate > 0.0:
+                heappush(self._heap, (now + kernel.remaining / rate, kernel.key[1], kernel.version, kernel))
+        else:
+            self.s_free, self.b_free = s_free, b_free
+            if partitioned:
+                self.p_free[kernel.part] = part_free
+            kernel.rate = kernel.held = 0.0
+            self._reallocate(now)
 
     def _after_event(self, now: float) -> None:
         """Record R(t)'s edge, drop heap entries of kernels re-rated since they were

@@ -145,13 +145,9 @@ class ServiceRun(PolicyHost):
         # Streams: lane l of executor e is stream l·E + e; the neighbours come after them.
         # Each stream's kernels run on its partition (an index into the GPU's caps).
         partitions = service.partitions()
-        lanes = service.lanes()
-        self.streams = self.executors * len(lanes)
-        self._stream_part = [partitions.index(lane) for lane in lanes for _ in range(self.executors)]
-        self._stream_priority = [service.priority + lane.priority for lane in lanes for _ in range(self.executors)]
+        self.streams, self._stream_part, self._stream_priority, self._lane_streams = _stream_layout(service)
         self._neighbor_part = [partitions.index(n.partition) for n in service.neighbors]
         self._lanes_left = [0] * self.executors
-        self._lane_streams = [tuple(range(e, self.streams, self.executors)) for e in range(self.executors)]
         self.gpu = SharedGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions),
                             service.device.sms)
         self.recording = record if isinstance(record, Recording) else Recording() if record else None
@@ -259,6 +255,25 @@ class ServiceRun(PolicyHost):
             return 0.0
         self._host_wait[stream % self.executors] += issued - now
         return issued - now
+
+    def _kernel_done(self, stream: int, kernel: Kernel, now: float) -> None:
+        """A kernel of ``stream`` completed at ``now``: a neighbour's, a micro-batched
+        program's (:meth:`_advance`), or a plain program's, whose next launch goes out
+        (:meth:`_dispatch`) or whose lane is done."""
+        if stream >= self.streams:
+            self._on_neighbor_kernel_done(kernel, now)
+        elif self._waits[stream] is not None:
+            self._advance(stream, now)
+        else:
+            pc = self._pc[stream] + 1
+            if pc < len(self._programs[stream]):
+                self._pc[stream] = pc
+                self._dispatch(stream, now)
+            else:
+                executor = stream % self.executors
+                self._lanes_left[executor] -= 1
+                if not self._lanes_left[executor]:
+                    self._on_program_done(executor, now)
 
     def _advance(self, stream: int, now: float) -> None:
         """A micro-batched program's launch completed on ``stream``: its next launch, the
@@ -409,7 +424,8 @@ class ServiceRun(PolicyHost):
         """Simulate to the end of the drain and compute the metrics.
 
         The loop inlines the hot path (GPU phase boundaries and the metric integrals):
-        it runs millions of times per simulation.
+        it runs millions of times per simulation. A completed kernel goes to
+        :meth:`_kernel_done`, the one place a stream's next launch is issued from.
         """
         self._timer(self.horizon, _HORIZON, 0)
         if self.recording is not None:
@@ -421,11 +437,7 @@ class ServiceRun(PolicyHost):
         arrival, n, gpu, timers = self.times.arrival_t, self.n, self.gpu, self._timers
         recording, horizon, queue = self.recording, self.horizon, self._queue
         waiting = self.batching.queue
-        run_until, launch = gpu.run_until, gpu.launch
-        programs, scales, executors, streams = self._programs, self._scale, self.executors, self.streams
-        stream_part, stream_priority, lanes_left = self._stream_part, self._stream_priority, self._lanes_left
-        counters, stream_waits = self._pc, self._waits
-        overhead, hosted = self._overhead, self._host_paces
+        run_until = gpu.run_until
         i = 0
         last_t = 0.0
         memory_integral = idle_waiting = 0.0
@@ -452,24 +464,7 @@ class ServiceRun(PolicyHost):
                     stream = kernel.stream
                     if recording is not None:
                         recording.kernel(stream, str(kernel.tag), kernel.started, t)  # the service's tags are names
-                    if stream >= streams:
-                        self._on_neighbor_kernel_done(kernel, t)
-                    elif stream_waits[stream] is not None:
-                        self._advance(stream, t)
-                    else:
-                        pc = counters[stream] + 1
-                        program = programs[stream]
-                        if pc < len(program):
-                            counters[stream] = pc
-                            tag, phases = program[pc]
-                            launch(stream_priority[stream], stream, tag, phases, scales[stream],
-                                   overhead + self._issued(stream, pc, t) if hosted else overhead, t,
-                                   stream_part[stream])
-                        else:
-                            executor = stream % executors
-                            lanes_left[executor] -= 1
-                            if not lanes_left[executor]:
-                                self._on_program_done(executor, t)
+                    self._kernel_done(stream, kernel, t)
                 elif t == t_arrival:
                     self._on_arrival(i, t)
                     i += 1
@@ -659,3 +654,14 @@ def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, hori
         done += w * min(left / duration, 1.0)
         left -= duration
     return done
+
+
+def _stream_layout(service: Service) -> tuple[int, list[int], list[int], list[tuple[int, ...]]]:
+    """The service's streams: lane l of executor e is stream l·E + e (E executors); per
+    stream its partition (an index into ``service.partitions()``) and priority, and per
+    executor its lanes' streams."""
+    partitions, lanes, executors = service.partitions(), service.lanes(), service.executors
+    streams = executors * len(lanes)
+    part = [partitions.index(lane) for lane in lanes for _ in range(executors)]
+    priority = [service.priority + lane.priority for lane in lanes for _ in range(executors)]
+    return streams, part, priority, [tuple(range(e, streams, executors)) for e in range(executors)]
