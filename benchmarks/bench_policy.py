@@ -69,7 +69,7 @@ def measure(name: str, storage: str, seeds: int) -> dict[str, object]:
     from tuner.runtime import Dispatcher
     from tuner.runtime.served import read_table
     from tuner.search import ONE_CONFIG, PER_BUCKET, JointSpace
-    from tuner.sim import DispatcherPolicy, StaticPolicy, simulate_policy
+    from tuner.sim import DispatcherSwitch, NoSwitch, simulate_switching
 
     with tempfile.TemporaryDirectory() as tmp:
         problem = with_daily(name, Path(tmp))
@@ -80,11 +80,11 @@ def measure(name: str, storage: str, seeds: int) -> dict[str, object]:
         fixed = {**rows, "baseline": PER_BUCKET.assignment(space), "one_config": ONE_CONFIG.assignment(space)}
 
         def run(policy) -> tuple[float, int]:
-            runs = [simulate_policy(problem, fixed, policy(), "daily", seed=seed).metrics for seed in range(seeds)]
+            runs = [simulate_switching(problem, fixed, policy(), "daily", seed=seed).metrics for seed in range(seeds)]
             return statistics.fmean(m.goodput_rps for m in runs), sum(m.config_switches for m in runs)
 
-        table_goodput, switches = run(lambda: DispatcherPolicy(Dispatcher(table)))
-        static = {key: run(lambda key=key: StaticPolicy(key))[0] for key in fixed}
+        table_goodput, switches = run(lambda: DispatcherSwitch(Dispatcher(table)))
+        static = {key: run(lambda key=key: NoSwitch(key))[0] for key in fixed}
     best = max(rows, key=lambda key: static[key])
     return {"problem": name, "seeds": seeds, "table": table_goodput, "switches": switches,
             "best_row": best, "best_row_goodput": static[best], "rows": {k: static[k] for k in rows},

@@ -111,7 +111,7 @@ def simulate(problem: Path | None, regimes: tuple[str, ...], assign: tuple[str, 
     if policy is not None:
         if assign or trace_path is not None or capacity:
             raise TunerError("--policy chooses the configs at run time: drop --assign, --trace and --capacity")
-        _simulate_policy(loaded, policy, storage, chosen, seed, horizon, as_json)
+        _simulate_switching(loaded, policy, storage, chosen, seed, horizon, as_json)
         return
     assignment = resolve_assignment(loaded, assign)
     if capacity:
@@ -238,34 +238,34 @@ def _simulate_capacity(problem, assignment, regimes: list[str], seeds: tuple[int
             click.echo(f"  {d['regime']}: {d['capacity_limit']}")
 
 
-def _simulate_policy(problem, policy_text: str, storage: str, regimes: list[str], seed: int,
+def _simulate_switching(problem, policy_text: str, storage: str, regimes: list[str], seed: int,
                      horizon: float | None, as_json: bool) -> None:
-    from ..sim import DispatcherPolicy, StaticPolicy, simulate_policy
+    from ..sim import DispatcherSwitch, NoSwitch, simulate_switching
 
     if policy_text == "isolated-fastest":
         from ..search import PER_BUCKET, JointSpace
 
         assignments = {"isolated-fastest": PER_BUCKET.assignment(JointSpace.of(problem))}
-        make = lambda: StaticPolicy("isolated-fastest")  # noqa: E731
+        make = lambda: NoSwitch("isolated-fastest")  # noqa: E731
     elif policy_text == "table" or policy_text.startswith("static:"):
         from ..runtime import Dispatcher
         from .table_assignments import table_assignments
 
         table, assignments = table_assignments(problem, storage, f"--policy {policy_text}")
         if policy_text == "table":
-            make = lambda: DispatcherPolicy(Dispatcher(table))  # noqa: E731
+            make = lambda: DispatcherSwitch(Dispatcher(table))  # noqa: E731
         else:
             key = policy_text.removeprefix("static:")
             if key not in assignments:
                 raise TunerError(f"--policy {policy_text}: the table has no regime {key!r} "
                                  f"(regimes: {', '.join(assignments)})")
-            make = lambda: StaticPolicy(key)  # noqa: E731
+            make = lambda: NoSwitch(key)  # noqa: E731
     else:
         raise TunerError(f"--policy {policy_text!r}: expected table, static:REGIME or isolated-fastest")
     documents = []
     for regime in regimes:
         with _status(f"simulating regime {regime!r} under --policy {policy_text}", quiet=as_json):
-            metrics = simulate_policy(problem, assignments, make(), regime, seed=seed, horizon_s=horizon).metrics
+            metrics = simulate_switching(problem, assignments, make(), regime, seed=seed, horizon_s=horizon).metrics
         documents.append({"problem": problem.name, "regime": regime, "seed": seed, "policy": policy_text,
                           **metrics.to_dict()})
     if as_json:

@@ -9,12 +9,12 @@ from .gpu import SharedGPU, Kernel
 from .metrics import Metrics
 from .program import BoundService, bind
 from .recording import Recording
-from .policy import DispatcherPolicy, StaticPolicy, SwitchPolicy
-from .service import ServiceRun, SimResult, simulate, simulate_policy
+from .regime_switch import DispatcherSwitch, NoSwitch, RegimeSwitch
+from .service import ServiceRun, SimResult, simulate, simulate_switching
 from .chrome_trace import write_chrome_trace
 
 __all__ = [
     "BUILD", "BoundService", "SharedGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",
-    "DispatcherPolicy", "StaticPolicy", "SwitchPolicy", "bind", "simulate", "simulate_policy",
+    "DispatcherSwitch", "NoSwitch", "RegimeSwitch", "bind", "simulate", "simulate_switching",
     "write_chrome_trace",
 ]

@@ -32,7 +32,7 @@ from ..traffic import Workload
 from .batching import BatchingPolicy, PolicyHost, RequestTimes
 from .policies import batching_policy
 from .gpu import SharedGPU, Kernel, phase_rate
-from .policy import SwitchPolicy
+from .regime_switch import RegimeSwitch
 from .metrics import Metrics, percentile
 from .program import BoundService, Launch, Program, Wait, bind
 from .recording import Recording
@@ -93,16 +93,16 @@ def _workload_and_budget(problem: Problem, regime: str, seed: int, horizon_s: fl
     return workload, problem.memory_budget(regime)
 
 
-def simulate_policy(
+def simulate_switching(
     problem: Problem,
     assignments: Mapping[str, Assignment],
-    policy: SwitchPolicy,
+    switch: RegimeSwitch,
     regime: str,
     seed: int = 0,
     horizon_s: float | None = None,
 ) -> SimResult:
-    """Simulate with the assignment chosen at run time by ``policy`` among ``assignments``
-    (keyed as the policy answers, e.g. by regime name).
+    """Simulate with the assignment chosen at run time by ``switch`` among ``assignments``
+    (keyed as the switch answers, e.g. by regime name).
 
     Switching is not free: a switch to an assignment that reserves more workspace waits
     until that memory is free, and admission pauses meanwhile.
@@ -110,9 +110,9 @@ def simulate_policy(
     workload, budget = _workload_and_budget(problem, regime, seed, horizon_s)
     service = problem.service_for(regime)
     bound = {key: bind(service, a, problem.size_fields) for key, a in assignments.items()}
-    start = policy.choose(0.0)
+    start = switch.choose(0.0)
     return ServiceRun(bound[start], workload, budget, problem.size_fields,
-                      alternatives=bound, policy=policy, key=start).run()
+                      alternatives=bound, switch=switch, key=start).run()
 
 
 class ServiceRun(PolicyHost):
@@ -121,13 +121,13 @@ class ServiceRun(PolicyHost):
     def __init__(self, bound: BoundService, workload: Workload, budget: float,
                  size_fields: frozenset[str], record: bool | Recording = False,
                  alternatives: Mapping[str, BoundService] | None = None,
-                 policy: SwitchPolicy | None = None, key: str | None = None,
+                 switch: RegimeSwitch | None = None, key: str | None = None,
                  stop_below: float | None = None) -> None:
         service = bound.service
         self.bound = bound
         self.budget = budget
         self.alternatives = alternatives or {}
-        self.switch_policy = policy
+        self.regime_switch = switch
         self._key = key
         self._pending: str | None = None
         self.switches = 0
@@ -365,16 +365,16 @@ class ServiceRun(PolicyHost):
         if self._host_paces and 2.0 * self._host_wait[executor] > now - self._iteration_start[executor]:
             self.host_bound += 1  # its GPU waited on the host for most of the iteration
         self.batching.program_done(executor, now)
-        if self.switch_policy is not None:
-            self._maybe_switch(self.switch_policy, now)
+        if self.regime_switch is not None:
+            self._maybe_switch(self.regime_switch, now)
         if self._queue:
             self._admit(now)
         self.batching.dispatch(now)
 
-    def _maybe_switch(self, policy: SwitchPolicy, now: float) -> None:
-        """At a safe point: take the policy's assignment when its workspace fits beside
+    def _maybe_switch(self, switch: RegimeSwitch, now: float) -> None:
+        """At a safe point: take the switch's assignment when its workspace fits beside
         the admitted requests; else hold admission until it does."""
-        key = policy.choose(now)
+        key = switch.choose(now)
         if key == self._key:
             self._pending = None
             self.capacity = self.budget - self.base_memory
@@ -395,9 +395,9 @@ class ServiceRun(PolicyHost):
             self.capacity = self.budget - fixed - reserve
 
     def _on_arrival(self, r: int, now: float) -> None:
-        if self.switch_policy is not None:
-            self.switch_policy.observe_arrival(now)
-            self._maybe_switch(self.switch_policy, now)
+        if self.regime_switch is not None:
+            self.regime_switch.observe_arrival(now)
+            self._maybe_switch(self.regime_switch, now)
         if self.state[r] > self.budget - self.bound.service.memory.fixed - self.bound.reserved_workspace:
             self._judged += 1  # can never fit: rejected, counted as missed
             if now >= self._warmup:

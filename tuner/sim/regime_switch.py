@@ -1,6 +1,7 @@
-"""Who chooses the joint assignment while a simulation runs.
+"""Who chooses the joint assignment while a simulation runs: a regime switch (not to be
+confused with the batching policy, :mod:`tuner.sim.batching`, which forms the batches).
 
-A static policy keeps one assignment; a dispatching policy drives the same
+:class:`NoSwitch` keeps one assignment; :class:`DispatcherSwitch` drives the same
 :class:`tuner.runtime.Dispatcher` a service runs, fed by the simulated load, so "static
 config X" and "the load-aware table" compare on the same non-stationary workload.
 Contract: the run calls ``observe_arrival(t)`` at each arrival and ``choose(now)`` at
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 
-class SwitchPolicy(Protocol):
+class RegimeSwitch(Protocol):
     """What a run asks of whoever chooses the assignment while it runs: told each arrival,
     asked at each safe point which assignment (by key) should serve."""
 
@@ -24,8 +25,8 @@ class SwitchPolicy(Protocol):
 
 
 @dataclass
-class StaticPolicy:
-    """Always the same assignment."""
+class NoSwitch:
+    """Always the same assignment (a static config, or one regime's row of a table)."""
 
     key: str
 
@@ -37,7 +38,7 @@ class StaticPolicy:
 
 
 @dataclass
-class DispatcherPolicy:
+class DispatcherSwitch:
     """The runtime dispatcher's regime, on simulated time.
 
     The dispatcher is ticked at safe points but at most once per ``interval_s`` (a

@@ -11,7 +11,7 @@ from tests.conftest import SEED_EXAMPLE
 from tuner.problem import load_problem, resolve_assignment
 from tuner.runtime import Dispatcher
 from tuner.runtime.served import OpConfigs, Table
-from tuner.sim import DispatcherPolicy, StaticPolicy, simulate_policy
+from tuner.sim import DispatcherSwitch, NoSwitch, simulate_switching
 
 TUNED = {"light": "fast", "bursty": "lean", "heavy": "lean"}  # what `tuner tune` writes for the seed example
 RATES = {"light": 100.0, "bursty": 300.0, "heavy": 720.0}
@@ -35,13 +35,13 @@ def table() -> Table:
 
 def run(problem, policy, regime="daily", horizon_s=None):
     assignments = {regime: resolve_assignment(problem, [f"stage={config}"]) for regime, config in TUNED.items()}
-    return simulate_policy(problem, assignments, policy, regime, seed=3, horizon_s=horizon_s).metrics
+    return simulate_switching(problem, assignments, policy, regime, seed=3, horizon_s=horizon_s).metrics
 
 
 def test_the_table_beats_the_isolated_fastest_and_matches_the_best_static_choice(tmp_path):
     problem = daily_problem(tmp_path)
-    dispatched = run(problem, DispatcherPolicy(Dispatcher(table(), regime_rates=RATES)))
-    static = {regime: run(problem, StaticPolicy(regime)) for regime in TUNED}
+    dispatched = run(problem, DispatcherSwitch(Dispatcher(table(), regime_rates=RATES)))
+    static = {regime: run(problem, NoSwitch(regime)) for regime in TUNED}
     fastest_alone = static["light"]  # `fast` everywhere: what the isolated-fastest baseline holds
     assert dispatched.arrivals == fastest_alone.arrivals  # the same workload for every policy
     assert dispatched.config_switches >= 2  # light -> heavy -> light at least
@@ -54,7 +54,7 @@ def test_a_switch_to_more_workspace_waits_for_the_memory(tmp_path):
     # (16 GiB reserved) cannot happen before the admitted state drops to 16 GiB.
     problem = daily_problem(tmp_path)
     switch_once = itertools.chain(["heavy"], itertools.repeat("light"))
-    policy = StaticPolicy("heavy")
+    policy = NoSwitch("heavy")
     policy.choose = lambda now: next(switch_once)  # type: ignore[method-assign]
     metrics = run(problem, policy, regime="bursty", horizon_s=5)
     assert metrics.config_switches == 1
