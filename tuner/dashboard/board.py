@@ -20,8 +20,7 @@ from ..problem.assignment import Assignment
 from ..problem.scenario import Scenario
 from ..processes import spawn_pool, stop_pool
 from ..store.row import TableRow
-from ..search.parallel import Simulation, remember
-from .simulations import metrics_of
+from .simulations import PageSimulation, metrics_of, remember
 from .storage import open_readonly, readonly_study_storage
 from .sweep import BASELINE_LABEL, Sweep, point_horizon, rate_bucket, run_sweep
 from .timeline import Timeline, record
@@ -152,7 +151,7 @@ class Dashboard:
                 problem = load_problem(path, resources=viewing_resources(self.storage))
             except TunerError:
                 return None
-            remember(problem, self.storage, viewing=True)  # in-process simulations reuse it
+            remember(problem, self.storage)  # in-process simulations reuse it
             return problem
         return self._cached(("problem", str(path), stamp), load)
 
@@ -214,9 +213,9 @@ class Dashboard:
         candidates = [(" / ".join(labels), assignment, is_base) for assignment, (labels, is_base) in labelled.items()]
         return run_sweep(problem, self.storage, candidates, **self.sweep_settings, evaluate=self._simulations)
 
-    def _simulations(self, simulations: list[Simulation]) -> list[Any]:
+    def _simulations(self, simulations: list[PageSimulation]) -> list[Any]:
         """Metrics of each simulation, computed once; in the worker processes when ``jobs`` > 1."""
-        def run(simulations: list[Simulation]) -> list[Any]:
+        def run(simulations: list[PageSimulation]) -> list[Any]:
             runner = self._pool().map if self.jobs > 1 else map
             return list(runner(metrics_of, simulations))
         return self._compute(simulations, run)
@@ -278,8 +277,8 @@ class Dashboard:
         seeds = tuple(range(settings["seeds"]))
 
         def batch(runs):
-            return self._simulations([Simulation.of(problem, self.storage, regime, assignment, seed, horizon,
-                                                    viewing=True) for assignment, seed in runs])
+            return self._simulations([PageSimulation.of(problem, self.storage, regime, assignment, seed, horizon)
+                                      for assignment, seed in runs])
         return self._cached(("attribution", problem.path, problem.file_hash, regime, baseline, tuned, seeds, horizon),
                             lambda: attribute(Scenario.of(problem, regime, seeds, horizon), baseline, tuned, batch=batch))
 

@@ -23,8 +23,7 @@ from ..stats import Delta, paired
 from ..sim.metrics import Metrics
 from ..store.row import TableRow
 from .cells import capacity_label
-from ..search.parallel import Simulation, remember
-from .simulations import serially
+from .simulations import PageSimulation, remember, serially
 
 BASELINE_LABEL = PER_BUCKET.label  # "per-bucket isolated-fastest": THE baseline, drawn on every page
 TIE = 0.01  # curves within 1% of each other at a rate are level there
@@ -209,7 +208,7 @@ def point_horizon(regime: Regime, rate: float, min_requests: int, min_horizon_s:
 
 def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, Assignment, bool]], *, points: int,
               seeds: int, min_requests: int, min_horizon_s: float, max_horizon_s: float,
-              evaluate: Callable[[list[Simulation]], list[Metrics]] | None = None) -> Sweep:
+              evaluate: Callable[[list[PageSimulation]], list[Metrics]] | None = None) -> Sweep:
     """Simulate every candidate at every rate and seed (common random numbers).
 
     ``storage`` names the database whose compile cache resolves kernel resources when a
@@ -217,12 +216,12 @@ def run_sweep(problem: Problem, storage: str, candidates: Sequence[tuple[str, As
     is_baseline)``. ``evaluate`` runs a batch of simulations (the dashboard caches them and may
     spread them over processes); by default they run here, one after another.
     """
-    remember(problem, storage, viewing=True)
+    remember(problem, storage)
     buckets = [rate_bucket(r) for r in problem.regimes.values()]
     heaviest = max(problem.regimes.values(), key=lambda r: rate_bucket(r).high)
     rates = sweep_rates(buckets, points)
     horizons = [point_horizon(heaviest, rate, min_requests, min_horizon_s, max_horizon_s) for rate in rates]
-    grid = [[[Simulation.of(problem, storage, heaviest.name, assignment, seed, horizon, rate_rps=rate, viewing=True)
+    grid = [[[PageSimulation.of(problem, storage, heaviest.name, assignment, seed, horizon, rate_rps=rate)
               for seed in range(seeds)]
              for rate, horizon in zip(rates, horizons)] for _, assignment, _ in candidates]
     flat = [p for curve in grid for per_rate in curve for p in per_rate]

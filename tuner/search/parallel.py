@@ -38,6 +38,7 @@ from ..problem.model import Problem
 from ..problem.scenario import Scenario
 from .knob_axis import KnobAxis, KnobKey, base_of
 from ..processes import spawn_pool, stop_pool
+from ..sim.described import DescribedRun
 from ..sim.metrics import Metrics
 
 
@@ -57,17 +58,15 @@ class SeedResult:
 
 
 def run_seed(problem: Problem, assignment: Assignment, regime: str, seed: int, horizon_s: float | None,
-             metric: str, on_probe: Callable[[float, float], object] | None = None,
-             rate_rps: float | None = None) -> SeedResult:
+             metric: str, on_probe: Callable[[float, float], object] | None = None) -> SeedResult:
     """One seed's simulations, in this process: the one implementation, serial or not
-    (``on_probe``: each capacity probe's rate and attainment, as it ends; ``rate_rps``: the
-    regime's arrivals at this fixed rate instead of its own, for goodput)."""
+    (``on_probe``: each capacity probe's rate and attainment, as it ends)."""
     from ..sim import simulate
     from .capacity import capacity_at
 
     try:
         if metric == "goodput":
-            result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s, rate_rps=rate_rps)
+            result = simulate(problem, assignment, regime, seed=seed, horizon_s=horizon_s)
             return SeedResult(result.metrics.goodput_rps, 1, result.metrics, frozenset(result.visited))
         visited: set[tuple[str, int]] = set()
         found = capacity_at(problem, assignment, regime, seed, horizon_s, on_run=visited.update, on_probe=on_probe)
@@ -78,77 +77,52 @@ def run_seed(problem: Problem, assignment: Assignment, regime: str, seed: int, h
 
 
 @dataclass(frozen=True)
-class Simulation:
-    """One seed's simulation described by value, so that a worker process can run it: the
-    problem file (with its content's hash: an edited file is another problem), the database
-    its compiled kernel resources come from, the regime (its own arrivals, or at a fixed
-    ``rate_rps``), the assignment in its text form (:meth:`Assignment.specs`), the seed,
-    horizon and metric. ``viewing``: the database is only viewed (the dashboard), so
-    compiled resources are read from it and never written (:func:`load`)."""
+class Simulation(DescribedRun):
+    """One seed of an evaluation described by value (:class:`~tuner.sim.described.DescribedRun`),
+    so that a seed worker can run it, in ``metric``, on the file's problem with ``knobs``.
+    (The dashboard describes its own: :class:`tuner.dashboard.simulations.PageSimulation`.)"""
 
-    problem_path: str
-    problem_hash: str
-    storage: str
-    regime: str
-    assignment: tuple[str, ...]
-    seed: int
-    horizon_s: float | None
     metric: str = "goodput"
-    rate_rps: float | None = None
-    viewing: bool = False
     knobs: KnobKey = ()  # the engine knob values of a variant of the file's problem (() : as written)
 
     @classmethod
     def of(cls, problem: Problem, storage: str, regime: str, assignment: Assignment, seed: int,
-           horizon_s: float | None, metric: str = "goodput", rate_rps: float | None = None,
-           viewing: bool = False) -> Simulation:
+           horizon_s: float | None, metric: str = "goodput") -> Simulation:
         """The simulation of ``assignment`` on ``problem``'s file, as a worker would load it
         (a knob variant of it: the file's problem with the variant's knob values)."""
         found = base_of(problem)
         return cls(problem.path, problem.file_hash, storage, regime, tuple(assignment.specs(problem)), seed,
-                   horizon_s, metric, rate_rps, viewing, found[1] if found is not None else ())
+                   horizon_s, metric, found[1] if found is not None else ())
 
     def run(self) -> SeedResult | None:
         """The seed's result, simulated in this process on the problem as loaded once per
         process (:func:`load`); None when the file on disk is no longer that problem."""
         from ..problem import resolve_assignment
 
-        problem = load(self.problem_path, self.problem_hash, self.storage, self.viewing)
+        problem = load(self.problem_path, self.problem_hash, self.storage)
         if problem is None:
             return None
         if self.knobs:
             problem = KnobAxis(problem.knobs).variant(problem, self.knobs)
         return run_seed(problem, resolve_assignment(problem, self.assignment), self.regime, self.seed,
-                        self.horizon_s, self.metric, rate_rps=self.rate_rps)
+                        self.horizon_s, self.metric)
 
 
-_loaded: dict[tuple[str, str, str, bool], Problem] = {}  # this process's problems, by (path, hash, storage, viewing)
+_loaded: dict[tuple[str, str, str], Problem] = {}  # this process's problems, by (path, hash, storage)
 
 
-def load(path: str, file_hash: str, storage: str, viewing: bool = False) -> Problem | None:
-    """The problem file at ``path`` with content ``file_hash``, loaded once per process with
-    compiled resources from ``storage`` (as ``tuner tune`` does: :func:`load_for_tuning`;
-    or, ``viewing``, read-only); None when the file has changed since."""
-    key = (path, file_hash, storage, viewing)
+def load(path: str, file_hash: str, storage: str) -> Problem | None:
+    """The problem file at ``path`` with content ``file_hash``, loaded once per worker
+    process with compiled resources from ``storage`` (as ``tuner tune`` does:
+    :func:`load_for_tuning`); None when the file has changed since."""
+    key = (path, file_hash, storage)
     problem = _loaded.get(key)
     if problem is None:
-        if viewing:
-            from ..problem import load_problem
-            from ..profile.cache import viewing_resources
-
-            problem = load_problem(Path(path), resources=viewing_resources(storage))
-        else:
-            problem = load_for_tuning(path, storage)
+        problem = load_for_tuning(path, storage)
         if problem.file_hash != file_hash:
             return None
         _loaded[key] = problem
     return problem
-
-
-def remember(problem: Problem, storage: str, viewing: bool = False) -> None:
-    """Serve simulations of ``problem``'s file (this content) in this process from this
-    already loaded problem."""
-    _loaded[(problem.path, problem.file_hash, storage, viewing)] = problem
 
 
 def load_for_tuning(path: Path | str, url: str) -> Problem:
