@@ -3,7 +3,7 @@
 For every GEMM of a Llama-2-7B layer (QKV, O, gate+up, down) at 1–4096 tokens and
 tensor-parallel degree 1, 2, 4, 8, the model times each config of a compact matmul space
 (``tuner.profile.calibration.CALIBRATION_CONFIGS``: real plans of
-``tuner.kernels.matmul.MatmulFamily``, real sm_80 compiled resources) and keeps the best —
+``tuner.families.matmul.kernel.MatmulFamily``, real sm_80 compiled resources) and keeps the best —
 what ``triton.autotune`` would pick — and compares it with the measured cuBLAS median.
 
 1. Compile: every distinct launch once for sm_80, cached in SQLite
@@ -61,7 +61,7 @@ def fit_tokens(tokens: set[int]) -> set[int]:
 
 def build_cases(measurements, workers: int, cache_url: str, quiet: bool):
     """Plan every config at every shape, compile what the cache lacks, attach resources."""
-    from tuner.kernels.matmul import MatmulFamily
+    from tuner.families.matmul.kernel import MatmulFamily
     from tuner.profile.cache import CompileCache
 
     family = MatmulFamily(dtype="fp16")

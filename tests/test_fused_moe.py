@@ -21,7 +21,7 @@ import pytest
 from tuner.errors import IllegalConfigError
 from tuner.families import family_spec
 from tuner.kernels import KernelError, get_family
-from tuner.kernels.fused_moe import FusedMoeFamily, GroupedGemmLaunch, padded_blocks, uniform_counts
+from tuner.families.fused_moe.kernel import FusedMoeFamily, GroupedGemmLaunch, padded_blocks, uniform_counts
 from tuner.profile.devices import get_device
 from tuner.profile.modeled import ModeledProfile
 from tuner.profile.resources import CompiledResources

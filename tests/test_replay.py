@@ -146,7 +146,7 @@ def test_a_kernel_familys_operator_runs_its_reference_at_a_reduced_shape(tmp_pat
     """A GEMM service (tests/test_modeled.py's): every batch calls the matmul family's
     PyTorch reference once per launch (repeat 4), at the batch's shape divided by 16."""
     from tests.test_modeled import GEMM_PROBLEM, FakeResources
-    from tuner.kernels.matmul import MatmulFamily
+    from tuner.families.matmul.kernel import MatmulFamily
 
     path = tmp_path / "gemm.yaml"
     path.write_text(yaml.safe_dump({**GEMM_PROBLEM, "regimes": {
@@ -188,7 +188,7 @@ def test_the_cuda_path_runs_on_a_stand_in_that_records_every_call(tmp_path, monk
     0.1 of the 132 SMs (13 CTAs) on the executor's stream, one drain per batch; a
     family's kernel called by ``run`` at the full shape with the config's parameters."""
     from tests.test_modeled import GEMM_PROBLEM, FakeResources
-    from tuner.kernels.matmul import MatmulFamily
+    from tuner.families.matmul.kernel import MatmulFamily
     from tuner.profile.compiled import compile_launch
     from tuner.profile.devices import H100
     from tuner.replay.kernels import CudaKernels

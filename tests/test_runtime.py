@@ -1108,7 +1108,7 @@ import json, sys
 import torch
 import triton
 import tuner.runtime as rt
-from tuner.kernels.matmul import _matmul_kernel
+from tuner.families.matmul.kernel import _matmul_kernel
 
 d = rt.load_table(sys.argv[1])
 launched = []

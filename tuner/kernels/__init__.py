@@ -1,11 +1,12 @@
-"""Triton kernel families: their spaces, shape limits, launch plans and references.
+"""The contract of a Triton kernel family and the toolkit its kernel module is built with.
 
-Importing this package imports Triton (the families hold ``@triton.jit`` kernels) but not
-torch; torch is imported when inputs are made or kernels run. Which families exist is the
-registry's to say (:mod:`tuner.families`); :func:`get_family` is its, re-exported. The
-``rmsnorm`` family lives in its own folder, ``tuner/families/rmsnorm``, as new families do;
-:func:`make_launch`, :func:`run_steps`, :func:`allocate`, :class:`Step` and :class:`Buffer`
-are the toolkit a family's kernel module builds its plans and runs with.
+The families themselves live in folders of their own (``tuner/families/<name>/``: a spec
+and a kernel module); which exist is the registry's to say (:mod:`tuner.families`), and
+:func:`get_family` is its, re-exported. Here: the :class:`KernelFamily` protocol, the
+:class:`KernelLaunch` and :class:`LaunchPlan` values, and :func:`make_launch`,
+:func:`run_steps`, :func:`allocate`, :class:`Step` and :class:`Buffer`, with which a
+family's kernel module builds its plans and runs them. Importing this package imports
+Triton (the toolkit compiles ``@triton.jit`` kernels) but not torch.
 """
 
 from __future__ import annotations
@@ -13,11 +14,7 @@ from __future__ import annotations
 from ..errors import KernelError
 from ..families import get_family
 from ._common import Buffer, Step, allocate, make_launch, run_steps
-from .comm import CommFamily
-from .decode_attention import DecodeAttentionFamily
 from .family import KernelFamily, KernelLaunch, LaunchPlan, all_configs, ast_source
-from .fused_moe import FusedMoeFamily
-from .matmul import MatmulFamily
 
 __all__ = [
     "Buffer",
@@ -25,14 +22,10 @@ __all__ = [
     "allocate",
     "make_launch",
     "run_steps",
-    "CommFamily",
-    "DecodeAttentionFamily",
-    "FusedMoeFamily",
     "KernelError",
     "KernelFamily",
     "KernelLaunch",
     "LaunchPlan",
-    "MatmulFamily",
     "all_configs",
     "ast_source",
     "get_family",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import KernelError
-from ..kernels.comm import CommFamily
+from ..families.comm.kernel import CommFamily
 from ..phases import WHOLE_DEVICE, Partition, Phase
 from .devices import DevicePreset
 from .interconnect import HBM_PER_WIRE_BYTE, PRESETS, Interconnect, wire_factor

@@ -304,7 +304,7 @@ def gemm_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None = None) 
 
 
 def _grouped_geometry(launch: KernelLaunch, c: Mapping[str, object]) -> GemmGeometry:
-    """The tile arithmetic of a grouped GEMM launch (``tuner.kernels.fused_moe``'s
+    """The tile arithmetic of a grouped GEMM launch (``tuner.families.fused_moe.kernel``'s
     ``GroupedGemmLaunch``): its M is every padded row, ``sum_e blocks_e · BLOCK_SIZE_M``,
     its B one matrix per expert that got rows."""
     block_m = int(c["BLOCK_SIZE_M"])

@@ -1,4 +1,4 @@
-"""The ``decode_attention`` family's spec (its kernel: :mod:`tuner.kernels.decode_attention`).
+"""The ``decode_attention`` family's spec (its kernel: :mod:`tuner.families.decode_attention.kernel`).
 
 Workspace: split-KV partials ``4·B·H·S·(D+2)`` bytes with S the splits that run
 (:func:`~tuner.families.formulas.decode_splits`) when ``S > 1``; the ``materialize``
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .formulas import PlannedLaunch, WorkBuffer, cdiv, decode_splits
-from .spec import FamilySpec
+from ..formulas import PlannedLaunch, WorkBuffer, cdiv, decode_splits
+from ..spec import FamilySpec
 
 
 def workspace(options: Mapping[str, Any], config: Mapping[str, Any], shape: Mapping[str, int],
@@ -37,6 +37,6 @@ def launches(options: Mapping[str, Any], config: Mapping[str, Any], shape: Mappi
 
 
 SPEC = FamilySpec(
-    name="decode_attention", kernel="tuner.kernels.decode_attention:DecodeAttentionFamily", cost="attention",
+    name="decode_attention", kernel="tuner.families.decode_attention.kernel:DecodeAttentionFamily", cost="attention",
     tile={"BLOCK_M": "BLOCK_H", "BLOCK_N": "BLOCK_N"}, workspace=workspace, launches=launches, runtime_names={},
 )

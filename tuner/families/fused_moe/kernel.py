@@ -60,7 +60,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from ._common import (
+from ...kernels._common import (
     DTYPES,
     INT32_MAX,
     Buffer,
@@ -74,9 +74,9 @@ from ._common import (
     shape_problem,
     torch_dtype,
 )
-from ..errors import KernelError
-from ..requirements import ELEMENT_BYTES, uniform_counts, workspace_buffers
-from .family import ConfigParams, KernelLaunch, LaunchPlan, Shape
+from ...errors import KernelError
+from ...requirements import ELEMENT_BYTES, uniform_counts, workspace_buffers
+from ...kernels.family import ConfigParams, KernelLaunch, LaunchPlan, Shape
 
 #: The moe_sum launch's fixed block, warps and stages (untuned, elementwise).
 SUM_BLOCK, SUM_WARPS, SUM_STAGES = 1024, 4, 1

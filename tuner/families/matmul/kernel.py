@@ -45,7 +45,7 @@ from typing import Any, Literal
 import triton
 import triton.language as tl
 
-from ._common import (
+from ...kernels._common import (
     DTYPES,
     INT32_MAX,
     Buffer,
@@ -62,8 +62,8 @@ from ._common import (
     torch_dtype,
     workspace_bytes,
 )
-from ..requirements import matmul_items, workspace_buffers
-from .family import ConfigParams, LaunchPlan, Shape, sized_sms
+from ...requirements import matmul_items, workspace_buffers
+from ...kernels.family import ConfigParams, LaunchPlan, Shape, sized_sms
 
 Epilogue = Literal["none", "bias", "silu", "gelu", "gated_silu"]
 EPILOGUES: tuple[str, ...] = ("none", "bias", "silu", "gelu", "gated_silu")

@@ -1,4 +1,4 @@
-"""The ``fused_moe`` family's spec (its kernel: :mod:`tuner.kernels.fused_moe`).
+"""The ``fused_moe`` family's spec (its kernel: :mod:`tuner.families.fused_moe.kernel`).
 
 ``P = M·top_k`` (token, expert) pairs, ``e`` the element size of ``dtype``. Workspace:
 the intermediate ``e·P·N``, the down output ``e·P·K`` when ``top_k > 1``, and the align
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .formulas import EW_BLOCK, PlannedLaunch, WorkBuffer, cdiv, uniform_counts
-from .spec import FamilySpec
+from ..formulas import EW_BLOCK, PlannedLaunch, WorkBuffer, cdiv, uniform_counts
+from ..spec import FamilySpec
 
 
 def _routing(options: Mapping[str, Any]) -> tuple[int, int]:
@@ -50,7 +50,7 @@ def launches(options: Mapping[str, Any], config: Mapping[str, Any], shape: Mappi
 
 
 SPEC = FamilySpec(
-    name="fused_moe", kernel="tuner.kernels.fused_moe:FusedMoeFamily", cost="grouped_gemm",
+    name="fused_moe", kernel="tuner.families.fused_moe.kernel:FusedMoeFamily", cost="grouped_gemm",
     tile={"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K", "GROUP_M": "GROUP_SIZE_M"},
     workspace=workspace, launches=launches, export_options=("experts", "top_k", "dtype"), vllm_layout="fused_moe",
 )

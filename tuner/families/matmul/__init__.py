@@ -1,4 +1,4 @@
-"""The ``matmul`` family's spec (its kernel: :mod:`tuner.kernels.matmul`).
+"""The ``matmul`` family's spec (its kernel: :mod:`tuner.families.matmul.kernel`).
 
 ``NW`` = N, or 2N for the ``gated_silu`` epilogue; ``e`` the element size of ``dtype``.
 Workspace: split-K partials ``4·SPLIT_K·M·NW`` bytes (fp32) when ``SPLIT_K > 1``; the
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .formulas import EW_BLOCK, PlannedLaunch, WorkBuffer, cdiv, matmul_items
-from .spec import FamilySpec
+from ..formulas import EW_BLOCK, PlannedLaunch, WorkBuffer, cdiv, matmul_items
+from ..spec import FamilySpec
 
 
 def workspace(options: Mapping[str, Any], config: Mapping[str, Any], shape: Mapping[str, int],
@@ -48,7 +48,7 @@ def launches(options: Mapping[str, Any], config: Mapping[str, Any], shape: Mappi
 
 
 SPEC = FamilySpec(
-    name="matmul", kernel="tuner.kernels.matmul:MatmulFamily", cost="gemm",
+    name="matmul", kernel="tuner.families.matmul.kernel:MatmulFamily", cost="gemm",
     workspace=workspace, launches=launches,
     # Triton's tutorial kernel (python/tutorials/03-matrix-multiplication.py) names its tiles so.
     runtime_names={"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K",

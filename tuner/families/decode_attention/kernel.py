@@ -47,7 +47,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from ._common import (
+from ...kernels._common import (
     DTYPES,
     INT32_MAX,
     Buffer,
@@ -64,8 +64,8 @@ from ._common import (
     torch_dtype,
     workspace_bytes,
 )
-from ..requirements import MAX_AUTO_SPLITS, decode_splits, flash_splits, workspace_buffers  # noqa: F401 - re-exported
-from .family import ConfigParams, LaunchPlan, Shape, sized_sms
+from ...requirements import MAX_AUTO_SPLITS, decode_splits, flash_splits, workspace_buffers  # noqa: F401 - re-exported
+from ...kernels.family import ConfigParams, LaunchPlan, Shape, sized_sms
 
 SPACE: dict[str, tuple[Any, ...]] = {
     "VARIANT": ("split", "materialize"),

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import KernelError
-from ._common import config_problem, shape_problem
-from .family import ConfigParams, LaunchPlan, Shape
+from ...errors import KernelError
+from ...kernels._common import config_problem, shape_problem
+from ...kernels.family import ConfigParams, LaunchPlan, Shape
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 _DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
