@@ -219,3 +219,31 @@ def _holds(bounds: dict | None, m: int) -> bool:
     """Whether a row's bucket holds M = ``m`` (no bounds: the operator's one bucket)."""
     low, high = (bounds or {}).get("M", (None, None))
     return (low is None or m > low) and (high is None or m <= high)
+
+
+def test_tuner_families_shows_where_each_family_came_from(tuned) -> None:
+    tmp, _ = tuned
+    done = _cli(tmp, "families", "--json")
+    assert done.returncode == 0, done.stderr
+    listed = {entry["name"]: entry for entry in json.loads(done.stdout)}
+    assert listed["matmul"]["origin"] == "bundled" and listed["matmul"]["cost"] == "gemm"
+    assert listed["axpy"] == {"name": "axpy", "origin": "entry point axpy_family:SPEC (axpy-family 1.0)",
+                              "kernel": "axpy_family:AxpyFamily", "cost": "memory", "requirements": True,
+                              "runtime_names": {"BLOCK": "BLOCK_SIZE"}}
+
+
+def test_a_broken_entry_point_fails_only_the_problems_that_name_it(tmp_path) -> None:
+    info = tmp_path / "broken_family-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-family\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[tuner.families]\nbroken = no_such_module:SPEC\n")
+    listed = _cli(tmp_path, "families")
+    assert listed.returncode == 0, listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if line.startswith("broken "))
+    assert line.split(None, 1)[1].startswith("not registered: entry point 'broken' (no_such_module:SPEC) of "
+                                             "tuner.families does not load: ModuleNotFoundError"), line
+    assert _cli(tmp_path, "validate", "seed_example").returncode == 0  # a problem that does not name it
+    (tmp_path / "problem.yaml").write_text(yaml.safe_dump({**PROBLEM, "families": {"ax": {"kernel": "broken"}}}))
+    named = _cli(tmp_path, "validate", "problem.yaml")
+    assert named.returncode == 2 and "Traceback" not in named.stderr
+    assert len(named.stderr.strip().splitlines()) == 1 and "no_such_module" in named.stderr, named.stderr

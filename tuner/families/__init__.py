@@ -19,45 +19,65 @@ from ..registry import register_named
 from . import comm, decode_attention, fused_moe, matmul, rmsnorm
 from .spec import COST_KINDS, FamilySpec
 
-__all__ = ["COST_KINDS", "FamilySpec", "family_names", "family_spec", "get_family", "register", "unregister"]
+__all__ = ["COST_KINDS", "FamilySpec", "broken_entry_points", "family_names", "family_origin", "family_spec",
+           "get_family", "register", "unregister"]
 
 ENTRY_POINT_GROUP = "tuner.families"
 
 _SPECS: dict[str, FamilySpec] = {}
+_ORIGINS: dict[str, str] = {}  # name -> where its spec came from (bundled, an entry point, a register() call)
+_BROKEN: dict[str, str] = {}  # entry-point name -> why it did not load
 _entry_points_read = False
 
 
-def register(spec: FamilySpec) -> FamilySpec:
-    """Enter ``spec`` in the registry; returns it (usable at module level).
+def register(spec: FamilySpec, origin: str = "registered") -> FamilySpec:
+    """Enter ``spec`` in the registry; returns it (usable at module level). ``origin``
+    says where it came from (``tuner families`` shows it).
 
     Raises:
         ValueError: a family of that name is registered already.
     """
     if not isinstance(spec, FamilySpec):
         raise TypeError(f"register() takes a FamilySpec, not {type(spec).__name__}")
-    return register_named(_SPECS, spec, "kernel family")
+    register_named(_SPECS, spec, "kernel family")
+    _ORIGINS[spec.name] = origin
+    return spec
 
 
 def unregister(name: str) -> None:
     """Take the family ``name`` out of the registry (a test's family, when it ends)."""
     _SPECS.pop(name, None)
+    _ORIGINS.pop(name, None)
 
 
 def _read_entry_points() -> None:
-    """Register the specs packages name under :data:`ENTRY_POINT_GROUP` (once per process)."""
+    """Register the specs packages name under :data:`ENTRY_POINT_GROUP` (once per process).
+    One that does not load is set aside with its reason (:func:`broken_entry_points`), so a
+    broken plugin fails only the problems that name it."""
     global _entry_points_read
     if _entry_points_read:
         return
-    from importlib.metadata import entry_points  # ~10 ms: only when a name is not registered
     _entry_points_read = True
+    from importlib.metadata import entry_points  # ~10 ms: only when a name is not registered
+
     for point in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"entry point {point.name!r} ({point.value}) of {ENTRY_POINT_GROUP}"
         try:
             spec = point.load()
-        except Exception as exc:  # a broken plugin is one line, not a traceback in tuner
-            raise KernelError(f"entry point {point.name!r} ({point.value}) of {ENTRY_POINT_GROUP} does not load: "
-                              f"{type(exc).__name__}: {exc}") from None
-        if isinstance(spec, FamilySpec) and spec.name not in _SPECS:
-            register(spec)
+        except Exception as exc:  # a plugin's own error: one line, never a traceback in tuner
+            _BROKEN[point.name] = f"{where} does not load: {type(exc).__name__}: {exc}"
+            continue
+        if not isinstance(spec, FamilySpec):
+            _BROKEN[point.name] = f"{where} is a {type(spec).__name__}, not a tuner.families.FamilySpec"
+        elif spec.name not in _SPECS:
+            dist = getattr(point, "dist", None)
+            register(spec, f"entry point {point.value}" + (f" ({dist.name} {dist.version})" if dist else ""))
+
+
+def broken_entry_points() -> dict[str, str]:
+    """The entry points of :data:`ENTRY_POINT_GROUP` that did not load: name → why."""
+    _read_entry_points()
+    return dict(_BROKEN)
 
 
 def family_spec(name: str) -> FamilySpec:
@@ -71,6 +91,8 @@ def family_spec(name: str) -> FamilySpec:
         _read_entry_points()
         spec = _SPECS.get(name)
     if spec is None:
+        if name in _BROKEN:
+            raise KernelError(_BROKEN[name])
         raise KernelError(f"unknown kernel family {name!r}; the registered families are {', '.join(family_names())}.")
     return spec
 
@@ -79,6 +101,13 @@ def family_names() -> tuple[str, ...]:
     """The registered families' names, sorted (entry-point families included)."""
     _read_entry_points()
     return tuple(sorted(_SPECS))
+
+
+def family_origin(name: str) -> str:
+    """Where the registered family ``name`` came from: ``bundled``, ``entry point
+    module:attr (dist version)``, or ``registered`` (a :func:`register` call)."""
+    family_spec(name)
+    return _ORIGINS[name]
 
 
 def get_family(name: str, **options: Any) -> Any:
@@ -91,8 +120,8 @@ def get_family(name: str, **options: Any) -> Any:
 
 
 # The bundled families: one line each.
-register(matmul.SPEC)
-register(decode_attention.SPEC)
-register(rmsnorm.SPEC)
-register(comm.SPEC)
-register(fused_moe.SPEC)
+register(matmul.SPEC, "bundled")
+register(decode_attention.SPEC, "bundled")
+register(rmsnorm.SPEC, "bundled")
+register(comm.SPEC, "bundled")
+register(fused_moe.SPEC, "bundled")
