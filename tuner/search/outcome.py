@@ -149,9 +149,8 @@ def regime_outcome(
     key = space.axis.defaults if knobs is None else knobs
     every = finished_trials(study)
     finished = with_key(every, space.axis, key)
-    deployed = space.axis.variant(problem, key)
-    horizon = problem.regime(regime).window_s(settings.horizon_s)
-    seeds = settings.seed_list
+    scenario = settings.scenario(problem, regime).on(space.axis.variant(problem, key))
+    horizon, seeds = scenario.horizon_s, scenario.seeds
     counter = SimulationCount()
     baseline_assignments = {b.name: b.assignment(space) for b in BASELINES}
     routing = problem.regime(regime).routing
@@ -164,8 +163,7 @@ def regime_outcome(
         reason = known.get(fastest, Evaluation(())).constraints.reason or "every trial was infeasible"
         raise SearchError(f"{problem.path}: regime {regime!r}: no feasible assignment found in "
                           f"{len(finished)} trials ({PER_BUCKET.label}: {reason})")
-    figures = _Figures(Scenario(deployed, regime, seeds, horizon), known, counter, capacities, progress.note,
-                       progress.simulated, key, seed_runner)
+    figures = _Figures(scenario, known, counter, capacities, progress.note, progress.simulated, key, seed_runner)
     progress.after_trials(figures.estimate([tuned.assignment, *baseline_assignments.values()],
                                            capacity=[tuned.assignment] + [a for key, a in baseline_assignments.items()
                                                                           if key in CAPACITY_BASELINES]))
@@ -209,10 +207,10 @@ def capacity_at_slo(problem: Problem, regime: str, study: optuna.Study, settings
     """
     progress = progress or Silent()
     space = JointSpace.of(problem)
-    horizon = problem.regime(regime).window_s(settings.horizon_s)
     known = known_evaluations(space, with_key(finished_trials(study), space.axis, knobs), settings.seeds)
-    figures = _Figures(Scenario(space.axis.variant(problem, knobs), regime, settings.seed_list, horizon), known,
-                       SimulationCount(), capacities, progress.note, progress.simulated, knobs, seed_runner)
+    scenario = settings.scenario(problem, regime).on(space.axis.variant(problem, knobs))
+    figures = _Figures(scenario, known, SimulationCount(), capacities, progress.note, progress.simulated, knobs,
+                       seed_runner)
     return figures.metric(assignment, "capacity", f"{space.axis.text(knobs)} in {regime}")
 
 

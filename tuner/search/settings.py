@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 
 from ..errors import SearchError
+from ..problem.model import Problem
+from ..problem.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,16 @@ class TuneSettings:
     @property
     def seed_list(self) -> tuple[int, ...]:
         return tuple(self.base_seed + k for k in range(self.seeds))
+
+    def scenario(self, problem: Problem, regime: str) -> Scenario:
+        """What a study of ``regime`` simulates with these settings: its seeds, each for the
+        window ``horizon_s`` sets (the regime's own when None), on ``problem``. The one
+        place a tune derives them.
+
+        Raises:
+            SearchError: ``problem`` has no regime ``regime``.
+        """
+        return Scenario(problem, regime, self.seed_list, problem.regime(regime).window_s(self.horizon_s))
 
 
 def study_name(problem: str, regime: str) -> str:

@@ -205,11 +205,11 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
                 seed_runner: SeedRunner) -> optuna.Study:
     """:func:`run_study`'s loop, on a checked request: open the study, enqueue the warm
     starts, then one trial at a time under the gate until the budget is met."""
-    horizon = problem.regime(regime).window_s(settings.horizon_s)
-    seeds = settings.seed_list
+    scenario = settings.scenario(problem, regime)
+    seeds = scenario.seeds
     study = optuna.create_study(study_name=study_name(problem.name, regime), storage=storage,
                                 direction="maximize", pruner=_pruner(settings, budget), load_if_exists=True)
-    _check_attrs(study, study_attrs(Scenario(problem, regime, seeds, horizon)))
+    _check_attrs(study, study_attrs(scenario))
     finished = finished_trials(study)
     pinned = budget.knobs
     # Seeded by the run's seed, the regime and the trials already there: the same command
@@ -222,8 +222,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
     )
     progress.start(regime, len(budget.counted(finished)), settings.trials)
     if not budget.exhausted(finished, settings.trials):
-        objective = Objective(Scenario(problem, regime, seeds, horizon), space, SimulationCount(),
-                              settings.p_threshold, dict(rehearsed), seed_runner)
+        objective = Objective(scenario, space, SimulationCount(), settings.p_threshold, dict(rehearsed), seed_runner)
         # a baseline with a dominated config is evaluated apart
         starts = warm_starts(problem, regime, space, neighbours) if pinned is None else \
             pinned_starts(space, study, pinned)
