@@ -93,7 +93,6 @@ import json, sys, time
 start = time.perf_counter()
 import tuner.cli, tuner.search
 from tuner.search.parallel import load_for_tuning
-from tuner.search.trial_record import TrialRecord
 imported = time.perf_counter()
 load_for_tuning(sys.argv[1], sys.argv[2])
 loaded = time.perf_counter()
@@ -172,6 +171,8 @@ def read_back(url: str, study_name: str, workers: int) -> dict[str, Any]:
     """The trial phase of the study, from its trials' timestamps and user attributes."""
     import optuna
     from optuna.trial import TrialState
+
+    from tuner.search.trial_record import TrialRecord
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = optuna.storages.RDBStorage(url)

@@ -52,7 +52,6 @@ COLD_START = """
 import json, sys, time
 start = time.perf_counter()
 from tuner.search.parallel import load_for_tuning, run_seed
-from tuner.search.trial_record import TrialRecord
 from tuner.problem.assignment import Assignment
 imported = time.perf_counter()
 problem = load_for_tuning(sys.argv[1], sys.argv[2])
@@ -73,6 +72,8 @@ def count(db: Path) -> dict:
     """Per study: finished trials, simulations run by trials, pruned and infeasible trials."""
     import optuna
     from optuna.trial import TrialState
+
+    from tuner.search.trial_record import TrialRecord
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = f"sqlite:///{db}"

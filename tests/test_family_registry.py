@@ -247,3 +247,19 @@ def test_a_broken_entry_point_fails_only_the_problems_that_name_it(tmp_path) -> 
     named = _cli(tmp_path, "validate", "problem.yaml")
     assert named.returncode == 2 and "Traceback" not in named.stderr
     assert len(named.stderr.strip().splitlines()) == 1 and "no_such_module" in named.stderr, named.stderr
+
+
+def test_every_launch_cost_kind_has_a_path_in_the_model_and_others_are_refused() -> None:
+    from tuner.kernels import make_launch
+    from tuner.kernels.family import LAUNCH_COSTS
+    from tuner.profile.model import COST_PATHS
+
+    assert set(COST_PATHS) == set(LAUNCH_COSTS)
+    sys.path.insert(0, str(FAMILY_MODULE.parent))
+    try:
+        import axpy_family
+    finally:
+        sys.path.remove(str(FAMILY_MODULE.parent))
+    with pytest.raises(KernelError, match="launch 'axpy': cost 'flops' is not one of gemm, grouped_gemm"):
+        make_launch("axpy", axpy_family.axpy_kernel, {}, {}, num_warps=1, num_stages=1, grid_dims=(1,),
+                    persistent=False, flops=0.0, dram_bytes=0.0, bindings={}, cost="flops")

@@ -83,7 +83,7 @@ def test_only_the_pools_own_problem_file_goes_to_the_workers(problem, pool) -> N
     original = pool._executor.submit
     pool._executor.submit = lambda *a, **k: submitted.append(a) or original(*a, **k)
     try:
-        found = pool.run(Scenario.of(other, "heavy", SEEDS, 2.0), Assignment.default(other), "goodput")
+        found = list(pool.run(Scenario.of(other, "heavy", SEEDS, 2.0), Assignment.default(other), "goodput"))
     finally:
         pool._executor.submit = original
     assert submitted == [] and len(found) == len(SEEDS)  # all simulated here
@@ -151,5 +151,6 @@ def test_a_problem_file_edited_during_the_run_is_simulated_here_as_loaded(tmp_pa
     path.write_text(path.read_text() + "\n# edited after tuner loaded it\n")
     assignment = resolve_assignment(loaded, ["stage=lean"])
     serial = evaluate(Scenario.of(loaded, "heavy", SEEDS, 2.0), assignment)
-    with parallel.seed_pool(loaded, f"sqlite:///{tmp_path / 'r.db'}", 2):
-        assert evaluate(Scenario.of(loaded, "heavy", SEEDS, 2.0), assignment) == serial  # not an error, not the new file
+    with parallel.seed_pool(loaded, f"sqlite:///{tmp_path / 'r.db'}", 2) as pool:
+        pooled = evaluate(Scenario.of(loaded, "heavy", SEEDS, 2.0), assignment, seed_runner=pool)
+        assert pooled == serial  # not an error, not the new file

@@ -57,10 +57,10 @@ def _judged(family: str) -> Any:
     """
     try:
         spec = family_spec(family)
-    except KernelError:
-        spec = None
-    if spec is None or not spec.judges_requirements:
-        raise RequirementsError(f"no requirements are known for kernel family {family!r}")
+    except KernelError as exc:
+        raise RequirementsError(f"no requirements are known for kernel family {family!r}: {exc}") from None
+    if not spec.judges_requirements:
+        raise RequirementsError(f"no requirements are known for kernel family {family!r}: its spec gives no rules")
     return spec
 
 

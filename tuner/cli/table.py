@@ -17,7 +17,7 @@ import click
 
 from ..problem.knobs import settings_text
 from ..errors import TunerError, shown_value
-from ..families import FamilySpec, family_names, family_spec
+from ..families import FamilySpec, family_spec
 from ..stats import delta_text, ratio_text
 from ..store.engine_args import DIALECTS
 from ..store.row import bucket_label
@@ -268,7 +268,12 @@ def moe_operators(problem_file: Path | None, problem: str, rows: Sequence[TableR
 def _registered(kernel: str | None) -> FamilySpec | None:
     """The registered family a problem file's ``kernel:`` names (None: a user's
     ``module:function`` kernel, or a declared profile)."""
-    return family_spec(kernel) if kernel is not None and kernel in family_names() else None
+    if kernel is None or ":" in kernel:
+        return None
+    try:
+        return family_spec(kernel)
+    except TunerError:  # not registered: loading the problem file says so; the export needs no more
+        return None
 
 
 def _with_defaults(spec: FamilySpec, options: dict[str, Any], key: str) -> dict[str, Any]:

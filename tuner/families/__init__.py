@@ -65,11 +65,15 @@ def _read_entry_points() -> None:
         try:
             spec = point.load()
         except Exception as exc:  # a plugin's own error: one line, never a traceback in tuner
-            _BROKEN[point.name] = f"{where} does not load: {type(exc).__name__}: {exc}"
+            text = str(exc).strip().splitlines()
+            _BROKEN[point.name] = f"{where} does not load: {type(exc).__name__}: {text[0] if text else ''}"
             continue
         if not isinstance(spec, FamilySpec):
             _BROKEN[point.name] = f"{where} is a {type(spec).__name__}, not a tuner.families.FamilySpec"
-        elif spec.name not in _SPECS:
+        elif spec.name in _SPECS:
+            _BROKEN[point.name] = (f"{where} names family {spec.name!r}, which is registered already "
+                                   f"({_ORIGINS[spec.name]}): not registered again")
+        else:
             dist = getattr(point, "dist", None)
             register(spec, f"entry point {point.value}" + (f" ({dist.name} {dist.version})" if dist else ""))
 

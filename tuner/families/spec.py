@@ -4,10 +4,9 @@ A family is two things. Its *kernel* (a :class:`tuner.kernels.family.KernelFamil
 ``@triton.jit`` code, its space and legality, its launch plans, inputs and PyTorch
 reference) imports Triton, so a serving process cannot load it. Its *spec*, this value,
 imports only the standard library: what a config needs at a shape (workspace buffers,
-launches and grids), how the analytic model prices its main launch (the cost kind, with
-the map from the model's tile names to the kernel's), what the runtime's drop-in
-autotuner and the exports call its parameters, and the space ``tuner profile --best``
-searches. Every room asks the registry (:mod:`tuner.families`) for the spec by name
+launches and grids), what kind of cost its main launch is (each launch says its own kind
+to the analytic model: ``KernelLaunch.cost``), what the runtime's drop-in autotuner and
+the exports call its parameters, and the space ``tuner profile --best`` searches. Every room asks the registry (:mod:`tuner.families`) for the spec by name
 instead of switching on the family's name, so a new family is its folder and one
 registry line — the way Triton's autotuner takes an explicit ``perf_model`` rather than
 guessing what a kernel is.
@@ -24,12 +23,12 @@ from typing import Any, Protocol
 from ..errors import KernelError
 from .formulas import PlannedLaunch, WorkBuffer
 
-#: How the analytic model prices a family's main launch (``tuner.profile.model``):
-#: ``gemm`` tile by tile (the tile map names the kernel's ``BLOCK_M``/``BLOCK_N``/``BLOCK_K``),
-#: ``grouped_gemm`` the same over per-expert blocks, ``attention`` from its work on the
-#: tensor cores, ``memory`` from the bytes it moves, ``collective`` by the collective
-#: model (not a Triton kernel), ``declared`` by the latencies a problem file states.
-COST_KINDS: tuple[str, ...] = ("gemm", "grouped_gemm", "attention", "memory", "collective", "declared")
+#: What a family's main launch costs, as the analytic model prices each launch of that
+#: kind (``tuner.profile.model.COST_PATHS``): ``gemm`` tile by tile, ``grouped_gemm`` the
+#: same over per-expert blocks, ``attention`` from its work on the tensor cores,
+#: ``memory`` from the bytes it moves; and ``collective``, priced by the collective model
+#: (not a Triton kernel).
+COST_KINDS: tuple[str, ...] = ("gemm", "grouped_gemm", "attention", "memory", "collective")
 
 
 class WorkspaceRule(Protocol):
@@ -64,9 +63,8 @@ class FamilySpec:
         kernel: the family's kernel class (or a factory taking the family's options), or
             ``"module:attribute"`` naming it, imported on first use: a spec that names
             its kernel by string keeps Triton out of processes that never launch it.
-        cost: how the model prices its main launch (one of :data:`COST_KINDS`).
-        tile: the model's tile parameter → the kernel's (``{"BLOCK_M": "BLOCK_SIZE_M"}``);
-            empty when the kernel uses the model's names.
+        cost: what kind of cost its main launch is (one of :data:`COST_KINDS`), shown by
+            ``tuner families``; the model reads each launch's own ``KernelLaunch.cost``.
         workspace, launches: its requirement rules (see :class:`WorkspaceRule`,
             :class:`LaunchRule`); None: ``tuner.requirements`` cannot judge its rows.
         runtime_names: its table parameter names → those of the Triton kernel a server
@@ -81,7 +79,6 @@ class FamilySpec:
     name: str
     kernel: str | Callable[..., Any] = field(repr=False)
     cost: str
-    tile: Mapping[str, str] = field(default_factory=dict)
     workspace: WorkspaceRule | None = field(default=None, repr=False)
     launches: LaunchRule | None = field(default=None, repr=False)
     runtime_names: Mapping[str, str] | None = None
@@ -96,7 +93,6 @@ class FamilySpec:
             raise KernelError(f"kernel family {self.name!r}: cost {self.cost!r} is not one of {', '.join(COST_KINDS)}")
         if self.vllm_layout not in ("m_keyed", "fused_moe"):
             raise KernelError(f"kernel family {self.name!r}: vllm_layout {self.vllm_layout!r} is not m_keyed or fused_moe")
-        object.__setattr__(self, "tile", _frozen(self.tile))
         object.__setattr__(self, "runtime_names", _frozen(self.runtime_names))
         object.__setattr__(self, "autotune_space", _frozen(self.autotune_space))
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import KernelError
-from .family import KernelLaunch
+from .family import LAUNCH_COSTS, KernelLaunch
 
 #: Signature names of the element types the families accept, and their sizes in bytes.
 DTYPES: dict[str, int] = {"bf16": 2, "fp16": 2}
@@ -133,14 +133,18 @@ def make_launch(
 ) -> Step:
     """A :class:`Step` whose signature follows ``fn``'s argument order.
 
-    ``cost`` says how the analytic model prices the launch (``KernelLaunch.cost``).
-
     ``args`` gives the type string of each runtime argument, ``constexprs`` the value of
     each ``tl.constexpr`` one; together they must name every argument of ``fn`` once.
     ``bindings`` gives each runtime argument's buffer name or value; pointers are taken
     as 16-byte aligned (every buffer is a fresh allocation) and integers as divisible by
-    16 when their value is, as Triton's JIT specialises them.
+    16 when their value is, as Triton's JIT specialises them. ``cost`` says how the
+    analytic model prices the launch (``KernelLaunch.cost``).
+
+    Raises:
+        KernelError: a ``cost`` that is not one of ``LAUNCH_COSTS``.
     """
+    if cost is not None and cost not in LAUNCH_COSTS:
+        raise KernelError(f"launch {name!r}: cost {cost!r} is not one of {', '.join(LAUNCH_COSTS)}")
     signature, constexpr_values, runtime, pointers, ints = _layout(
         fn, tuple(args.items()), tuple((k, type(v), v) for k, v in constexprs.items()))  # True is not 1 here
     divisible = tuple(arg for arg in runtime if arg in pointers or (arg in ints and bindings[arg] % 16 == 0))

@@ -21,6 +21,10 @@ from ..errors import KernelError
 Shape = Mapping[str, int]
 ConfigParams = Mapping[str, Any]
 
+#: The cost kinds a launch may declare (``KernelLaunch.cost``); the analytic model has one
+#: path for each (``tuner.profile.model.COST_PATHS``).
+LAUNCH_COSTS: tuple[str, ...] = ("gemm", "grouped_gemm", "attention", "memory")
+
 
 @dataclass(frozen=True)
 class KernelLaunch:
@@ -44,9 +48,9 @@ class KernelLaunch:
         model_constexprs: the constexprs the analytic model reads, where the kernel's
             own names are not the model's vocabulary (a user kernel's ``BLOCK_SIZE_M`` is
             the model's ``BLOCK_M``); None: ``constexprs``. Not part of the compile key.
-        cost: how the analytic model prices it, one of ``tuner.profile.model.COST_PATHS``
-            (``gemm``, ``grouped_gemm``, ``attention``, ``memory``); None: inferred from
-            its constexprs' names, for a family that does not say. Not part of the compile key.
+        cost: how the analytic model prices it, one of :data:`LAUNCH_COSTS` (``gemm``,
+            ``grouped_gemm``, ``attention``, ``memory``); None: inferred from its
+            constexprs' names, for a family that does not say. Not part of the compile key.
     """
 
     name: str

@@ -67,7 +67,7 @@ def kernel_families(
     configs are its narrowed space's product; a user kernel's are its own list (those
     inside ``space`` when the file narrows it). ``factors``: the efficiency factors the
     Triton profiles price with (:func:`factor_set`)."""
-    from ..families import broken_entry_points, family_names, get_family
+    from ..families import broken_entry_points, family_names, family_spec, get_family
     from ..kernels.family import all_configs
     from ..profile.collective import priced_profile
     from ..profile.measured import MeasuredStore, MeasuredStores
@@ -92,10 +92,12 @@ def kernel_families(
             if not points:
                 raise Invalid(f"{key}.space", "no config of the kernel's list is inside this space")
         else:
-            if fam.kernel not in family_names():
+            try:
+                family_spec(fam.kernel)  # plugins' entry points are read only for a name not registered
+            except TunerError:
                 raise Invalid(f"{key}.kernel", broken_entry_points().get(fam.kernel) or (
                     f"unknown kernel family {s.show(fam.kernel)} "
-                    f"(registered: {', '.join(family_names())}; a kernel of yours: module:function)"))
+                    f"(registered: {', '.join(family_names())}; a kernel of yours: module:function)")) from None
             try:
                 family = get_family(fam.kernel, **fam.options)
             except TunerError as exc:

@@ -41,6 +41,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..errors import KernelError
 from ..families import family_names, family_spec
 from ..triton_objects import is_autotuner, is_launchable, python_function
 from .arguments import check_autotune
@@ -60,10 +61,20 @@ PLANNING = frozenset({"PERSISTENT", "SM_MARGIN", "FUSE_EPILOGUE", "FUSE_RESIDUAL
 #: does not declare one can only take its neutral value (the tuned goodput assumed it).
 SEMANTIC: Mapping[str, Any] = MappingProxyType({"SPLIT_K": 1, "NUM_SPLITS": 1})
 
-def known_names() -> dict[str, Mapping[str, str]]:
-    """Family name → its table names → the Triton kernel's a server already has, for
-    every registered family that offers them (its spec's ``runtime_names``: for
-    ``matmul``, Triton's tutorial ``python/tutorials/03-matrix-multiplication.py``)."""
+def known_names(asked: object = None) -> dict[str, Mapping[str, str]]:
+    """Family name → its table names → the Triton kernel's a server already has (its
+    spec's ``runtime_names``: for ``matmul``, Triton's tutorial
+    ``python/tutorials/03-matrix-multiplication.py``). For ``asked``, a registered
+    family that offers them, only that one: the registry then reads no plugin's entry
+    point, so a serving process imports none it does not use. Otherwise every family
+    that offers them (for the error that lists them)."""
+    if isinstance(asked, str):
+        try:
+            spec = family_spec(asked)
+        except KernelError:
+            spec = None
+        if spec is not None and spec.runtime_names is not None:
+            return {spec.name: spec.runtime_names}
     specs = (family_spec(name) for name in family_names())
     return {spec.name: spec.runtime_names for spec in specs if spec.runtime_names is not None}
 
@@ -476,8 +487,8 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] | Mapping[
         table: a :class:`Dispatcher` (shared by the service's kernels, fed by its load
             monitor), or a table path, read here.
         names: the table's parameter names → the kernel's (``{"BLOCK_M": "BLOCK_SIZE_M"}``),
-            or a bundled family's name for its documented map (``"matmul"``: Triton's
-            tutorial names, ``BLOCK_SIZE_M``/``N``/``K``, ``GROUP_SIZE_M``).
+            or a registered family's name for its spec's ``runtime_names`` (``"matmul"``:
+            Triton's tutorial names, ``BLOCK_SIZE_M``/``N``/``K``, ``GROUP_SIZE_M``).
         fallback: with a path, what to launch when the table cannot be served and there
             are no ``configs``.
 
@@ -495,7 +506,7 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] | Mapping[
     """
     if configs is not None and not isinstance(configs, (str, bytes, Mapping)) and hasattr(configs, "__iter__"):
         configs = list(configs)  # once: a generator would be spent by the checks below
-    known = known_names()
+    known = known_names(names)
     check_autotune(op=op, configs=configs, names=names, known_names=known, prune_configs_by=prune_configs_by,
                    lists={"reset_to_zero": reset_to_zero, "restore_value": restore_value},
                    hooks={"pre_hook": pre_hook, "post_hook": post_hook, "do_bench": do_bench})

@@ -174,14 +174,15 @@ class SeedPool:
         return problem is self.problem or (found is not None and found[0] is self.problem)
 
     def run(self, scenario: Scenario, assignment: Assignment, metric: str,
-            on_probe: Callable[[float, float], object] | None = None) -> list[SeedResult]:
+            on_probe: Callable[[float, float], object] | None = None) -> Iterable[SeedResult]:
         """Every seed's result, in seed order (all seeds run; reading them stays the caller's).
         ``on_probe`` hears the capacity probes of the first seed, the one run in this process
         (the workers' seeds run alongside at about the same pace). A problem the pool's
-        workers cannot load (not its file, nor a knob variant of it) runs in this process."""
+        workers cannot load (not its file, nor a knob variant of it) runs in this process,
+        one seed at a time as :data:`IN_PROCESS` runs them (a prune stops the rest)."""
         problem, regime, seeds, horizon_s = scenario.problem, scenario.regime, scenario.seeds, scenario.horizon_s
         if not self.serves(problem):
-            return list(IN_PROCESS.run(scenario, assignment, metric, on_probe))
+            return IN_PROCESS.run(scenario, assignment, metric, on_probe)
         if not seeds:
             return []
         futures = [self._executor.submit(Simulation.run, Simulation.of(problem, self.storage, regime, assignment,
@@ -212,7 +213,9 @@ class SeedPool:
 def seed_pool(problem: Problem, storage: str, processes: int) -> Iterator[SeedRunner]:
     """The runner that simulates ``problem``'s seeds in ``processes`` processes, this one
     included (:data:`IN_PROCESS` for one), for the evaluations it is passed to; its
-    workers stop when the block ends (at once on an error or Ctrl-C)."""
+    workers stop when the block ends (at once on an error or Ctrl-C). Each call starts
+    its own workers: a caller already holding a pool passes that one down instead of
+    opening a second (which would run more processes than the cores it was sized to)."""
     if processes <= 1:
         yield IN_PROCESS
         return

@@ -38,5 +38,5 @@ def launches(options: Mapping[str, Any], config: Mapping[str, Any], shape: Mappi
 
 SPEC = FamilySpec(
     name="decode_attention", kernel="tuner.families.decode_attention.kernel:DecodeAttentionFamily", cost="attention",
-    tile={"BLOCK_M": "BLOCK_H", "BLOCK_N": "BLOCK_N"}, workspace=workspace, launches=launches, runtime_names={},
+    workspace=workspace, launches=launches, runtime_names={},
 )

@@ -64,7 +64,8 @@ from ...kernels._common import (
     torch_dtype,
     workspace_bytes,
 )
-from ...requirements import MAX_AUTO_SPLITS, decode_splits, flash_splits, workspace_buffers  # noqa: F401 - re-exported
+from ...requirements import workspace_buffers
+from ..formulas import MAX_AUTO_SPLITS, decode_splits
 from ...kernels.family import ConfigParams, LaunchPlan, Shape, sized_sms
 
 SPACE: dict[str, tuple[Any, ...]] = {
@@ -257,7 +258,7 @@ class DecodeAttentionFamily:
 
     @staticmethod
     def _splits(config: ConfigParams, shape: Shape, num_sms: int) -> int:
-        """Splits that run (``tuner.requirements.decode_splits``, the one rule)."""
+        """Splits that run (``tuner.families.formulas.decode_splits``, the one rule)."""
         return decode_splits(config, shape, num_sms)
 
     def _buffers(self, config: ConfigParams, shape: Shape, dtype: str, num_sms: int) -> dict[str, Buffer]:

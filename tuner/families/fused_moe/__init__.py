@@ -51,6 +51,5 @@ def launches(options: Mapping[str, Any], config: Mapping[str, Any], shape: Mappi
 
 SPEC = FamilySpec(
     name="fused_moe", kernel="tuner.families.fused_moe.kernel:FusedMoeFamily", cost="grouped_gemm",
-    tile={"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K", "GROUP_M": "GROUP_SIZE_M"},
     workspace=workspace, launches=launches, export_options=("experts", "top_k", "dtype"), vllm_layout="fused_moe",
 )
