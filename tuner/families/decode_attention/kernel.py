@@ -64,8 +64,7 @@ from ...kernels._common import (
     torch_dtype,
     workspace_bytes,
 )
-from ...requirements import workspace_buffers
-from ..formulas import MAX_AUTO_SPLITS, decode_splits
+from ...requirements import MAX_AUTO_SPLITS, decode_splits, workspace_buffers
 from ...kernels.family import ConfigParams, LaunchPlan, Shape, sized_sms
 
 SPACE: dict[str, tuple[Any, ...]] = {
