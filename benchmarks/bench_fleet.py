@@ -184,25 +184,26 @@ def read_back(url: str, study_name: str, workers: int) -> dict[str, Any]:
     starts = [t.datetime_start for t in trials if t.datetime_start is not None]
     ends = [t.datetime_complete for t in trials if t.datetime_complete is not None]
     span = (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
-    simulations = sum(TrialRecord.of(t).simulations or 0 for t in trials)
-    per_worker = Counter(str(TrialRecord.of(t).worker or "?") for t in finished)
+    recorded = {t.number: TrialRecord.of(t) for t in trials}
+    simulations = sum(recorded[t.number].simulations or 0 for t in trials)
+    per_worker = Counter(str(recorded[t.number].worker or "?") for t in finished)
     origin = min(starts) if starts else None
     first_start: dict[str, float] = {}
     if starts:
         for t in trials:
-            who = str(TrialRecord.of(t).worker or "?")
+            who = str(recorded[t.number].worker or "?")
             if t.datetime_start is not None:
                 offset = (t.datetime_start - origin).total_seconds()
                 first_start[who] = min(first_start.get(who, offset), offset)
     durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in finished
                  if t.datetime_start is not None and t.datetime_complete is not None]
     timeline = [
-        {"number": t.number, "state": t.state.name, "worker": TrialRecord.of(t).worker,
+        {"number": t.number, "state": t.state.name, "worker": recorded[t.number].worker,
          "start_s": None if t.datetime_start is None or origin is None
          else round((t.datetime_start - origin).total_seconds(), 3),
          "end_s": None if t.datetime_complete is None or origin is None
          else round((t.datetime_complete - origin).total_seconds(), 3),
-         "simulations": TrialRecord.of(t).simulations, "duplicate_of": TrialRecord.of(t).duplicate_of}
+         "simulations": recorded[t.number].simulations, "duplicate_of": recorded[t.number].duplicate_of}
         for t in trials
     ]
     return {
@@ -215,7 +216,7 @@ def read_back(url: str, study_name: str, workers: int) -> dict[str, Any]:
         "trials_per_s": len(finished) / span if span > 0 else None,
         "simulations": simulations,
         "simulations_per_s": simulations / span if span > 0 else None,
-        "replays": sum(TrialRecord.of(t).duplicate_of is not None for t in trials),
+        "replays": sum(r.duplicate_of is not None for r in recorded.values()),
         "trials_per_worker": dict(sorted(per_worker.items())),
         "worker_first_start_s": {w: round(s, 2) for w, s in sorted(first_start.items(), key=lambda kv: kv[1])},
         "first_start": origin,

@@ -295,11 +295,11 @@ def latencies(storage: str, study: str, space, tuned, base) -> dict | None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    medians = [(space.point(t.params), TrialRecord.of(t).latency_p50_s) for t in trials]
     found = {}
     for which, assignment in (("tuned", tuned), ("base", base)):
         point = space.point_of(assignment)
-        found[which] = next((TrialRecord.of(t).latency_p50_s for t in trials
-                             if space.point(t.params) == point and TrialRecord.of(t).latency_p50_s is not None), None)
+        found[which] = next((median for at, median in medians if at == point and median is not None), None)
     return None if found["tuned"] is None or found["base"] is None else found
 
 

@@ -19,32 +19,25 @@ from ..problem import resolve_assignment
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..sim import simulate
-from ..sim.described import DescribedRun
+from ..sim.described import DescribedRun, ProblemsByContent
 from ..sim.metrics import Metrics
 
-_viewed: dict[tuple[str, str, str], Problem] = {}  # this process's problems, by (path, hash, storage)
+def _viewing(path: str, storage: str) -> Problem:
+    """The problem file loaded with ``storage``'s compiled resources read, never written."""
+    from ..problem import load_problem
+    from ..profile.cache import viewing_resources
+
+    return load_problem(Path(path), resources=viewing_resources(storage))
+
+
+#: This process's viewed problems.
+_viewed = ProblemsByContent(_viewing)
 
 
 def remember(problem: Problem, storage: str) -> None:
     """Serve this process's simulations of ``problem``'s file (this content) from the
     problem already loaded."""
-    _viewed[(problem.path, problem.file_hash, storage)] = problem
-
-
-def _viewed_problem(path: str, file_hash: str, storage: str) -> Problem | None:
-    """The problem file at ``path`` with content ``file_hash``, loaded once per process with
-    ``storage``'s compiled resources read only; None when the file has changed since."""
-    key = (path, file_hash, storage)
-    problem = _viewed.get(key)
-    if problem is None:
-        from ..problem import load_problem
-        from ..profile.cache import viewing_resources
-
-        problem = load_problem(Path(path), resources=viewing_resources(storage))
-        if problem.file_hash != file_hash:
-            return None
-        _viewed[key] = problem
-    return problem
+    _viewed.remember(problem, storage)
 
 
 @dataclass(frozen=True)
@@ -67,7 +60,7 @@ class PageSimulation(DescribedRun):
             TunerError: the problem file changed since the page was made.
             IllegalConfigError: a config of the assignment cannot run a shape it meets.
         """
-        problem = _viewed_problem(self.problem_path, self.problem_hash, self.storage)
+        problem = _viewed.get(self.problem_path, self.problem_hash, self.storage)
         if problem is None:
             raise TunerError(f"{self.problem_path}: changed while being simulated; open the page again")
         assignment = resolve_assignment(problem, self.assignment)

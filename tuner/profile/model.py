@@ -273,11 +273,14 @@ def gemm_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None = None) 
             the family's shape).
     """
     kind = cost_kind(launch)
-    c = launch.modeled_constexprs
     if kind == "grouped_gemm":
-        return _grouped_geometry(launch, c)
-    if kind != "gemm":
-        return None
+        return _grouped_geometry(launch)
+    return _tiled_geometry(launch, shape) if kind == "gemm" else None
+
+
+def _tiled_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None) -> GemmGeometry:
+    """:func:`gemm_geometry` of a launch priced as a tiled GEMM."""
+    c = launch.modeled_constexprs
     tile = [key for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if key not in c]
     if tile:
         raise ValueError(f"launch {launch.name!r} is priced as a GEMM but its constexprs lack {tile[0]}")
@@ -303,10 +306,11 @@ def gemm_geometry(launch: KernelLaunch, shape: Mapping[str, int] | None = None) 
     )
 
 
-def _grouped_geometry(launch: KernelLaunch, c: Mapping[str, object]) -> GemmGeometry:
+def _grouped_geometry(launch: KernelLaunch) -> GemmGeometry:
     """The tile arithmetic of a grouped GEMM launch (``tuner.families.fused_moe.kernel``'s
     ``GroupedGemmLaunch``): its M is every padded row, ``sum_e blocks_e · BLOCK_SIZE_M``,
     its B one matrix per expert that got rows."""
+    c = launch.modeled_constexprs
     block_m = int(c["BLOCK_SIZE_M"])
     blocks = launch.expert_blocks  # type: ignore[attr-defined]
     in_bytes, out_bytes = operand_bytes(launch.signature)
@@ -603,19 +607,14 @@ def _generic_timing(launch: KernelLaunch, res: CompiledResources, device: Device
                      persistent=False)
 
 
-def _tiled(launch: KernelLaunch, res: CompiledResources, device: DevicePreset, factors: Efficiency,
-           shape: Mapping[str, int] | None) -> LaunchTiming:
-    geometry = gemm_geometry(launch, shape)
-    assert geometry is not None  # its cost kind is a GEMM's
-    return _gemm_timing(launch, res, device, factors, geometry)
-
-
 #: How each cost kind of a launch is priced (``KernelLaunch.cost``, :func:`cost_kind`):
 #: a tiled or grouped GEMM tile by tile, attention on the tensor cores at its tile,
 #: memory-bound launches (elementwise, reductions, normalisation) on the CUDA cores.
 COST_PATHS: Mapping[str, Callable[..., LaunchTiming]] = MappingProxyType({
-    "gemm": _tiled,
-    "grouped_gemm": _tiled,
+    "gemm": lambda launch, res, device, factors, shape: _gemm_timing(launch, res, device, factors,
+                                                                     _tiled_geometry(launch, shape)),
+    "grouped_gemm": lambda launch, res, device, factors, _shape: _gemm_timing(launch, res, device, factors,
+                                                                              _grouped_geometry(launch)),
     "attention": lambda launch, res, device, factors, _shape: _generic_timing(launch, res, device, factors,
                                                                                _dot_tile(launch)),
     "memory": lambda launch, res, device, factors, _shape: _generic_timing(launch, res, device, factors, None),

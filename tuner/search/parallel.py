@@ -38,7 +38,7 @@ from ..problem.model import Problem
 from ..problem.scenario import Scenario
 from .knob_axis import KnobAxis, KnobKey, base_of
 from ..processes import spawn_pool, stop_pool
-from ..sim.described import DescribedRun
+from ..sim.described import DescribedRun, ProblemsByContent
 from ..sim.metrics import Metrics
 
 
@@ -99,30 +99,13 @@ class Simulation(DescribedRun):
         process (:func:`load`); None when the file on disk is no longer that problem."""
         from ..problem import resolve_assignment
 
-        problem = load(self.problem_path, self.problem_hash, self.storage)
+        problem = _loaded.get(self.problem_path, self.problem_hash, self.storage)
         if problem is None:
             return None
         if self.knobs:
             problem = KnobAxis(problem.knobs).variant(problem, self.knobs)
         return run_seed(problem, resolve_assignment(problem, self.assignment), self.regime, self.seed,
                         self.horizon_s, self.metric)
-
-
-_loaded: dict[tuple[str, str, str], Problem] = {}  # this process's problems, by (path, hash, storage)
-
-
-def load(path: str, file_hash: str, storage: str) -> Problem | None:
-    """The problem file at ``path`` with content ``file_hash``, loaded once per worker
-    process with compiled resources from ``storage`` (as ``tuner tune`` does:
-    :func:`load_for_tuning`); None when the file has changed since."""
-    key = (path, file_hash, storage)
-    problem = _loaded.get(key)
-    if problem is None:
-        problem = load_for_tuning(path, storage)
-        if problem.file_hash != file_hash:
-            return None
-        _loaded[key] = problem
-    return problem
 
 
 def load_for_tuning(path: Path | str, url: str) -> Problem:
@@ -132,6 +115,10 @@ def load_for_tuning(path: Path | str, url: str) -> Problem:
     from ..store.store import resolve_url
 
     return load_problem(Path(path), resources=LazyCompileCache(resolve_url(url)))
+
+
+#: This process's problems, as a seed worker loads them (:func:`load_for_tuning`).
+_loaded = ProblemsByContent(load_for_tuning)
 
 
 class SeedRunner(Protocol):

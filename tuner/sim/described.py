@@ -8,7 +8,10 @@ of the value, and a worker that finds other content refuses the run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from ..problem.model import Problem
 
 
 @dataclass(frozen=True)
@@ -25,3 +28,28 @@ class DescribedRun:
     assignment: tuple[str, ...]
     seed: int
     horizon_s: float | None
+
+
+class ProblemsByContent:
+    """A process's problems by file, content and database, each loaded once by ``load(path,
+    storage)``: what a worker that receives described runs keeps between them."""
+
+    def __init__(self, load: Callable[[str, str], Problem]) -> None:
+        self._load = load
+        self._problems: dict[tuple[str, str, str], Problem] = {}
+
+    def get(self, path: str, file_hash: str, storage: str) -> Problem | None:
+        """The problem file at ``path`` with content ``file_hash`` and ``storage``'s compiled
+        resources, loaded on first use; None when the file has changed since."""
+        key = (path, file_hash, storage)
+        problem = self._problems.get(key)
+        if problem is None:
+            problem = self._load(path, storage)
+            if problem.file_hash != file_hash:
+                return None
+            self._problems[key] = problem
+        return problem
+
+    def remember(self, problem: Problem, storage: str) -> None:
+        """Serve ``problem``'s file (this content) from the problem already loaded."""
+        self._problems[(problem.path, problem.file_hash, storage)] = problem
