@@ -28,20 +28,14 @@ def test_better_by_hand(a, b, a_wins):
 
 
 class _Space:
-    """What select_best reads of a JointSpace: the objective, points and assignments by name."""
+    """What select_best reads of a JointSpace: the objective and each trial's assignment
+    (here its one cell's config name) and knob values."""
 
     class problem:  # noqa: N801 - stands in for the Problem attribute
         objective = "goodput"
 
-    def point(self, params):
-        return (params["cell"],) if "cell" in params else None
-
     def key(self, params):
-        point = self.point(params)
-        return None if point is None else (point, ())
-
-    def assignment(self, point):
-        return point[0]
+        return (params["cell"], ()) if "cell" in params else None
 
 
 def trial(number: int, cell: str, goodput: float, latency: float) -> optuna.trial.FrozenTrial:

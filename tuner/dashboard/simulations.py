@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TunerError
-from ..problem import resolve_assignment
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..sim import simulate
@@ -50,8 +49,7 @@ class PageSimulation(DescribedRun):
     @classmethod
     def of(cls, problem: Problem, storage: str, regime: str, assignment: Assignment, seed: int,
            horizon_s: float | None, rate_rps: float | None = None) -> PageSimulation:
-        return cls(problem.path, problem.file_hash, storage, regime, tuple(assignment.specs(problem)), seed,
-                   horizon_s, rate_rps)
+        return cls(*cls.naming(problem, storage, regime, assignment, seed, horizon_s), rate_rps)
 
     def run(self) -> Metrics:
         """Its metrics, simulated in this process.
@@ -63,8 +61,7 @@ class PageSimulation(DescribedRun):
         problem = _viewed.get(self.problem_path, self.problem_hash, self.storage)
         if problem is None:
             raise TunerError(f"{self.problem_path}: changed while being simulated; open the page again")
-        assignment = resolve_assignment(problem, self.assignment)
-        return simulate(problem, assignment, self.regime, seed=self.seed, horizon_s=self.horizon_s,
+        return simulate(problem, self.assignment_on(problem), self.regime, seed=self.seed, horizon_s=self.horizon_s,
                         rate_rps=self.rate_rps).metrics
 
 

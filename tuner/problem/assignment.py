@@ -3,8 +3,9 @@
 Everything that carries a choice of configs — a trial, a baseline, a table row set, a
 ``--assign`` list, a gate's BASE and CAND — carries an :class:`Assignment`. Its codecs
 are here and nowhere else: :meth:`Assignment.specs` / :func:`parse_specs` (the
-``OP=CONFIG`` and ``OP@BUCKET=CONFIG`` text a user types and the CLI prints) and
-:meth:`Assignment.from_rows` / :meth:`Assignment.to_rows` (the config table's rows).
+``OP=CONFIG`` and ``OP@BUCKET=CONFIG`` text a user types and the CLI prints),
+:meth:`Assignment.from_rows` / :meth:`Assignment.to_rows` (the config table's rows) and
+:meth:`Assignment.names` / :meth:`Assignment.named` (plain values a worker process reads).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
 
 #: One cell of the assignment: (operator name, bucket index).
 Cell = tuple[str, int]
+
+#: An assignment as plain values (:meth:`Assignment.names`): per operator, its config
+#: name in each bucket.
+AssignmentNames = tuple[tuple[str, tuple[str, ...]], ...]
 
 
 class RowLike(Protocol):
@@ -97,6 +102,36 @@ class Assignment:
 
     def changed_ops(self, other: Assignment) -> tuple[str, ...]:
         return tuple(dict.fromkeys(op for op, _ in self.changed(other)))
+
+    # --- the value codec (what a worker process receives) -----------------------------
+
+    def names(self) -> AssignmentNames:
+        """Every cell's config name, per operator: the assignment as plain values, which
+        a process that loaded the same problem file reads back with :meth:`named`."""
+        return tuple((op, tuple(config.name for config in configs)) for op, configs in self.ops)
+
+    @classmethod
+    def named(cls, problem: Problem, names: AssignmentNames) -> Assignment:
+        """The assignment :meth:`names` wrote, on ``problem`` (another process's load of the
+        same file, so every name is its family's: a name it lacks is a bug, not input).
+
+        Raises:
+            AssignmentError: an operator or config name ``problem`` does not have."""
+        ops = []
+        for op, configs in names:
+            try:
+                family = problem.family_of(op)
+            except KeyError:
+                raise AssignmentError(f"{problem.path}: no operator named {shown_value(op)}") from None
+            found = []
+            for name in configs:
+                config = family.find(name)
+                if config is None:
+                    raise AssignmentError(f"{problem.path}: operator {shown_value(op)} has no config named "
+                                          f"{shown_value(name)}")
+                found.append(config)
+            ops.append((op, tuple(found)))
+        return cls(tuple(ops))
 
     # --- the text codec ------------------------------------------------------------
 

@@ -51,7 +51,7 @@ class Baseline(Protocol):
 
 def _by_cell(space: JointSpace, pick: Callable[[int], Config]) -> Assignment:
     """The assignment whose cell ``i`` holds ``pick(i)``."""
-    return space.assignment(tuple(pick(index).name for index in range(len(space.cells))))
+    return space.assemble([pick(index) for index in range(len(space.cells))])
 
 
 @dataclass(frozen=True)
@@ -119,8 +119,7 @@ def routing_aware(space: JointSpace, routing: Routing) -> Assignment:
     """The per-bucket isolated-fastest assignment of ``space``'s problem with its MoE
     kernels timed on ``routing`` (see :func:`tuner.search.space.cell_cost`)."""
     routed = JointSpace.of(space.problem, routing)
-    return space.assignment(tuple(fastest_in_cell(routed, i, what=ROUTING_AWARE_LABEL).config.name
-                                  for i in range(len(routed.cells))))
+    return space.assemble([fastest_in_cell(routed, i, what=ROUTING_AWARE_LABEL).config for i in range(len(routed.cells))])
 
 
 PER_BUCKET = PerBucketIsolatedFastest()

@@ -37,6 +37,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from ..problem.assignment import Assignment
 from .knob_axis import KnobKey
 from .space import JointSpace, JointPoint
 
@@ -46,9 +47,9 @@ MOVES = (("cap", 0.3), ("operator", 0.3), ("cell", 0.4))
 #: How often a proposal changes a knob instead, when the problem has engine knobs.
 KNOB_MOVE = 0.25
 
-#: What a sampler starts its moves from: the best point so far, its knob values, and the
-#: cells its simulations launched (None: not recorded).
-Incumbent = tuple[JointPoint, KnobKey, "frozenset[int] | None"]
+#: What a sampler starts its moves from: the best assignment so far, its knob values, and
+#: the cells its simulations launched (None: not recorded).
+Incumbent = tuple[Assignment, KnobKey, "frozenset[int] | None"]
 
 
 class LocalSearchSampler(optuna.samplers.BaseSampler):
@@ -81,10 +82,13 @@ class LocalSearchSampler(optuna.samplers.BaseSampler):
         space = self.space
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
                                                           TrialState.RUNNING, TrialState.WAITING))
-        seen = {k for t in trials if t.number != trial.number and (k := space.key(t.params)) is not None}
+        seen = {k for t in trials if t.number != trial.number and (k := space.point_key(t.params)) is not None}
         found = self._incumbent(study)
-        start, knobs, visited = found if found is not None else (tuple(c[0] for c in space.choices),
-                                                                 self._pinned or space.axis.defaults, None)
+        if found is not None:
+            best, knobs, visited = found
+            start = space.point_of(best)
+        else:
+            start, knobs, visited = tuple(c[0] for c in space.choices), self._pinned or space.axis.defaults, None
         movable = self._movable(visited)
         for _ in range(64):
             proposal = self._knob_move(start, knobs) if self._moves_knobs() else (self._move(start, movable), knobs)
@@ -190,15 +194,15 @@ def distributions(space: JointSpace) -> dict[str, CategoricalDistribution]:
     return {space.names[i]: CategoricalDistribution(list(space.choices[i])) for i in space.free}
 
 
-def suggest(trial: optuna.Trial, space: JointSpace) -> JointPoint:
-    """The trial's point: one categorical per free cell, the others their one choice."""
+def suggest(trial: optuna.Trial, space: JointSpace) -> Assignment:
+    """The trial's assignment: one categorical per free cell, the others their one choice."""
     params = {name: trial.suggest_categorical(name, d.choices)  # type: ignore[misc]
               for name, d in distributions(space).items()}
     point = space.point(params)
     assert point is not None
-    return point
+    return space.assignment(point)
 
 
 def names_of(trials: Sequence[FrozenTrial], space: JointSpace) -> set[tuple[JointPoint, KnobKey]]:
     """The distinct (point, knob values) the trials evaluated (trials of another space left out)."""
-    return {k for t in trials if (k := space.key(t.params)) is not None}
+    return {k for t in trials if (k := space.point_key(t.params)) is not None}

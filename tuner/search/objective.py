@@ -1,11 +1,11 @@
-"""Optuna's objective for one regime: a trial's point scored by simulation, or by a result
+"""Optuna's objective for one regime: a trial's assignment scored by simulation, or by a result
 the study already holds.
 
 A trial's value is the mean of the objective over the seeds; each seed's value is
 reported at its step, so the Wilcoxon pruner compares it with the best trial pairwise.
 A result is reused, never simulated twice, in three cases, all recorded the one way
 (:func:`copy_result`): the run's rehearsal of this very trial, an earlier trial of the
-same point, and an earlier trial whose run this point repeats
+same assignment, and an earlier trial whose run this assignment repeats
 (:mod:`tuner.search.same_run`).
 """
 
@@ -22,10 +22,11 @@ from ..problem.scenario import Scenario
 from .evaluate import Constraints, check_constraints, evaluate
 from .knob_axis import KnobKey
 from .local import suggest
+from ..problem.assignment import Assignment
 from .parallel import IN_PROCESS, SeedRunner
 from .ranking import FINISHED
 from .same_run import repeats_run
-from .space import JointSpace, JointPoint
+from .space import JointSpace
 from .trial_record import BOOKKEEPING, TrialRecord
 
 
@@ -46,21 +47,20 @@ class Objective:
     space: JointSpace
     counter: SimulationCount = field(default_factory=lambda: SimulationCount())
     p_threshold: float = 0.1
-    rehearsed: dict[tuple[JointPoint, KnobKey], FrozenTrial] = field(default_factory=dict)
+    rehearsed: dict[tuple[Assignment, KnobKey], FrozenTrial] = field(default_factory=dict)
     seed_runner: SeedRunner = IN_PROCESS
 
     def __call__(self, trial: optuna.Trial) -> float:
         space = self.space
-        point, knobs = suggest(trial, space), space.axis.suggest(trial)
-        if (point, knobs) in self.rehearsed:  # the rehearsal ran this very trial
-            return copy_result(trial, self.rehearsed.pop((point, knobs)))
-        prior = self._prior(trial, (point, knobs))
+        assignment, knobs = suggest(trial, space), space.axis.suggest(trial)
+        if (assignment, knobs) in self.rehearsed:  # the rehearsal ran this very trial
+            return copy_result(trial, self.rehearsed.pop((assignment, knobs)))
+        prior = self._prior(trial, (assignment, knobs))
         if prior is not None:
             return copy_result(trial, prior, {"duplicate_of": prior.number})
-        assignment = space.assignment(point)
         scenario = self.scenario.on(space.axis.variant(self.scenario.problem, knobs))  # the deployment
         constraints = check_constraints(scenario.problem, assignment, scenario.regime)
-        twin = self._equivalent(trial, point, knobs, constraints) if constraints.feasible else None
+        twin = self._equivalent(trial, assignment, knobs, constraints) if constraints.feasible else None
         if twin is not None:
             return copy_result(trial, twin, {"duplicate_of": twin.number, "equivalent_to": twin.number})
         simulations = 0
@@ -84,23 +84,27 @@ class Objective:
         record(trial, TrialRecord.run(evaluation.constraints, simulations, evaluation, index), evaluation.constraints)
         return evaluation.mean
 
-    def _prior(self, trial: optuna.Trial, key: tuple[JointPoint, KnobKey]) -> FrozenTrial | None:
+    def _prior(self, trial: optuna.Trial, key: tuple[Assignment, KnobKey]) -> FrozenTrial | None:
         for other in trial.study.get_trials(deepcopy=False, states=FINISHED):
             if other.number != trial.number and self.space.key(other.params) == key:
                 return other
         return None
 
-    def _equivalent(self, trial: optuna.Trial, point: JointPoint, knobs: KnobKey,
+    def _equivalent(self, trial: optuna.Trial, assignment: Assignment, knobs: KnobKey,
                     constraints: Constraints) -> FrozenTrial | None:
         """A complete trial (every seed measured) with the same knob values whose run this
-        point repeats (:func:`tuner.search.same_run.repeats_run`)."""
+        assignment repeats (:func:`tuner.search.same_run.repeats_run`)."""
+        mine = self.space.in_cell_order(assignment)
         for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             if len(other.intermediate_values) != len(self.scenario.seeds) or self.space.axis.trial_key(other) != knobs:
                 continue
-            theirs = self.space.point(other.params)
+            found = self.space.key(other.params)
+            if found is None:
+                continue
+            theirs = self.space.in_cell_order(found[0])
             recorded = TrialRecord.of(other)
-            if theirs is not None and repeats_run(constraints.reserved_bytes, recorded.reserved_bytes, recorded.visited,
-                                                  lambda i: theirs[i] == point[i]):  # noqa: B023 (used at once)
+            if repeats_run(constraints.reserved_bytes, recorded.reserved_bytes, recorded.visited,
+                           lambda i: theirs[i] == mine[i]):  # noqa: B023 (used at once)
                 return other
         return None
 

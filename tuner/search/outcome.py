@@ -304,10 +304,10 @@ def known_evaluations(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds:
     verdicts, else the seeds a pruned trial measured (values of a prefix of the seeds)."""
     known: dict[Assignment, Evaluation] = {}
     for trial in sorted(trials, key=lambda t: t.number):
-        point = space.point(trial.params)
-        if point is None:
+        found = space.key(trial.params)
+        if found is None:
             continue
-        assignment = space.assignment(point)
+        assignment = found[0]
         evaluation = evaluation_of(trial, space.problem.objective)
         previous = known.get(assignment)
         if previous is None or len(evaluation.values) > len(previous.values) or not evaluation.feasible:
@@ -316,8 +316,8 @@ def known_evaluations(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds:
 
 
 def _trial_of(space: JointSpace, trials: Sequence[FrozenTrial], assignment: Assignment) -> int | None:
-    point = space.point_of(assignment)
-    numbers = [t.number for t in trials if t.state == TrialState.COMPLETE and space.point(t.params) == point]
+    numbers = [t.number for t in trials if t.state == TrialState.COMPLETE
+               and (found := space.key(t.params)) is not None and found[0] == assignment]
     return min(numbers) if numbers else None
 
 

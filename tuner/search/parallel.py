@@ -11,9 +11,9 @@ serial run's, whatever the number of processes (``tests/test_parallel.py``). Unl
 order they finish, this never changes what is tuned, only how long it takes.
 
 Work goes to the workers by value: the problem file (which they load once, with the
-run's compile cache), the assignment in its text form, the regime, seed, horizon and
-metric. A problem that is not the file the pool was made for (one built in memory, or
-edited since) is simulated in the calling process. The workers load the file as
+run's compile cache), the assignment as plain values (its config names), the regime,
+seed, horizon and metric. A problem that is not the file the pool was made for (one
+built in memory, or edited since) is simulated in the calling process. The workers load the file as
 ``tuner tune`` does (:func:`load_for_tuning`: compiled resources and
 measurements from the run's storage); a library caller whose problem came from another
 database should keep ``sim_jobs=1``.
@@ -91,20 +91,18 @@ class Simulation(DescribedRun):
         """The simulation of ``assignment`` on ``problem``'s file, as a worker would load it
         (a knob variant of it: the file's problem with the variant's knob values)."""
         found = base_of(problem)
-        return cls(problem.path, problem.file_hash, storage, regime, tuple(assignment.specs(problem)), seed,
-                   horizon_s, metric, found[1] if found is not None else ())
+        return cls(*cls.naming(problem, storage, regime, assignment, seed, horizon_s), metric,
+                   found[1] if found is not None else ())
 
     def run(self) -> SeedResult | None:
         """The seed's result, simulated in this process on the problem as loaded once per
         process (:func:`load`); None when the file on disk is no longer that problem."""
-        from ..problem import resolve_assignment
-
         problem = _loaded.get(self.problem_path, self.problem_hash, self.storage)
         if problem is None:
             return None
         if self.knobs:
             problem = KnobAxis(problem.knobs).variant(problem, self.knobs)
-        return run_seed(problem, resolve_assignment(problem, self.assignment), self.regime, self.seed,
+        return run_seed(problem, self.assignment_on(problem), self.regime, self.seed,
                         self.horizon_s, self.metric)
 
 

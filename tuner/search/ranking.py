@@ -82,20 +82,20 @@ def select_best(space: JointSpace, trials: Sequence[FrozenTrial], n_seeds: int,
     best = best_of(((t, key), evaluation_of(t, metric)) for t, key in sorted(keyed, key=lambda pair: pair[0].number))
     if best is None:
         return None
-    (trial, (point, found)), evaluation = best
-    return Choice(space.assignment(point), evaluation, trial.number, knobs=found)
+    (trial, (assignment, found)), evaluation = best
+    return Choice(assignment, evaluation, trial.number, knobs=found)
 
 
 def incumbent(space: JointSpace, study: optuna.Study, n_seeds: int, knobs: KnobKey | None = None
               ) -> Incumbent | None:
-    """The study's best point so far (among the trials run with knob values ``knobs``;
+    """The study's best assignment so far (among the trials run with knob values ``knobs``;
     None: any), its knob values and the cells its simulations used (None: not recorded)."""
     trials = finished_trials(study)
     best = select_best(space, trials, n_seeds, knobs)
     if best is None:
         return None
     visited = next(TrialRecord.of(t).visited for t in trials if t.number == best.trial)
-    return space.point_of(best.assignment), best.knobs, (frozenset(visited) if visited else None)
+    return best.assignment, best.knobs, (frozenset(visited) if visited else None)
 
 
 def evaluation_of(trial: FrozenTrial, metric: str) -> Evaluation:

@@ -1,7 +1,11 @@
 """The joint search space: one categorical choice per (operator, bucket) cell.
 
-A *point* is a tuple of config names in cell order (operators in service order, buckets
-in order). Optuna stores one categorical parameter per *free* cell — a cell with more
+Inside the search a joint assignment has one form, :class:`~tuner.problem.assignment.Assignment`;
+this module is its boundary with Optuna: :meth:`JointSpace.key` reads a trial's
+parameters as ``(Assignment, knob values)`` and :meth:`JointSpace.params_of` writes an
+assignment as parameters. The local-search sampler alone works in the space's
+coordinates, a *point*: a tuple of config names in cell order (operators in service
+order, buckets in order), which its moves index by cell. Optuna stores one categorical parameter per *free* cell — a cell with more
 than one choice — named ``op`` for an operator with one bucket and ``op@LABEL``
 otherwise; a cell with one choice is not a parameter (it has nothing to learn, and
 every parameter is a database write per trial).
@@ -31,7 +35,7 @@ from ..problem.model import Config, Problem
 from ..traffic.routing import Routing
 from .knob_axis import KnobAxis, KnobKey
 
-#: A joint assignment as the search stores it: config names in cell order.
+#: The sampler's coordinates of a joint assignment: config names in cell order.
 JointPoint = tuple[str, ...]
 
 
@@ -180,11 +184,20 @@ class JointSpace:
         """Number of (knob combination, joint assignment) points a study can try."""
         return self.size * self.axis.size
 
-    def key(self, params: Mapping[str, object]) -> tuple[JointPoint, KnobKey] | None:
-        """The point and knob values Optuna's ``params`` name; None when either does not
-        belong to this problem (a trial of another version of it)."""
+    def key(self, params: Mapping[str, object]) -> tuple[Assignment, KnobKey] | None:
+        """The assignment and knob values Optuna's ``params`` name; None when either does
+        not belong to this problem (a trial of another version of it)."""
+        point, knobs = self.point(params), self.axis.key(params)
+        return None if point is None or knobs is None else (self.assignment(point), knobs)
+
+    def point_key(self, params: Mapping[str, object]) -> tuple[JointPoint, KnobKey] | None:
+        """:meth:`key` in the sampler's coordinates."""
         point, knobs = self.point(params), self.axis.key(params)
         return None if point is None or knobs is None else (point, knobs)
+
+    def params_of(self, assignment: Assignment) -> dict[str, str]:
+        """Optuna's parameters of an assignment (its free cells' config names)."""
+        return self.params(self.point_of(assignment))
 
     def points(self) -> Iterator[JointPoint]:
         """Every joint assignment searched, in a stable order (first cell slowest)."""
@@ -215,11 +228,33 @@ class JointSpace:
         return all(name in choices for name, choices in zip(self.point_of(assignment), self.choices))
 
     def assignment(self, point: JointPoint) -> Assignment:
-        """The configs a point names (names are checked on the way in, so they exist)."""
+        """The configs a point names (names are checked on the way in, so they exist);
+        one value per point, kept, so that the search's maps key on the same object."""
+        made = self._assignments.get(point)
+        if made is None:
+            made = self._assignments[point] = self.assemble(
+                [by_name[name] for by_name, name in zip(self._configs_by_name, point)])
+        return made
+
+    def assemble(self, configs: Sequence[Config]) -> Assignment:
+        """The assignment of one config per cell, in cell order."""
         by_op: dict[str, list[Config]] = {}
-        for (op, _), costs, name in zip(self.cells, self.costs, point):
-            by_op.setdefault(op, []).append(next(c.config for c in costs if c.config.name == name))
+        for (op, _), config in zip(self.cells, configs, strict=True):
+            by_op.setdefault(op, []).append(config)
         return Assignment(tuple((op, tuple(configs)) for op, configs in by_op.items()))
+
+    def in_cell_order(self, assignment: Assignment) -> tuple[Config, ...]:
+        """An assignment's configs in cell order (index ``i`` is cell ``cells[i]``)."""
+        return tuple(config for _, config in assignment.cells())
+
+    @cached_property
+    def _configs_by_name(self) -> tuple[dict[str, Config], ...]:
+        """Per cell, its configs by name (the first of a name, as a scan would find)."""
+        return tuple({c.config.name: c.config for c in reversed(costs)} for costs in self.costs)
+
+    @cached_property
+    def _assignments(self) -> dict[JointPoint, Assignment]:
+        return {}
 
     def point_of(self, assignment: Assignment) -> JointPoint:
         """The names of an assignment's configs in cell order (it may lie outside the

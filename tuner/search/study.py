@@ -38,6 +38,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from .. import interrupts
 from ..errors import SearchError
+from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from .baselines import BASELINES
 from .knob_axis import KnobKey
@@ -47,7 +48,7 @@ from .objective import Objective, SimulationCount
 from .parallel import IN_PROCESS, SeedRunner
 from .ranking import FINISHED, finished_trials, incumbent
 from .settings import TuneSettings, study_name
-from .space import JointSpace, JointPoint
+from .space import JointSpace
 from .trial_record import TrialRecord
 from .warm_starts import pinned_starts, warm_starts
 
@@ -201,7 +202,7 @@ class _Budget:
 def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optuna.storages.BaseStorage,
                 settings: TuneSettings, callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]],
                 progress: StudyProgress, gate: TrialGate, salt: str, neighbours: optuna.storages.BaseStorage,
-                rehearsed: Mapping[tuple[JointPoint, KnobKey], FrozenTrial], budget: _Budget,
+                rehearsed: Mapping[tuple[Assignment, KnobKey], FrozenTrial], budget: _Budget,
                 seed_runner: SeedRunner) -> optuna.Study:
     """:func:`run_study`'s loop, on a checked request: open the study, enqueue the warm
     starts, then one trial at a time under the gate until the budget is met."""
@@ -232,7 +233,7 @@ def _run_trials(problem: Problem, regime: str, space: JointSpace, storage: optun
         with interrupts.deferred():
             with gate.exclusive():
                 for assignment, knobs in starts:
-                    study.enqueue_trial({**space.params(space.point_of(assignment)), **space.axis.params(knobs)},
+                    study.enqueue_trial({**space.params_of(assignment), **space.axis.params(knobs)},
                                         skip_if_exists=True)
             shown = _Shown(progress, budget)
             study_id = storage.get_study_id_from_name(study.study_name)
@@ -271,15 +272,15 @@ def _pruner(settings: TuneSettings, budget: _Budget) -> optuna.pruners.BasePrune
 
 
 def _rehearsal(problem: Problem, regime: str, storage: optuna.storages.BaseStorage,
-               settings: TuneSettings, salt: str, seed_runner: SeedRunner) -> dict[tuple[JointPoint, KnobKey], FrozenTrial]:
-    """The study's next trial, run on a copy of the study in memory: its point and the
+               settings: TuneSettings, salt: str, seed_runner: SeedRunner) -> dict[tuple[Assignment, KnobKey], FrozenTrial]:
+    """The study's next trial, run on a copy of the study in memory: its assignment and the
     finished trial (empty when the study needs no trial).
 
     Nothing is written to ``storage`` until a trial has finished, so an error or a Ctrl-C
     in a run's first trial — or a study refused for its settings — leaves the storage
-    byte-identical. A lone worker's real run then proposes the same point (same seed,
+    byte-identical. A lone worker's real run then proposes the same assignment (same seed,
     same trials) and replays the rehearsal instead of simulating it again; in a fleet
-    another worker may have taken that point, and the rehearsal was a wasted simulation."""
+    another worker may have taken that assignment, and the rehearsal was a wasted simulation."""
     name = study_name(problem.name, regime)
     memory = optuna.storages.InMemoryStorage()
     done = 0

@@ -11,23 +11,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..problem.assignment import Assignment, AssignmentNames
 from ..problem.model import Problem
 
 
 @dataclass(frozen=True)
 class DescribedRun:
     """What every described simulation names: the problem file and its content's hash, the
-    database its compiled kernel resources come from, the regime, the assignment in its
-    text form (:meth:`tuner.problem.assignment.Assignment.specs`), the seed and the horizon
+    database its compiled kernel resources come from, the regime, the assignment as plain
+    values (:meth:`tuner.problem.assignment.Assignment.names`), the seed and the horizon
     (None: the regime's)."""
 
     problem_path: str
     problem_hash: str
     storage: str
     regime: str
-    assignment: tuple[str, ...]
+    assignment: AssignmentNames
     seed: int
     horizon_s: float | None
+
+    @staticmethod
+    def naming(problem: Problem, storage: str, regime: str, assignment: Assignment, seed: int,
+               horizon_s: float | None) -> tuple[str, str, str, str, AssignmentNames, int, float | None]:
+        """The fields above for ``assignment`` on ``problem``'s file (a subclass's own follow)."""
+        return problem.path, problem.file_hash, storage, regime, assignment.names(), seed, horizon_s
+
+    def assignment_on(self, problem: Problem) -> Assignment:
+        """The assignment, on the worker's load of the file."""
+        return Assignment.named(problem, self.assignment)
 
 
 class ProblemsByContent:
