@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AssignmentError, StorageError, TunerError, shown_value
 from ..store.row import number, span_label
+from .capabilities import CompiledResources, FamilyProfile
 from .model import Config, Problem
 
 if TYPE_CHECKING:
@@ -234,7 +235,8 @@ class Assignment:
                     config=config.name, params={k: _jsonable(v) for k, v in config.params}, baseline_config=base.name,
                     shape=representative_shape(problem, op, bucket.index),
                     source=str(config.profile.source),
-                    kernel_source_hash=getattr(config.profile, "source_hash", None), **provenance,
+                    kernel_source_hash=config.profile.source_hash if isinstance(config.profile, FamilyProfile) else None,
+                    **provenance,
                     **cell_requirements(problem, op, bucket.index, config),
                 ))
         return rows
@@ -288,16 +290,15 @@ def cell_requirements(problem: Problem, op: str, bucket: int, config: Config) ->
         workspace = float(profile.workspace_bytes(values, partition)) if operator.bucketing.reachable(chosen) else 0.0
     except TunerError:  # a config illegal where the service never launches it
         workspace = 0.0
-    family = getattr(profile, "family", None)
-    if family is None or not hasattr(profile, "shape_of"):  # a declared profile: only its workspace is known
+    if not isinstance(profile, FamilyProfile):  # a declared profile: only its workspace is known
         return {"workspace_bytes": workspace}
-    device = getattr(profile, "device", None) or service.device
+    family = profile.family
+    device = profile.device or service.device
     sms = partition.sms(device) if partition.share < 1.0 and partition.sized_to_partition else device.sms
     resources: dict[str, Any] | None = None
-    compiled = getattr(profile, "launch_resources", None)  # none for a collective: NCCL's, not compiled here
-    if compiled is not None:
+    if isinstance(profile, CompiledResources):  # not a collective: NCCL's, not compiled here
         try:
-            resources = compiled(values, partition)
+            resources = profile.launch_resources(values, partition)
         except TunerError:  # illegal or uncompilable at this shape: resources unknown
             resources = None
     from ..profile.measured import family_options

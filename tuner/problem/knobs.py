@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from ..registry import register_named
+from .capabilities import ChannelBound
 from .explain import Invalid
 
 #: A :class:`tuner.problem.model.Service` (not imported: the model holds a KnobSpace).
@@ -165,7 +166,7 @@ register(Knob(
     "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, read when the engine creates its communicators",
     frozenset({"dynamic", "continuous", "vllm"}), lambda service: service.collective_channels,
     lambda service, value: dataclasses.replace(service, collective_channels=value), _optional_count,
-    acts_on=lambda profile: hasattr(profile, "with_channels"), acts_on_what="a collective (kernel: comm)"))
+    acts_on=lambda profile: isinstance(profile, ChannelBound), acts_on_what="a collective (kernel: comm)"))
 
 
 @dataclass(frozen=True)
