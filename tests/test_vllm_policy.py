@@ -120,8 +120,8 @@ def test_the_memory_timeline_shows_the_kv_blocks_in_use(tmp_path: Path):
     run = _run(problem, "heavy")
     extra = run.batching.block_bytes
     assert extra == 131072 * 16
-    peak = run._memory_peak - run.base_memory
-    assert peak > 0 and peak % extra == 0 and run._memory_peak <= 80 * 2**30
+    peak = run.usage.memory_peak - run.admission.base_memory
+    assert peak > 0 and peak % extra == 0 and run.usage.memory_peak <= 80 * 2**30
 
 
 def test_workspace_costs_kv_blocks_and_so_preemptions(tmp_path: Path):

@@ -1,6 +1,6 @@
 """The service's neighbours in a replay: each a closed loop of its kernel beside the
 service (launch, wait for it, wait the gap, again), on a stream of its own at its
-priority, as the simulator runs them (:meth:`tuner.sim.service.ServiceRun._launch_neighbor`).
+priority, as the simulator runs them (:meth:`tuner.sim.service.NeighborStreams.launch`).
 
 A neighbour's kernel is a declared profile: on a GPU the spin kernel of
 :mod:`tuner.replay.spin`, as long as the kernel alone on its partition, on its share of

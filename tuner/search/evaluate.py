@@ -11,9 +11,10 @@ up: that is what the Wilcoxon pruner and the confidence intervals rest on.
 
 Constraints (DESIGN §5), both reported as Optuna constraint values, feasible when ≤ 0:
 
-* ``memory`` = (fixed + reserved workspace + one request's minimal state − budget) / budget.
-  Positive exactly when no request can ever be admitted (the simulator's admission rule),
-  so the assignment serves nothing whatever the traffic.
+* ``memory`` = (fixed + reserved workspace + one request's minimal state − budget) / budget
+  (:func:`tuner.sim.admission.overflow`). Positive when no request can ever be admitted
+  (the simulator's admission rule, :mod:`tuner.sim.admission`), so the assignment serves
+  nothing whatever the traffic.
 * ``legality`` = 1 when some config cannot run a shape the service reaches
   (:class:`~tuner.errors.IllegalConfigError`, at the largest batch or during the
   simulation), else 0.
@@ -33,6 +34,7 @@ from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..problem.scenario import Scenario
 from ..sim import bind
+from ..sim.admission import overflow
 from ..stats import ci_half_width
 from ..units import gib_text
 from . import parallel
@@ -66,8 +68,7 @@ def check_constraints(problem: Problem, assignment: Assignment, regime: str) -> 
         return Constraints(legality=1.0, reason=f"illegal: {exc}")
     budget = problem.memory_budget(regime)
     minimal_state = service.memory.per_request.evaluate({name: 1.0 for name in problem.size_fields})
-    need = service.memory.fixed + reserved + minimal_state
-    memory = (need - budget) / budget if budget > 0 else (1.0 if need > 0 else 0.0)
+    memory = overflow(budget, service.memory.fixed, reserved, minimal_state)
     if memory > 0.0:
         return Constraints(
             memory=memory,

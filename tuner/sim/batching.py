@@ -57,8 +57,12 @@ class PolicyHost:
     it directly, as it would call its own methods."""
 
     bound: BoundService  # the assignment in force (a switch replaces it between batches)
-    capacity: float  # bytes the budget leaves after the fixed part and the reserved workspace
     times: RequestTimes  # each request's timeline, shared with the policy
+
+    def memory_capacity(self) -> float:
+        """Bytes the budget leaves for request state beside the fixed part and the reserved
+        workspace (an engine policy sizes its KV cache by it)."""
+        raise NotImplementedError
 
     def wake_at(self, t: float) -> None:
         """Call the policy's ``dispatch`` again at ``t``."""
@@ -88,6 +92,9 @@ class RelayPolicyHost(PolicyHost):
         self.capacity = capacity
         self.times = times
         self.target = target
+
+    def memory_capacity(self) -> float:
+        return self.capacity
 
     def wake_at(self, t: float) -> None:
         self.target.wake_at(t)

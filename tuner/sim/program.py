@@ -324,7 +324,7 @@ class BoundService:
             if self.merged and count > 1:
                 lanes.append((merge(blocks, self.service.launch_overhead_s, self.service.host_launch_s),))
                 if self.service.host_launch_s > 0.0:  # the phase's idle gaps: its span less its work and gaps
-                    work = 0.0  # a loop, not sum(): see ServiceRun._on_timer
+                    work = 0.0  # a loop, not sum(): see NeighborStreams.close_window (service.py)
                     for launches, repeat in blocks:
                         for _, phases in launches:
                             for phase in phases:

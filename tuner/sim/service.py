@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,13 +28,17 @@ from ..problem.assignment import Assignment
 from ..problem.bounds import MAX_LAUNCHES
 from ..problem.model import Problem, Service, Slo
 from ..traffic import Workload
+from .admission import Admission
 from .batching import BatchingPolicy, PolicyHost, RequestTimes
 from .policies import batching_policy
 from .gpu import SharedGPU, Kernel, phase_rate
+from .host_thread import HostThread
+from .lanes import ExecutorLanes
 from .regime_switch import RegimeSwitch
 from .metrics import Metrics, percentile
-from .program import BoundService, Launch, Program, Wait, bind
+from .program import BoundService, Program, bind
 from .recording import Recording
+from .usage import UsageMeter
 
 _WAKE, _HORIZON, _NEIGHBOR = 0, 1, 2
 _INF = math.inf
@@ -116,7 +119,15 @@ def simulate_switching(
 
 
 class ServiceRun(PolicyHost):
-    """One simulation; create, call :meth:`run` once, discard."""
+    """One simulation; create, call :meth:`run` once, discard.
+
+    It owns its parts: the memory ledger (``admission``, :class:`~tuner.sim.admission.Admission`),
+    the executors' host threads (``host_thread``, :class:`~tuner.sim.host_thread.HostThread`),
+    the resource figures (``usage``, :class:`~tuner.sim.usage.UsageMeter`), the executors'
+    streams (``lanes``, :class:`~tuner.sim.lanes.ExecutorLanes`), the neighbours' streams
+    (``neighbors``, :class:`NeighborStreams`), the shared GPU and the batching policy; it
+    keeps the event loop, its timers, the regime switch and the judging of requests.
+    """
 
     def __init__(self, bound: BoundService, workload: Workload, budget: float,
                  size_fields: frozenset[str], record: bool | Recording = False,
@@ -125,7 +136,6 @@ class ServiceRun(PolicyHost):
                  stop_below: float | None = None) -> None:
         service = bound.service
         self.bound = bound
-        self.budget = budget
         self.alternatives = alternatives or {}
         self.regime_switch = switch
         self._key = key
@@ -139,60 +149,27 @@ class ServiceRun(PolicyHost):
         self.n = n
         self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
         self.state = request_state(service, workload)
-        self.base_memory = service.memory.fixed + bound.reserved_workspace
-        self.capacity = budget - self.base_memory
+        self.admission = Admission(budget, service.memory.fixed, bound.reserved_workspace)
         self.times = RequestTimes(workload)
-        # Streams: lane l of executor e is stream l·E + e; the neighbours come after them.
-        # Each stream's kernels run on its partition (an index into the GPU's caps).
-        partitions = service.partitions()
-        self.streams, self._stream_part, self._stream_priority, self._lane_streams = _stream_layout(service)
-        self._neighbor_part = [partitions.index(n.partition) for n in service.neighbors]
-        self._lanes_left = [0] * self.executors
-        self.gpu = SharedGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in partitions),
+        # Streams: lane l of executor e is stream l·E + e (tuner.sim.lanes); the neighbours come
+        # after them. Each stream's kernels run on its partition (an index into the GPU's caps).
+        self.gpu = SharedGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in service.partitions()),
                             service.device.sms)
+        self.host_thread = HostThread(self.executors, self.executors * len(service.lanes()), service.host_launch_s,
+                                      service.graph_replay_s)
+        self.lanes = ExecutorLanes(service, self.gpu, self.host_thread)
+        self.neighbors = NeighborStreams(service, self.lanes.streams)
         self.recording = record if isinstance(record, Recording) else Recording() if record else None
         self.batching: BatchingPolicy = batching_policy(service.batching, self, self.executors, workload, self.sizes,
                                                         size_fields)
-        self._overhead = service.launch_overhead_s
-        # launch behaviour (service.launch): the CPU host thread issues launch i of a batch at
-        # base + (i + 1)·host_launch_s, base being the batch's start plus a graph replay's cost;
-        # a kernel whose stream is free before then waits for it (see _issued)
-        self._host_launch_s = service.host_launch_s
-        self._host_paces = service.host_launch_s > 0.0 or service.graph_replay_s > 0.0
-        self._replay = service.graph_replay_s
-        self._issue_base = [0.0] * self.streams
-        self._issue: list[tuple[int, ...] | None] = [None] * self.streams
-        self._host_wait = [0.0] * self.executors
-        self._iteration_start = [0.0] * self.executors
         self.iterations = 0
-        self.host_bound = 0
-        self._programs: list[tuple[Launch, ...]] = [() for _ in range(self.streams)]
         self._program_peak = 0.0
-        self._pc = [0] * self.streams
-        self._scale = [1.0] * self.streams
-        # a micro-batched program's waits between lanes (None: its lanes run independently),
-        # each stream's completed launches, and whether its next launch waits on another lane
-        self._waits: list[tuple[Wait, ...] | None] = [None] * self.streams
-        self._done = [0] * self.streams
-        self._blocked = [False] * self.streams
         self._timers: list[tuple[float, int, int, int]] = []
         self._timer_seq = 0
-        self._queue: deque[int] = deque()
-        self._memory_used = 0.0
-        self._engine_memory = 0.0  # what an engine policy holds itself (its KV blocks in use): shown, not admitted on
-        self._admitted = 0
         self._judged = 0
         self.kernels = 0
-        self._neighbor_done = [0.0] * len(service.neighbors)
-        self._neighbor_launches, self._launch_limit = [0] * len(service.neighbors), MAX_LAUNCHES
-        self._neighbor_at_horizon: float | None = None
-        # metric accumulators (the integrals cover the window [0, horizon))
-        self._memory_integral = 0.0
-        self._sm_integral = 0.0
-        self._idle_waiting = 0.0
-        self._memory_peak = self.base_memory
-        self._sm_peak = 0.0
-        self._admitted_max = 0
+        self._launch_limit = MAX_LAUNCHES
+        self.usage = UsageMeter(self.admission.base_memory)
         # stopping early: misses beyond (1 - target) × judged requests decide the run
         self._warmup = workload.warmup_s
         self._misses = 0
@@ -200,6 +177,9 @@ class ServiceRun(PolicyHost):
             (1.0 - stop_below) * int((workload.arrivals_s >= workload.warmup_s).sum()) + 1e-9)
 
     # -- the batching policy's host (PolicyHost, tuner.sim.batching) -------------------
+    def memory_capacity(self) -> float:
+        return self.admission.capacity
+
     def wake_at(self, t: float) -> None:
         self._timer(t, _WAKE, 0)
 
@@ -209,93 +189,20 @@ class ServiceRun(PolicyHost):
         self.iterations += 1
         if program.peak_sm > self._program_peak:
             self._program_peak = program.peak_sm
-        started: list[int] = []
-        waits = program.waits
-        issue = program.issue
-        self._host_wait[executor] = program.host_wait
-        self._iteration_start[executor] = now
-        for lane, (stream, launches) in enumerate(zip(self._lane_streams[executor], program.lanes)):
-            self._done[stream] = 0
-            self._blocked[stream] = False
-            self._waits[stream] = None if waits is None else waits[lane]
-            self._issue_base[stream] = now + self._replay
-            self._issue[stream] = None if issue is None else issue[lane]
-            if launches:
-                self._programs[stream] = launches
-                self._pc[stream] = 0
-                self._scale[stream] = scale
-                started.append(stream)
-        self._lanes_left[executor] = len(started)
-        for stream in started:
-            self._dispatch(stream, now)
-
-    def _dispatch(self, stream: int, now: float) -> None:
-        """Launch the stream's next kernel, or hold it while the launch it waits for on
-        another lane has not completed (see :func:`tuner.sim.program.interleave`)."""
-        waits = self._waits[stream]
-        pc = self._pc[stream]
-        if waits is not None:
-            lane, count = waits[pc]
-            if lane >= 0 and self._done[self._lane_streams[stream % self.executors][lane]] < count:
-                self._blocked[stream] = True
-                return
-            self._blocked[stream] = False
-        tag, phases = self._programs[stream][pc]
-        overhead = self._overhead + self._issued(stream, pc, now) if self._host_paces else self._overhead
-        self.gpu.launch(self._stream_priority[stream], stream, tag, phases, self._scale[stream], overhead,
-                        now, self._stream_part[stream])
-
-    def _issued(self, stream: int, pc: int, now: float) -> float:
-        """How long launch ``pc`` of ``stream`` waits at ``now`` for the host to issue it:
-        the executor's host thread issues its batch's launches in order, ``host_launch``
-        each, after the graph replay's cost (``service.launch``); counted as host wait."""
-        issue = self._issue[stream]
-        issued = self._issue_base[stream] + ((pc if issue is None else issue[pc]) + 1) * self._host_launch_s
-        if issued <= now:
-            return 0.0
-        self._host_wait[stream % self.executors] += issued - now
-        return issued - now
+        self.lanes.start(executor, program, scale, now)
 
     def _kernel_done(self, stream: int, kernel: Kernel, now: float) -> None:
-        """A kernel of ``stream`` completed at ``now``: a neighbour's, a micro-batched
-        program's (:meth:`_advance`), or a plain program's, whose next launch goes out
-        (:meth:`_dispatch`) or whose lane is done."""
-        if stream >= self.streams:
+        """A kernel of ``stream`` completed at ``now``: a neighbour's, or the service's,
+        whose lane goes on (:meth:`ExecutorLanes.completed`) and whose batch may end."""
+        lanes = self.lanes
+        if stream >= lanes.streams:
             self._on_neighbor_kernel_done(kernel, now)
-        elif self._waits[stream] is not None:
-            self._advance(stream, now)
-        else:
-            pc = self._pc[stream] + 1
-            if pc < len(self._programs[stream]):
-                self._pc[stream] = pc
-                self._dispatch(stream, now)
-            else:
-                executor = stream % self.executors
-                self._lanes_left[executor] -= 1
-                if not self._lanes_left[executor]:
-                    self._on_program_done(executor, now)
-
-    def _advance(self, stream: int, now: float) -> None:
-        """A micro-batched program's launch completed on ``stream``: its next launch, the
-        launches of other lanes that waited for this one, and the batch's end."""
-        pc = self._pc[stream] + 1
-        self._done[stream] = pc
-        executor = stream % self.executors
-        if pc < len(self._programs[stream]):
-            self._pc[stream] = pc
-            self._dispatch(stream, now)
-        else:
-            self._lanes_left[executor] -= 1
-        for other in self._lane_streams[executor]:
-            if self._blocked[other]:
-                self._dispatch(other, now)
-        if not self._lanes_left[executor]:
-            self._on_program_done(executor, now)
+        elif lanes.completed(stream, now):
+            self._on_program_done(stream % lanes.executors, now)
 
     def finish(self, request: int, now: float) -> None:
         self.times.finish_t[request] = now
-        self._memory_used -= self.state[request]
-        self._admitted -= 1
+        self.admission.release(self.state[request])
         self._judged += 1
         if (self._misses_allowed < _INF and self.times.arrival_t[request] >= self._warmup
                 and not self._good(request, now)):
@@ -304,10 +211,9 @@ class ServiceRun(PolicyHost):
     def hold(self, nbytes: float) -> None:
         """An engine policy now holds ``nbytes`` of memory itself (its KV blocks in use):
         counted in the memory timeline, integral and peak, never in admission."""
-        self._engine_memory = nbytes
-        memory = self.base_memory + self._memory_used + nbytes
-        if memory > self._memory_peak:
-            self._memory_peak = memory
+        admission = self.admission
+        admission.engine_held = nbytes
+        self.usage.see_memory(admission.base_memory + admission.memory_used + nbytes)
 
     def _good(self, request: int, now: float) -> bool:
         service, arrival = self.bound.service, self.times.arrival_t[request]
@@ -326,48 +232,30 @@ class ServiceRun(PolicyHost):
         self._timer_seq += 1
         heapq.heappush(self._timers, (t, self._timer_seq, kind, payload))
 
-    def _launch_neighbor(self, index: int, now: float) -> None:
-        neighbor = self.bound.service.neighbors[index]
-        phases = neighbor.profile.phases({}, self.bound.service.device)
-        self._neighbor_launches[index] += 1
-        self.gpu.launch(neighbor.priority + neighbor.partition.priority, self.streams + index, neighbor.name, phases, 1.0,
-                        self.bound.service.launch_overhead_s, now, self._neighbor_part[index])
-
     def _admit(self, now: float) -> None:
-        queue, state, capacity, admit_t = self._queue, self.state, self.capacity, self.times.admit_t
-        admitted_any = False
-        while queue and self._memory_used + state[queue[0]] <= capacity:
-            r = queue.popleft()
-            self._memory_used += state[r]
-            admit_t[r] = now
-            self._admitted += 1
-            self.batching.admitted(r, now)
-            admitted_any = True
-        if admitted_any:
-            if self._admitted > self._admitted_max:
-                self._admitted_max = self._admitted
-            memory = self.base_memory + self._memory_used
-            if memory > self._memory_peak:
-                self._memory_peak = memory
+        admission = self.admission
+        if admission.admit(self.state, self.batching, self.times.admit_t, now):
+            self.usage.see_admitted(admission.admitted)
+            self.usage.see_memory(admission.base_memory + admission.memory_used)
 
     def _on_neighbor_kernel_done(self, kernel: Kernel, now: float) -> None:
+        """A neighbour's kernel completed: it launches again after its gap, until the window closes."""
         self.kernels += 1
-        index = kernel.stream - self.streams
-        self._neighbor_done[index] += kernel.work_s
+        neighbors = self.neighbors
+        index = neighbors.completed(kernel)
         if now < self.horizon:
-            gap = self.bound.service.neighbors[index].gap_s
+            gap = neighbors.gap_s(index)
             if gap > 0.0:
                 self._timer(now + gap, _NEIGHBOR, index)
             else:
-                self._launch_neighbor(index, now)
+                neighbors.launch(index, self.gpu, now)
 
     def _on_program_done(self, executor: int, now: float) -> None:
-        if self._host_paces and 2.0 * self._host_wait[executor] > now - self._iteration_start[executor]:
-            self.host_bound += 1  # its GPU waited on the host for most of the iteration
+        self.host_thread.end_iteration(executor, now)
         self.batching.program_done(executor, now)
         if self.regime_switch is not None:
             self._maybe_switch(self.regime_switch, now)
-        if self._queue:
+        if self.admission.queue:
             self._admit(now)
         self.batching.dispatch(now)
 
@@ -375,48 +263,44 @@ class ServiceRun(PolicyHost):
         """At a safe point: take the switch's assignment when its workspace fits beside
         the admitted requests; else hold admission until it does."""
         key = switch.choose(now)
+        admission = self.admission
         if key == self._key:
             self._pending = None
-            self.capacity = self.budget - self.base_memory
+            admission.resume()
             return
         target = self.alternatives[key]
-        fixed = self.bound.service.memory.fixed
         if target.blocks == self.bound.blocks:  # another regime, the same configs: nothing to switch
             self._key, self._pending = key, None
-            self.capacity = self.budget - self.base_memory
-        elif fixed + target.reserved_workspace + self._memory_used <= self.budget:
+            admission.resume()
+        elif admission.fits(target.reserved_workspace):
             self.bound, self._key, self._pending = target, key, None
-            self.base_memory = fixed + target.reserved_workspace
-            self.capacity = self.budget - self.base_memory
+            admission.switch_to(target.reserved_workspace)
             self.switches += 1
         else:
             self._pending = key
-            reserve = max(target.reserved_workspace, self.bound.reserved_workspace)
-            self.capacity = self.budget - fixed - reserve
+            admission.pause_for(target.reserved_workspace)
 
     def _on_arrival(self, r: int, now: float) -> None:
         if self.regime_switch is not None:
             self.regime_switch.observe_arrival(now)
             self._maybe_switch(self.regime_switch, now)
-        if self.state[r] > self.budget - self.bound.service.memory.fixed - self.bound.reserved_workspace:
-            self._judged += 1  # can never fit: rejected, counted as missed
+        admission = self.admission
+        if admission.never_fits(self.state[r]):
+            self._judged += 1  # rejected, counted as missed
             if now >= self._warmup:
                 self._missed()
             return
-        self._queue.append(r)
-        if len(self._queue) == 1:
+        admission.queue.append(r)
+        if len(admission.queue) == 1:
             self._admit(now)
             self.batching.dispatch(now)
 
     def _on_timer(self, now: float) -> None:
         _, _, kind, payload = heapq.heappop(self._timers)
         if kind == _HORIZON:
-            # math.fsum, not sum(): compiled, sum()'s int start rejects floats, and CPython >= 3.12
-            # compensates float sums where mypyc's loop would not: fsum is one rounding everywhere
-            self._neighbor_at_horizon = math.fsum(self._neighbor_done) + math.fsum(
-                k.work_s - k.work_left_s(now) for k in self.gpu.running if k.stream >= self.streams)
+            self.neighbors.close_window(self.gpu, now)
         elif kind == _NEIGHBOR:
-            self._launch_neighbor(payload, now)
+            self.neighbors.launch(payload, self.gpu, now)
         else:
             self.batching.dispatch(now)
 
@@ -425,17 +309,19 @@ class ServiceRun(PolicyHost):
 
         The loop inlines the hot path (GPU phase boundaries and the metric integrals):
         it runs millions of times per simulation. A completed kernel goes to
-        :meth:`_kernel_done`, the one place a stream's next launch is issued from.
+        :meth:`_kernel_done`, which hands the service's own to its lanes
+        (:meth:`ExecutorLanes.completed`), the one place a stream's next launch is issued from.
         """
         self._timer(self.horizon, _HORIZON, 0)
+        admission = self.admission
         if self.recording is not None:
-            self.recording.sample(0.0, self.base_memory, 0, 0)
+            self.recording.sample(0.0, admission.base_memory, 0, 0)
             self.recording.sm.append((0.0, 0.0))
             self.gpu.sm_trace = self.recording.sm
-        for index in range(len(self.bound.service.neighbors)):
-            self._launch_neighbor(index, 0.0)
+        for index in range(len(self.neighbors.specs)):
+            self.neighbors.launch(index, self.gpu, 0.0)
         arrival, n, gpu, timers = self.times.arrival_t, self.n, self.gpu, self._timers
-        recording, horizon, queue = self.recording, self.horizon, self._queue
+        recording, horizon, queue = self.recording, self.horizon, admission.queue
         waiting = self.batching.queue
         run_until = gpu.run_until
         i = 0
@@ -455,7 +341,8 @@ class ServiceRun(PolicyHost):
                 if t > last_t and last_t < horizon:  # integrate the service's step functions up to t
                     end = t if t < horizon else horizon
                     sm_seconds = gpu.sm_seconds(end)
-                    memory_integral += (self.base_memory + self._memory_used + self._engine_memory) * (end - last_t)
+                    memory_integral += (admission.base_memory + admission.memory_used + admission.engine_held) * (
+                        end - last_t)
                     if queue or waiting:
                         idle_waiting += (end - last_t) - (sm_seconds - sm_seconds_at_last)
                     last_t, sm_seconds_at_last = end, sm_seconds
@@ -474,15 +361,14 @@ class ServiceRun(PolicyHost):
                         continue
                     self._on_timer(t)
                 if recording is not None:
-                    recording.sample(t, self.base_memory + self._memory_used + self._engine_memory,
-                                     len(queue) + len(waiting), self._admitted)
+                    recording.sample(t, admission.base_memory + admission.memory_used + admission.engine_held,
+                                     len(queue) + len(waiting), admission.admitted)
         except _Decided:
             stopped = True
         if last_t < horizon:
-            memory_integral += (self.base_memory + self._memory_used + self._engine_memory) * (horizon - last_t)
-        self._memory_integral, self._idle_waiting = memory_integral, idle_waiting
-        self._sm_integral = gpu.sm_seconds(horizon)
-        self._sm_peak = max(gpu.sm_peak, self._program_peak)
+            memory_integral += (admission.base_memory + admission.memory_used + admission.engine_held) * (
+                horizon - last_t)
+        self.usage.close(memory_integral, idle_waiting, gpu.sm_seconds(horizon), max(gpu.sm_peak, self._program_peak))
         return SimResult(self._metrics(), recording, self.bound.visited(), stopped)
 
     def _over_budget(self, now: float, arrived: int) -> str:
@@ -491,12 +377,12 @@ class ServiceRun(PolicyHost):
         launched = self.gpu.launched
         head = (f"the simulation stopped at its budget of {self._launch_limit:,} kernel launches, {now:.3g} s "
                 f"into its {self.horizon:.3g} s window: ")
-        neighbors = self.bound.service.neighbors
-        busiest = max(range(len(neighbors)), key=lambda k: self._neighbor_launches[k], default=None)
-        own = launched - sum(self._neighbor_launches)
-        if busiest is not None and self._neighbor_launches[busiest] > own:
+        neighbors, launches = self.neighbors.specs, self.neighbors.launches
+        busiest = max(range(len(neighbors)), key=lambda k: launches[k], default=None)
+        own = launched - sum(launches)
+        if busiest is not None and launches[busiest] > own:
             neighbor = neighbors[busiest]
-            return (head + f"neighbour {neighbor.name!r} launched {self._neighbor_launches[busiest]:,} of them (a "
+            return (head + f"neighbour {neighbor.name!r} launched {launches[busiest]:,} of them (a "
                     f"{neighbor.profile.latency.evaluate({}):.3g} s kernel, gap {neighbor.gap_s:.3g} s); lengthen "
                     "its gap or its kernel, or shorten the horizon")
         return (head + f"the service launched {own:,} of them for {arrived:,} arrivals "
@@ -506,28 +392,78 @@ class ServiceRun(PolicyHost):
     def _metrics(self) -> Metrics:
         service = self.bound.service
         horizon = self.horizon
-        neighbor_ratio = None
-        if service.neighbors:
-            alone = math.fsum(_alone_progress(nb.profile.phases({}, service.device), nb.gap_s,
-                                              service.launch_overhead_s, horizon,
-                                              nb.partition.exact_share(service.device), service.device.sms)
-                              for nb in service.neighbors)
-            neighbor_ratio = (self._neighbor_at_horizon or 0.0) / alone if alone > 0 else None
+        usage = self.usage
         return Metrics(
             **request_figures(service, self.workload, self.times),
-            admitted_max=self._admitted_max,
-            memory_peak_bytes=self._memory_peak,
-            memory_byte_seconds=self._memory_integral,
+            admitted_max=usage.admitted_max,
+            memory_peak_bytes=usage.memory_peak,
+            memory_byte_seconds=usage.memory_integral,
             reserved_workspace_bytes=self.bound.reserved_workspace,
-            sm_busy_fraction=self._sm_integral / horizon,
-            sm_peak=self._sm_peak,
-            idle_while_waiting_s=self._idle_waiting,
+            sm_busy_fraction=usage.sm_integral / horizon,
+            sm_peak=usage.sm_peak,
+            idle_while_waiting_s=usage.idle_waiting,
             kernels=self.kernels,
             iterations=self.iterations,
-            host_bound_iterations=self.host_bound,
-            neighbor_progress_ratio=neighbor_ratio,
+            host_bound_iterations=self.host_thread.host_bound,
+            neighbor_progress_ratio=self.neighbors.progress_ratio(horizon),
             config_switches=self.switches,
         )
+
+
+class NeighborStreams:
+    """The service's closed-loop neighbours (``service.neighbors``) on the GPU: each
+    relaunches its kernel ``gap_s`` after the last one completed (the run keeps the
+    timers), until the window closes. Neighbour ``i`` runs on stream ``first_stream + i``,
+    after the service's own streams, on its partition (``part[i]``, an index into the
+    GPU's caps). It counts each one's launches and completed work, and the work done by
+    the horizon (``at_horizon``), which the progress ratio compares with running alone."""
+
+    def __init__(self, service: Service, first_stream: int) -> None:
+        partitions = service.partitions()
+        self.specs = service.neighbors  # the problem's neighbours, by index
+        self.device = service.device
+        self.overhead = service.launch_overhead_s
+        self.first_stream = first_stream
+        self.part = [partitions.index(n.partition) for n in service.neighbors]
+        self.done = [0.0] * len(service.neighbors)
+        self.launches = [0] * len(service.neighbors)
+        self.at_horizon: float | None = None
+
+    def launch(self, index: int, gpu: SharedGPU, now: float) -> None:
+        """Neighbour ``index`` launches its kernel at ``now``."""
+        neighbor = self.specs[index]
+        phases = neighbor.profile.phases({}, self.device)
+        self.launches[index] += 1
+        gpu.launch(neighbor.priority + neighbor.partition.priority, self.first_stream + index, neighbor.name, phases,
+                   1.0, self.overhead, now, self.part[index])
+
+    def completed(self, kernel: Kernel) -> int:
+        """A neighbour's ``kernel`` completed: its work counts; which neighbour's it was."""
+        index = kernel.stream - self.first_stream
+        self.done[index] += kernel.work_s
+        return index
+
+    def gap_s(self, index: int) -> float:
+        return float(self.specs[index].gap_s)
+
+    def close_window(self, gpu: SharedGPU, now: float) -> None:
+        """The window closes at ``now``: the neighbours' work done by then, their running
+        kernels' included in part."""
+        # math.fsum, not sum(): compiled, sum()'s int start rejects floats, and CPython >= 3.12
+        # compensates float sums where mypyc's loop would not: fsum is one rounding everywhere
+        self.at_horizon = math.fsum(self.done) + math.fsum(
+            k.work_s - k.work_left_s(now) for k in gpu.running if k.stream >= self.first_stream)
+
+    def progress_ratio(self, horizon: float) -> float | None:
+        """The neighbours' work by the horizon over what they would do alone (None without
+        neighbours, or when alone they would do nothing)."""
+        if not self.specs:
+            return None
+        device, overhead = self.device, self.overhead
+        alone = math.fsum(_alone_progress(nb.profile.phases({}, device), nb.gap_s, overhead, horizon,
+                                          nb.partition.exact_share(device), device.sms)
+                          for nb in self.specs)
+        return (self.at_horizon or 0.0) / alone if alone > 0 else None
 
 
 def request_state(service: Service, workload: Workload) -> list[float]:
@@ -641,7 +577,7 @@ def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, hori
     """Kernel work a closed-loop neighbour completes by ``horizon`` with its partition
     (SM share ``cap``) and the DRAM to itself: each phase at the GPU layer's rate."""
     spans = alone_spans(phases, cap, sms)
-    work = math.fsum(w for w, _ in spans)  # fsum: see ServiceRun._on_timer
+    work = math.fsum(w for w, _ in spans)  # fsum: see NeighborStreams.close_window
     cycle = overhead + math.fsum(d for _, d in spans) + gap
     if cycle <= 0:
         return 0.0
@@ -654,14 +590,3 @@ def _alone_progress(phases: tuple[Phase, ...], gap: float, overhead: float, hori
         done += w * min(left / duration, 1.0)
         left -= duration
     return done
-
-
-def _stream_layout(service: Service) -> tuple[int, list[int], list[int], list[tuple[int, ...]]]:
-    """The service's streams: lane l of executor e is stream l·E + e (E executors); per
-    stream its partition (an index into ``service.partitions()``) and priority, and per
-    executor its lanes' streams."""
-    partitions, lanes, executors = service.partitions(), service.lanes(), service.executors
-    streams = executors * len(lanes)
-    part = [partitions.index(lane) for lane in lanes for _ in range(executors)]
-    priority = [service.priority + lane.priority for lane in lanes for _ in range(executors)]
-    return streams, part, priority, [tuple(range(e, streams, executors)) for e in range(executors)]

@@ -73,7 +73,8 @@ class VllmBatching(BatchingPolicy):
         engine = service.engine
         assert engine is not None, "the problem loader gives a vllm service its engine settings"
         self.settings = engine
-        blocks = engine.num_gpu_blocks or blocks_in(host.capacity, engine.kv_bytes_per_token * engine.block_size)
+        blocks = engine.num_gpu_blocks or blocks_in(host.memory_capacity(),
+                                                    engine.kv_bytes_per_token * engine.block_size)
         if blocks > MAX_KV_BLOCKS:
             raise ProblemError(f"service.engine: the budget leaves {blocks:,} KV blocks, more than the "
                                f"{MAX_KV_BLOCKS:,} the simulator holds; set engine.num_gpu_blocks or a larger "
