@@ -47,7 +47,6 @@ def counted(monkeypatch) -> Counter:
         return original(self, variables, device, tag, *args)
 
     monkeypatch.setattr(KernelProfile, "launches", launches)
-    program.clear_launch_memos()
     return calls
 
 
@@ -82,7 +81,6 @@ def test_memoised_results_equal_an_unmemoised_run(monkeypatch):
     memo (shared by operator, and per program) before each iteration."""
     problem = load_problem(LLM_DECODE)
     assignment = Assignment.default(problem)
-    program.clear_launch_memos()
     memoised = simulate(problem, assignment, "heavy", horizon_s=2.0)
 
     original = program.BoundService.program
@@ -100,3 +98,23 @@ def test_memoised_results_equal_an_unmemoised_run(monkeypatch):
     assert unmemoised.metrics.kernels > 10_000
     assert repr(unmemoised.metrics) == repr(memoised.metrics)
     assert unmemoised.visited == memoised.visited
+
+
+def test_the_memos_are_the_problems_and_its_knob_variants_share_them(tmp_path, write_problem, counted):
+    """The memos live with the problem whose profiles they memoise: a knob variant (the
+    same configs) shares them, another load of the file starts its own."""
+    (tmp_path / "requests.csv").write_text("t,prompt,output\n0,3,30\n0.002,5,12\n20,1,1\n")
+    spec = two_operator_service("requests.csv")
+    spec["service"]["knobs"] = {"max_num_seqs": [4, 2]}
+    problem = write_problem(spec)
+    variant = problem.with_knobs({"max_num_seqs": 2})
+    assert variant.service != problem.service
+    assert program.launch_memos(variant) is program.launch_memos(problem)
+    simulate(problem, Assignment.default(problem), "replay")
+    built = sum(counted.values())
+    simulate(variant, Assignment.default(variant), "replay")
+    assert sum(counted.values()) == built  # the variant's launches came from the problem's memos
+    again = load_problem(problem.path)
+    assert program.launch_memos(again) is not program.launch_memos(problem)
+    simulate(again, Assignment.default(again), "replay")
+    assert sum(counted.values()) > built  # another problem: its own launches

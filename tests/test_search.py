@@ -144,6 +144,7 @@ class ShapeLimited:
     limit: float
     workspace_too: bool = False
     source: str = "modeled"
+    variables_read = frozenset({"*"})  # its launches depend on its limit: not memoised
 
     def launches(self, variables: Mapping[str, float], device, tag: str, partition=WHOLE_DEVICE):
         if variables["batch"] > self.limit:

@@ -111,6 +111,12 @@ class Profile(Protocol):
 
     source: ProfileSource
 
+    @property
+    def variables_read(self) -> frozenset[str]:
+        """The batch variables its launches depend on, which the simulator memoises them
+        by (``"*"`` among them: it cannot say, and nothing is memoised)."""
+        ...
+
     def launches(self, variables: Mapping[str, float], device: Device, tag: str,
                  partition: Partition = ...) -> tuple[tuple[str, tuple[Phase, ...]], ...]: ...
 
@@ -541,6 +547,10 @@ class Problem:
     #: space per routing, its knob variants, the problem a variant varies): owned here,
     #: not by module-level dicts keyed by ``id()``; a copy (``with_knobs``) starts empty.
     memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
+    #: What is derived from the configs' profiles alone, and so holds for every knob
+    #: variant too (they keep the same configs): the simulator's launch memos
+    #: (:func:`tuner.sim.program.launch_memos`). A variant (``with_knobs``) shares it.
+    profile_caches: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
 
     def with_knobs(self, values: Mapping[str, KnobValue]) -> Problem:
         """The problem as the engine runs with these knob values (``service.knobs``): a
@@ -552,7 +562,9 @@ class Problem:
         """
         if not values:
             return self
-        return replace(self, service=self.knobs.apply(self.service, values), knobs=KnobSpace())
+        variant = replace(self, service=self.knobs.apply(self.service, values), knobs=KnobSpace())
+        object.__setattr__(variant, "profile_caches", self.profile_caches)  # the same configs
+        return variant
 
     def regime(self, name: str) -> Regime:
         """The regime ``name``: the one place a regime asked for by name is checked.

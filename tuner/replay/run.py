@@ -20,7 +20,7 @@ from ..problem.model import Problem
 from ..sim.batching import BatchingPolicy, RelayPolicyHost, RequestTimes
 from ..sim.metrics import Metrics, percentile
 from ..sim.policies import batching_policy
-from ..sim.program import BoundService, Program, bind
+from ..sim.program import BoundService, Program, bind, launch_memos
 from ..sim.service import request_figures, request_state
 from ..traffic import Workload
 from .executors import Executors, sleep_for
@@ -74,7 +74,7 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
     if device not in DEVICES:
         raise ValueError(f"a replay runs on {' or '.join(DEVICES)}, not {device!r}")
     workload = problem.regime(regime).workload(seed, problem.service.jitter, duration_s)
-    bound = bind(problem.service_for(regime), assignment, problem.size_fields)
+    bound = bind(problem.service_for(regime), assignment, problem.size_fields, memos=launch_memos(problem))
     budget = problem.memory_budget(regime)
     service = bound.service
     require_base(bound, budget)  # before a GPU's warm-up spends its time

@@ -17,7 +17,8 @@ from typing import Any
 from ..errors import AssignmentError
 from ..phases import WHOLE_DEVICE, Partition, Phase
 from ..problem.assignment import Assignment
-from ..problem.model import Config, Device, Operator, Service
+from ..problem.capabilities import ChannelBound
+from ..problem.model import Config, Device, Operator, Problem, Service
 
 Phases = tuple[Phase, ...]
 Launch = tuple[str, Phases]
@@ -172,27 +173,40 @@ class LaunchMemo:
     last_token: int = _NOTHING
 
 
-_shared: OrderedDict[tuple, LaunchMemo] = OrderedDict()
+class LaunchMemos:
+    """The launch memos of one problem's operators, by operator, partition, device and
+    the identity of its configs' profiles (a profile's launches are its own), the least
+    recently bound dropped past :data:`_SHARED_LIMIT`.
+
+    Owned by the problem whose profiles they memoise (:func:`launch_memos`), so that every
+    simulation of it in this process, of any assignment, regime or knob variant, shares
+    them, and they go with it."""
+
+    def __init__(self) -> None:
+        self._memos: OrderedDict[tuple, LaunchMemo] = OrderedDict()
+
+    def of(self, operator: Operator, configs: tuple[Config, ...], partition: Partition, device: Device) -> LaunchMemo:
+        """The memo shared by every binding of ``operator`` to these configs' profiles on
+        ``partition`` of ``device``."""
+        memos = self._memos
+        key = (operator, partition, device, tuple([id(config.profile) for config in configs]))
+        memo = memos.get(key)
+        if memo is None:
+            memo = memos[key] = LaunchMemo(tuple([config.profile for config in configs]))
+            if len(memos) > _SHARED_LIMIT:
+                memos.popitem(last=False)
+        else:
+            memos.move_to_end(key)
+        return memo
 
 
-def launch_memo(operator: Operator, configs: tuple[Config, ...], partition: Partition,
-                device: Device) -> LaunchMemo:
-    """The memo shared by every binding of ``operator`` to these configs' profiles (by
-    identity: a profile's launches are its own) on ``partition`` of ``device``."""
-    key = (operator, partition, device, tuple(id(config.profile) for config in configs))
-    memo = _shared.get(key)
-    if memo is None:
-        memo = _shared[key] = LaunchMemo(tuple(config.profile for config in configs))
-        if len(_shared) > _SHARED_LIMIT:
-            _shared.popitem(last=False)
-    else:
-        _shared.move_to_end(key)
-    return memo
-
-
-def clear_launch_memos() -> None:
-    """Forget every shared launch memo (a profile whose launches changed in place)."""
-    _shared.clear()
+def launch_memos(problem: Problem) -> LaunchMemos:
+    """The launch memos of ``problem``'s profiles, kept with them (``Problem.profile_caches``,
+    which its knob variants share: they keep the same configs)."""
+    memos = problem.profile_caches.get("launch_memos")
+    if memos is None:
+        memos = problem.profile_caches["launch_memos"] = LaunchMemos()
+    return memos
 
 
 @dataclass(frozen=True)
@@ -437,8 +451,8 @@ def _reads(configs: tuple[Config, ...], op: Operator) -> tuple[str, ...] | None:
     a profile that does not say)."""
     names: set[str] = set()
     for config in configs:
-        read = getattr(config.profile, "variables_read", None)
-        if read is None or "*" in read:
+        read = config.profile.variables_read
+        if "*" in read:
             return None
         names |= set(read)
     return tuple(sorted(names - {dim for dim, _ in op.shape}))
@@ -450,13 +464,14 @@ def _held_to_channels(configs: tuple[Config, ...], channels: int) -> tuple[Confi
     collective alike); a profile that is not a collective's has no ``with_channels``."""
     out = []
     for config in configs:
-        pin = getattr(config.profile, "with_channels", None)
-        out.append(config if pin is None else dataclasses.replace(config, profile=pin(channels)))
+        profile = config.profile
+        out.append(dataclasses.replace(config, profile=profile.with_channels(channels))
+                   if isinstance(profile, ChannelBound) else config)
     return tuple(out)
 
 
 def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
-         allow_merge: bool = True) -> BoundService:
+         allow_merge: bool = True, memos: LaunchMemos | None = None) -> BoundService:
     """Pair each operator with its configs and compute the workspace the engine reserves.
 
     The reservation is the assignment's peak workspace over every reachable bucket of
@@ -465,7 +480,8 @@ def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
     its request state. A service whose one executor has the GPU to itself
     (no neighbours) runs each batch as one merged launch, exactly (see :func:`merge`),
     unless ``allow_merge`` is off (a recorded timeline shows every kernel) or jitter
-    would also stretch the merged launch gaps.
+    would also stretch the merged launch gaps. Launches are memoised in ``memos`` (the
+    problem's, :func:`launch_memos`, for a simulation), else for this binding alone.
 
     Raises:
         AssignmentError: an operator has no config, or a config of another family.
@@ -489,7 +505,7 @@ def bind(service: Service, assignment: Assignment, size_fields: frozenset[str],
         direct = _reads(configs, op)
         reads = None if direct is None else tuple(sorted(set(direct).union(*(e.names for _, e in op.shape))))
         partition = op.partition or service.partition
-        shared = LaunchMemo(()) if reads is None else launch_memo(op, configs, partition, service.device)
+        shared = LaunchMemo(()) if reads is None or memos is None else memos.of(op, configs, partition, service.device)
         bound.append(BoundOperator(op, configs, reads, direct, partition, lanes.index(partition), shared))
     blocks: list[tuple[tuple[BoundOperator, ...], int]] = []
     for item in bound:

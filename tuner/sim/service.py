@@ -36,7 +36,7 @@ from .host_thread import HostThread
 from .lanes import ExecutorLanes
 from .regime_switch import RegimeSwitch
 from .metrics import Metrics, percentile
-from .program import BoundService, Program, bind
+from .program import BoundService, Program, bind, launch_memos
 from .recording import Recording
 from .usage import UsageMeter
 
@@ -85,7 +85,8 @@ def simulate(
     target" is meaningful).
     """
     workload, budget = _workload_and_budget(problem, regime, seed, horizon_s, rate_rps)
-    bound = bind(problem.service_for(regime), assignment, problem.size_fields, allow_merge=not record)
+    bound = bind(problem.service_for(regime), assignment, problem.size_fields, allow_merge=not record,
+                 memos=launch_memos(problem))
     return ServiceRun(bound, workload, budget, problem.size_fields, record, stop_below=stop_below).run()
 
 
@@ -112,7 +113,7 @@ def simulate_switching(
     """
     workload, budget = _workload_and_budget(problem, regime, seed, horizon_s)
     service = problem.service_for(regime)
-    bound = {key: bind(service, a, problem.size_fields) for key, a in assignments.items()}
+    bound = {key: bind(service, a, problem.size_fields, memos=launch_memos(problem)) for key, a in assignments.items()}
     start = switch.choose(0.0)
     return ServiceRun(bound[start], workload, budget, problem.size_fields,
                       alternatives=bound, switch=switch, key=start).run()
