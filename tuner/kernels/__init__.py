@@ -11,6 +11,7 @@ Triton (the toolkit compiles ``@triton.jit`` kernels) but not torch.
 
 from __future__ import annotations
 
+from ..deprecated import moved_names
 from ..errors import KernelError
 from ..families import get_family
 from ._common import Buffer, Step, allocate, make_launch, run_steps
@@ -30,3 +31,12 @@ __all__ = [
     "ast_source",
     "get_family",
 ]
+
+#: The family classes this package held before families had folders of their own.
+__getattr__ = moved_names(__name__, {
+    "MatmulFamily": "tuner.families.matmul.kernel:MatmulFamily",
+    "DecodeAttentionFamily": "tuner.families.decode_attention.kernel:DecodeAttentionFamily",
+    "RmsNormFamily": "tuner.families.rmsnorm.kernel:RmsNormFamily",
+    "CommFamily": "tuner.families.comm.kernel:CommFamily",
+    "FusedMoeFamily": "tuner.families.fused_moe.kernel:FusedMoeFamily",
+})

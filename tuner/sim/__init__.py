@@ -12,9 +12,18 @@ from .recording import Recording
 from .regime_switch import DispatcherSwitch, NoSwitch, RegimeSwitch
 from .service import ServiceRun, SimResult, simulate, simulate_switching
 from .chrome_trace import write_chrome_trace
+from ..deprecated import moved_names
 
 __all__ = [
     "BUILD", "BoundService", "SharedGPU", "Kernel", "Metrics", "Recording", "ServiceRun", "SimResult",
     "DispatcherSwitch", "NoSwitch", "RegimeSwitch", "bind", "simulate", "simulate_switching",
     "write_chrome_trace",
 ]
+
+#: The regime switch's names before "policy" came to mean batching alone.
+__getattr__ = moved_names(__name__, {
+    "simulate_policy": "tuner.sim.service:simulate_switching",
+    "SwitchPolicy": "tuner.sim.regime_switch:RegimeSwitch",
+    "StaticPolicy": "tuner.sim.regime_switch:NoSwitch",
+    "DispatcherPolicy": "tuner.sim.regime_switch:DispatcherSwitch",
+})
