@@ -10,6 +10,14 @@ the exports call its parameters, and the space ``tuner profile --best`` searches
 instead of switching on the family's name, so a new family is its folder and one
 registry line — the way Triton's autotuner takes an explicit ``perf_model`` rather than
 guessing what a kernel is.
+
+A family's space and legality stay with its kernel class, for two reasons. Its legality
+reads the kernel's own options and limits (an epilogue to unfuse, int32 indexing, a
+register budget), which the plan and the run check the same way. And a bundled
+kernel module's ``SPACE`` sits above its ``@triton.jit`` functions, whose identity
+(Triton's ``cache_key``, a stored row's ``kernel_source_hash``, the compile cache's key)
+counts the line each starts on: moving it would make every stored table and compile
+cache look out of date for no change to any kernel.
 """
 
 from __future__ import annotations
