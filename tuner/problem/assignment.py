@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AssignmentError, StorageError, TunerError, shown_value
 from ..store.row import number, span_label
-from .capabilities import CompiledResources, FamilyProfile
+from .capabilities import FamilyProfile, LaunchResources, SourceHashed
 from .model import Config, Problem
 
 if TYPE_CHECKING:
@@ -47,6 +48,23 @@ class Assignment:
     """
 
     ops: tuple[tuple[str, tuple[Config, ...]], ...]
+
+    def __hash__(self) -> int:
+        """Hashed once: the search keys its maps on assignments of a hundred cells and more."""
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = hash(self.ops)
+        return found
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its caches: a hash is its process's own (strings hash by a seed)."""
+        return {"ops": self.ops}
+
+    @cached_property
+    def in_cell_order(self) -> tuple[Config, ...]:
+        """The configs, operators in service order and buckets in order (a joint space's
+        cell order: index ``i`` is its cell ``i``)."""
+        return tuple(config for _, configs in self.ops for config in configs)
 
     @classmethod
     def uniform(cls, problem: Problem, per_op: Mapping[str, Config]) -> Assignment:
@@ -235,7 +253,7 @@ class Assignment:
                     config=config.name, params={k: _jsonable(v) for k, v in config.params}, baseline_config=base.name,
                     shape=representative_shape(problem, op, bucket.index),
                     source=str(config.profile.source),
-                    kernel_source_hash=config.profile.source_hash if isinstance(config.profile, FamilyProfile) else None,
+                    kernel_source_hash=config.profile.source_hash if isinstance(config.profile, SourceHashed) else None,
                     **provenance,
                     **cell_requirements(problem, op, bucket.index, config),
                 ))
@@ -290,13 +308,13 @@ def cell_requirements(problem: Problem, op: str, bucket: int, config: Config) ->
         workspace = float(profile.workspace_bytes(values, partition)) if operator.bucketing.reachable(chosen) else 0.0
     except TunerError:  # a config illegal where the service never launches it
         workspace = 0.0
-    if not isinstance(profile, FamilyProfile):  # a declared profile: only its workspace is known
+    if not isinstance(profile, FamilyProfile) or profile.family is None:  # declared: only its workspace is known
         return {"workspace_bytes": workspace}
     family = profile.family
     device = profile.device or service.device
     sms = partition.sms(device) if partition.share < 1.0 and partition.sized_to_partition else device.sms
     resources: dict[str, Any] | None = None
-    if isinstance(profile, CompiledResources):  # not a collective: NCCL's, not compiled here
+    if isinstance(profile, LaunchResources):  # not a collective: NCCL's, not compiled here
         try:
             resources = profile.launch_resources(values, partition)
         except TunerError:  # illegal or uncompilable at this shape: resources unknown

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import TunerError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
+from ..sim.admission import base_memory, headroom
 from ..sim.batching import BatchingPolicy, RelayPolicyHost, RequestTimes
 from ..sim.metrics import Metrics, percentile
 from ..sim.policies import batching_policy
@@ -105,8 +106,8 @@ def replay(problem: Problem, assignment: Assignment, regime: str, seed: int = 0,
 
 def base_bytes(bound: BoundService) -> float:
     """What a service holds whatever it admits: its fixed memory and the workspace its
-    configs reserve (the simulator's admission rule, DESIGN §4)."""
-    return bound.service.memory.fixed + bound.reserved_workspace
+    configs reserve (the simulator's admission rule, :mod:`tuner.sim.admission`)."""
+    return base_memory(bound.service.memory.fixed, bound.reserved_workspace)
 
 
 def require_base(bound: BoundService, budget: float) -> None:
@@ -233,7 +234,8 @@ class ReplayRun:
             self.trace.sample(now, self.ledger.used, len(self._queue), self._in_service)
 
     def _on_arrival(self, request: int, now: float) -> None:
-        if self.state[request] > self.ledger.budget - base_bytes(self.bound):
+        if self.state[request] > headroom(self.ledger.budget, self.bound.service.memory.fixed,
+                                          self.bound.reserved_workspace):
             self._settled += 1  # can never fit: rejected, as the simulator rejects it
             return
         self._queue.append(request)

@@ -94,17 +94,18 @@ class Objective:
                     constraints: Constraints) -> FrozenTrial | None:
         """A complete trial (every seed measured) with the same knob values whose run this
         assignment repeats (:func:`tuner.search.same_run.repeats_run`)."""
-        mine = self.space.in_cell_order(assignment)
+        mine = assignment.in_cell_order
         for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             if len(other.intermediate_values) != len(self.scenario.seeds) or self.space.axis.trial_key(other) != knobs:
                 continue
             found = self.space.key(other.params)
             if found is None:
                 continue
-            theirs = self.space.in_cell_order(found[0])
+            theirs = found[0].in_cell_order
             recorded = TrialRecord.of(other)
+            # the space's configs are one object per name: identity first, value for any other
             if repeats_run(constraints.reserved_bytes, recorded.reserved_bytes, recorded.visited,
-                           lambda i: theirs[i] == mine[i]):  # noqa: B023 (used at once)
+                           lambda i: theirs[i] is mine[i] or theirs[i] == mine[i]):  # noqa: B023 (used at once)
                 return other
         return None
 

@@ -187,8 +187,8 @@ class JointSpace:
     def key(self, params: Mapping[str, object]) -> tuple[Assignment, KnobKey] | None:
         """The assignment and knob values Optuna's ``params`` name; None when either does
         not belong to this problem (a trial of another version of it)."""
-        point, knobs = self.point(params), self.axis.key(params)
-        return None if point is None or knobs is None else (self.assignment(point), knobs)
+        found = self.point_key(params)
+        return None if found is None else (self.assignment(found[0]), found[1])
 
     def point_key(self, params: Mapping[str, object]) -> tuple[JointPoint, KnobKey] | None:
         """:meth:`key` in the sampler's coordinates."""
@@ -242,10 +242,6 @@ class JointSpace:
         for (op, _), config in zip(self.cells, configs, strict=True):
             by_op.setdefault(op, []).append(config)
         return Assignment(tuple((op, tuple(configs)) for op, configs in by_op.items()))
-
-    def in_cell_order(self, assignment: Assignment) -> tuple[Config, ...]:
-        """An assignment's configs in cell order (index ``i`` is cell ``cells[i]``)."""
-        return tuple(config for _, config in assignment.cells())
 
     @cached_property
     def _configs_by_name(self) -> tuple[dict[str, Config], ...]:

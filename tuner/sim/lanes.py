@@ -115,12 +115,17 @@ class ExecutorLanes:
         return not self.lanes_left[executor]
 
 
+def stream_count(service: Service) -> int:
+    """The service's streams: one per lane of each executor (the neighbours' come after)."""
+    return service.executors * len(service.lanes())
+
+
 def stream_layout(service: Service) -> tuple[int, list[int], list[int], list[tuple[int, ...]]]:
     """The service's streams: lane l of executor e is stream l·E + e (E executors); per
     stream its partition (an index into ``service.partitions()``) and priority, and per
     executor its lanes' streams."""
     partitions, lanes, executors = service.partitions(), service.lanes(), service.executors
-    streams = executors * len(lanes)
+    streams = stream_count(service)
     part = [partitions.index(lane) for lane in lanes for _ in range(executors)]
     priority = [service.priority + lane.priority for lane in lanes for _ in range(executors)]
     return streams, part, priority, [tuple(range(e, streams, executors)) for e in range(executors)]

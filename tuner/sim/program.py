@@ -145,8 +145,11 @@ def issue_order(lane_of: list[tuple[int, int]], lane_count: int) -> tuple[tuple[
 
 _CACHE_LIMIT = 8192
 
-#: How many operators' launch memos outlive their simulation (least recently bound
-#: dropped first); each holds at most ``_CACHE_LIMIT`` shapes.
+#: How many operators' launch memos a problem keeps between its simulations (least
+#: recently bound dropped first; :class:`LaunchMemos`); each holds at most
+#: ``_CACHE_LIMIT`` shapes. The limit is per problem, so a process that keeps several
+#: problems loaded (a seed worker, the dashboard) keeps up to this many for each: about
+#: 4 MB for llm_decode after every regime.
 _SHARED_LIMIT = 256
 
 #: The token of "nothing to launch" (a zero dimension), whatever the other variables: a

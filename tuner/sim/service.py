@@ -33,7 +33,7 @@ from .batching import BatchingPolicy, PolicyHost, RequestTimes
 from .policies import batching_policy
 from .gpu import SharedGPU, Kernel, phase_rate
 from .host_thread import HostThread
-from .lanes import ExecutorLanes
+from .lanes import ExecutorLanes, stream_count
 from .regime_switch import RegimeSwitch
 from .metrics import Metrics, percentile
 from .program import BoundService, Program, bind, launch_memos
@@ -156,7 +156,7 @@ class ServiceRun(PolicyHost):
         # after them. Each stream's kernels run on its partition (an index into the GPU's caps).
         self.gpu = SharedGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in service.partitions()),
                             service.device.sms)
-        self.host_thread = HostThread(self.executors, self.executors * len(service.lanes()), service.host_launch_s,
+        self.host_thread = HostThread(self.executors, stream_count(service), service.host_launch_s,
                                       service.graph_replay_s)
         self.lanes = ExecutorLanes(service, self.gpu, self.host_thread)
         self.neighbors = NeighborStreams(service, self.lanes.streams)
