@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 #: Kept equal to tuner.sim.native.CORE (a test checks): setup.py cannot import tuner.
 CORE = ("tuner/sim/gpu.py", "tuner/sim/batching.py", "tuner/sim/vllm_batching.py", "tuner/sim/service.py",
         "tuner/sim/admission.py", "tuner/sim/host_thread.py", "tuner/sim/lanes.py", "tuner/sim/usage.py",
+        "tuner/sim/requests.py",
         "tuner/sim/program.py", "tuner/engine/block_pool.py", "tuner/engine/scheduler.py")
 STAMP = "tuner/sim/_compiled.json"
 MYPY_FLAGS = ["--python-version", f"{sys.version_info[0]}.{sys.version_info[1]}", "--follow-imports=skip",

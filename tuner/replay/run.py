@@ -22,7 +22,8 @@ from ..sim.batching import BatchingPolicy, RelayPolicyHost, RequestTimes
 from ..sim.metrics import Metrics, percentile
 from ..sim.policies import batching_policy
 from ..sim.program import BoundService, Program, bind, launch_memos
-from ..sim.service import request_figures, request_state
+from ..sim.requests import request_state
+from ..sim.service import request_figures
 from ..traffic import Workload
 from .executors import Executors, sleep_for
 from .kernels import CPU_MEMORY_SCALE, CpuReferences, CudaKernels, KernelRunner, has_kernels

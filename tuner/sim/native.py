@@ -35,7 +35,7 @@ from pathlib import Path
 
 #: The compiled modules, named within the ``tuner`` package, as setup.py's CORE lists their files.
 CORE = ("sim.gpu", "sim.batching", "sim.vllm_batching", "sim.service", "sim.admission", "sim.host_thread",
-        "sim.lanes", "sim.usage", "sim.program", "engine.block_pool", "engine.scheduler")
+        "sim.lanes", "sim.usage", "sim.requests", "sim.program", "engine.block_pool", "engine.scheduler")
 PURE_ENV = "TUNER_PURE_PYTHON"
 #: The stamp setup.py writes, within the ``tuner`` package.
 STAMP = "sim/_compiled.json"

@@ -35,6 +35,7 @@ from .gpu import SharedGPU, Kernel, phase_rate
 from .host_thread import HostThread
 from .lanes import ExecutorLanes, stream_count
 from .regime_switch import RegimeSwitch
+from .requests import Decided, Requests, tpot
 from .metrics import Metrics, percentile
 from .program import BoundService, Program, bind, launch_memos
 from .recording import Recording
@@ -42,10 +43,6 @@ from .usage import UsageMeter
 
 _WAKE, _HORIZON, _NEIGHBOR = 0, 1, 2
 _INF = math.inf
-
-
-class _Decided(Exception):
-    """Raised inside a run asked to stop below an attainment target once it must."""
 
 
 @dataclass(frozen=True)
@@ -122,12 +119,13 @@ def simulate_switching(
 class ServiceRun(PolicyHost):
     """One simulation; create, call :meth:`run` once, discard.
 
-    It owns its parts: the memory ledger (``admission``, :class:`~tuner.sim.admission.Admission`),
+    It owns its parts: the requests, their timeline and verdicts (``requests``,
+    :class:`~tuner.sim.requests.Requests`), the memory ledger (``admission``, :class:`~tuner.sim.admission.Admission`),
     the executors' host threads (``host_thread``, :class:`~tuner.sim.host_thread.HostThread`),
     the resource figures (``usage``, :class:`~tuner.sim.usage.UsageMeter`), the executors'
     streams (``lanes``, :class:`~tuner.sim.lanes.ExecutorLanes`), the neighbours' streams
     (``neighbors``, :class:`NeighborStreams`), the shared GPU and the batching policy; it
-    keeps the event loop, its timers, the regime switch and the judging of requests.
+    keeps the event loop, its timers and the regime switch.
     """
 
     def __init__(self, bound: BoundService, workload: Workload, budget: float,
@@ -146,12 +144,9 @@ class ServiceRun(PolicyHost):
         self.horizon = workload.horizon_s
         self.size_fields = size_fields
         self.executors = service.executors
-        n = len(workload)
-        self.n = n
-        self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
-        self.state = request_state(service, workload)
+        requests = self.requests = Requests(service, workload, stop_below)
+        self.n, self.sizes, self.state, self.times = requests.n, requests.sizes, requests.state, requests.times
         self.admission = Admission(budget, service.memory.fixed, bound.reserved_workspace)
-        self.times = RequestTimes(workload)
         # Streams: lane l of executor e is stream l·E + e (tuner.sim.lanes); the neighbours come
         # after them. Each stream's kernels run on its partition (an index into the GPU's caps).
         self.gpu = SharedGPU(workload.horizon_s, tuple(p.exact_share(service.device) for p in service.partitions()),
@@ -167,15 +162,9 @@ class ServiceRun(PolicyHost):
         self._program_peak = 0.0
         self._timers: list[tuple[float, int, int, int]] = []
         self._timer_seq = 0
-        self._judged = 0
         self.kernels = 0
         self._launch_limit = MAX_LAUNCHES
         self.usage = UsageMeter(self.admission.base_memory)
-        # stopping early: misses beyond (1 - target) × judged requests decide the run
-        self._warmup = workload.warmup_s
-        self._misses = 0
-        self._misses_allowed = _INF if stop_below is None else (
-            (1.0 - stop_below) * int((workload.arrivals_s >= workload.warmup_s).sum()) + 1e-9)
 
     # -- the batching policy's host (PolicyHost, tuner.sim.batching) -------------------
     def memory_capacity(self) -> float:
@@ -202,12 +191,8 @@ class ServiceRun(PolicyHost):
             self._on_program_done(stream % lanes.executors, now)
 
     def finish(self, request: int, now: float) -> None:
-        self.times.finish_t[request] = now
         self.admission.release(self.state[request])
-        self._judged += 1
-        if (self._misses_allowed < _INF and self.times.arrival_t[request] >= self._warmup
-                and not self._good(request, now)):
-            self._missed()
+        self.requests.finished(request, now)
 
     def hold(self, nbytes: float) -> None:
         """An engine policy now holds ``nbytes`` of memory itself (its KV blocks in use):
@@ -215,18 +200,6 @@ class ServiceRun(PolicyHost):
         admission = self.admission
         admission.engine_held = nbytes
         self.usage.see_memory(admission.base_memory + admission.memory_used + nbytes)
-
-    def _good(self, request: int, now: float) -> bool:
-        service, arrival = self.bound.service, self.times.arrival_t[request]
-        if not service.kind.token_level:
-            return bool(service.slo.met(now - arrival))
-        first = self.times.first_t[request]
-        return bool(service.slo.met(now - arrival, first - arrival, _tpot(now, first, self.sizes["output"][request])))
-
-    def _missed(self) -> None:
-        self._misses += 1
-        if self._misses > self._misses_allowed:
-            raise _Decided
 
     # -- internals -----------------------------------------------------------------
     def _timer(self, t: float, kind: int, payload: int) -> None:
@@ -287,9 +260,7 @@ class ServiceRun(PolicyHost):
             self._maybe_switch(self.regime_switch, now)
         admission = self.admission
         if admission.never_fits(self.state[r]):
-            self._judged += 1  # rejected, counted as missed
-            if now >= self._warmup:
-                self._missed()
+            self.requests.rejected(now)
             return
         admission.queue.append(r)
         if len(admission.queue) == 1:
@@ -321,7 +292,7 @@ class ServiceRun(PolicyHost):
             self.gpu.sm_trace = self.recording.sm
         for index in range(len(self.neighbors.specs)):
             self.neighbors.launch(index, self.gpu, 0.0)
-        arrival, n, gpu, timers = self.times.arrival_t, self.n, self.gpu, self._timers
+        arrival, n, gpu, timers, requests = self.times.arrival_t, self.n, self.gpu, self._timers, self.requests
         recording, horizon, queue = self.recording, self.horizon, admission.queue
         waiting = self.batching.queue
         run_until = gpu.run_until
@@ -331,7 +302,7 @@ class ServiceRun(PolicyHost):
         sm_seconds_at_last = 0.0
         stopped = False
         try:
-            while i < n or self._judged < n or timers:
+            while i < n or requests.judged < n or timers:
                 t_arrival = arrival[i] if i < n else _INF
                 t_timer = timers[0][0] if timers else _INF
                 t_other = t_arrival if t_arrival <= t_timer else t_timer
@@ -357,14 +328,14 @@ class ServiceRun(PolicyHost):
                     self._on_arrival(i, t)
                     i += 1
                 else:
-                    if self._judged >= n and i >= n and timers[0][2] == _WAKE:
+                    if requests.judged >= n and i >= n and timers[0][2] == _WAKE:
                         heapq.heappop(timers)  # nothing left to serve: drop stale wake-ups
                         continue
                     self._on_timer(t)
                 if recording is not None:
                     recording.sample(t, admission.base_memory + admission.memory_used + admission.engine_held,
                                      len(queue) + len(waiting), admission.admitted)
-        except _Decided:
+        except Decided:
             stopped = True
         if last_t < horizon:
             memory_integral += (admission.base_memory + admission.memory_used + admission.engine_held) * (
@@ -467,16 +438,6 @@ class NeighborStreams:
         return (self.at_horizon or 0.0) / alone if alone > 0 else None
 
 
-def request_state(service: Service, workload: Workload) -> list[float]:
-    """The bytes each request holds while admitted (``service.memory.per_request`` at its
-    sizes): what admission checks, in a simulation and in a replay alike; 0 for an
-    engine policy (vllm), which keeps its KV cache itself and admits on arrival."""
-    state = 0.0 if service.kind.engine else service.memory.per_request.evaluate_array(
-        {name: np.asarray(v, dtype=np.float64) for name, v in workload.sizes.items()}
-    )
-    return np.broadcast_to(np.asarray(state, dtype=np.float64), (len(workload),)).tolist()
-
-
 def request_figures(service: Service, workload: Workload, times: RequestTimes) -> dict[str, Any]:
     """The metrics that follow from each request's timeline alone (goodput, attainment,
     latencies, waits, the backlog's growth), as :class:`Metrics` names them: one rule for
@@ -490,7 +451,7 @@ def request_figures(service: Service, workload: Workload, times: RequestTimes) -
     latency = finish - arrival
     horizon, warmup = workload.horizon_s, workload.warmup_s
     judged = arrival >= warmup
-    good, ttft, tpot = _judge(service.slo, service.kind.token_level, arrival, finish,
+    good, ttft, per_token = _judge(service.slo, service.kind.token_level, arrival, finish,
                               np.asarray(times.first_t), workload.sizes, judged)
     window = horizon - warmup
     n_judged = int(judged.sum())
@@ -511,9 +472,9 @@ def request_figures(service: Service, workload: Workload, times: RequestTimes) -
         "admission_stall_s": float((admit - arrival)[admitted].mean()) if admitted.any() else 0.0,
         "wait_mean_s": float((start - arrival)[started].mean()) if started.any() else 0.0,
         "ttft_p99_s": percentile(ttft, 99) if ttft is not None else None,
-        "tpot_p99_s": percentile(tpot, 99) if tpot is not None else None,
+        "tpot_p99_s": percentile(per_token, 99) if per_token is not None else None,
         "ttft_p90_s": percentile(ttft, 90) if ttft is not None else None,
-        "tpot_p90_s": percentile(tpot, 90) if tpot is not None else None,
+        "tpot_p90_s": percentile(per_token, 90) if per_token is not None else None,
         "warmup_s": warmup,
         "judged": n_judged,
         "arrival_rate_rps": n_judged / window,
@@ -551,14 +512,9 @@ def _judge(slo: Slo, token_level: bool, arrival: np.ndarray, finish: np.ndarray,
     with np.errstate(invalid="ignore"):
         if not token_level:
             return done & slo.met(finish - arrival), None, None
-        ttft, tpot = first - arrival, _tpot(finish, first, np.asarray(sizes["output"], dtype=np.float64))
-        good = done & slo.met(finish - arrival, ttft, tpot)
-    return good, ttft[done], tpot[done]
-
-
-def _tpot(finish: Any, first: Any, output: Any) -> Any:
-    """Time per output token after the first (0 for a one-token output)."""
-    return np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), 0.0)
+        ttft, per_token = first - arrival, tpot(finish, first, np.asarray(sizes["output"], dtype=np.float64))
+        good = done & slo.met(finish - arrival, ttft, per_token)
+    return good, ttft[done], per_token[done]
 
 
 def alone_spans(phases: tuple[Phase, ...], cap: float = 1.0, sms: int = 0) -> list[tuple[float, float]]:
