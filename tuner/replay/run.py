@@ -18,11 +18,12 @@ from ..errors import TunerError
 from ..problem.assignment import Assignment
 from ..problem.model import Problem
 from ..sim.admission import base_memory, headroom
-from ..sim.batching import BatchingPolicy, RelayPolicyHost, RequestTimes
+from ..sim.batching import BatchingPolicy, RelayPolicyHost
 from ..sim.metrics import Metrics, percentile
 from ..sim.policies import batching_policy
 from ..sim.program import BoundService, Program, bind, launch_memos
-from ..sim.requests import request_state
+from ..sim.lanes import stream_count
+from ..sim.requests import Requests
 from ..sim.service import request_figures
 from ..traffic import Workload
 from .executors import Executors, sleep_for
@@ -131,16 +132,14 @@ class ReplayRun:
         profiles on the CPU, more precise than a wait per launch)."""
         service = bound.service
         self.bound, self.workload, self.ledger, self.device = bound, workload, ledger, device
-        self.times = RequestTimes(workload)
-        self.sizes = {name: np.asarray(values).tolist() for name, values in workload.sizes.items()}
-        self.state = request_state(service, workload)
+        self.requests = Requests(service, workload, stop_below=None)  # the simulator's, settled alike
+        self.times, self.sizes, self.state = self.requests.times, self.requests.sizes, self.requests.state
         require_base(bound, ledger.budget)
         ledger.reserve("fixed", service.memory.fixed)  # (they fit: the ledger holds nothing else yet)
         ledger.reserve("workspace", bound.reserved_workspace)
         self._clock, self._t0 = clock, 0.0
         self._queue: deque[int] = deque()
         self._wakes: list[float] = []
-        self._settled = 0
         self._lateness: list[float] = []
         self._engine_key = "engine"
         self.iterations = 0
@@ -150,7 +149,7 @@ class ReplayRun:
         self.executors = Executors(service.executors, work, self.now, trace.batch if trace is not None else None)
         # the neighbours' streams come after every executor's lanes (CudaKernels' order)
         self.neighbors = NeighborLoops(service, runner.backend if runner is not None else CpuReferences(),
-                                       service.executors * len(service.lanes()), self.now)
+                                       stream_count(service), self.now)
         self._in_service = 0
         if trace is not None:
             self.neighbors.on_launch = trace.neighbor
@@ -172,10 +171,9 @@ class ReplayRun:
         self.executors.start(executor, program, scale)
 
     def finish(self, request: int, now: float) -> None:
-        self.times.finish_t[request] = now
         self.ledger.release(request)
         self._in_service -= 1
-        self._settled += 1
+        self.requests.finished(request, now)
 
     def hold(self, nbytes: float) -> None:
         """An engine policy's KV blocks in use: held for real, beside the requests."""
@@ -196,7 +194,7 @@ class ReplayRun:
         self.neighbors.start()
         i = 0
         try:
-            while (self._settled < n or self.now() < until) and self.now() < deadline:
+            while (self.requests.judged < n or self.now() < until) and self.now() < deadline:
                 now = self.now()
                 while i < n and arrival[i] <= now:
                     self._lateness.append(now - arrival[i])
@@ -237,7 +235,7 @@ class ReplayRun:
     def _on_arrival(self, request: int, now: float) -> None:
         if self.state[request] > headroom(self.ledger.budget, self.bound.service.memory.fixed,
                                           self.bound.reserved_workspace):
-            self._settled += 1  # can never fit: rejected, as the simulator rejects it
+            self.requests.rejected(now)  # can never fit: rejected, as the simulator rejects it
             return
         self._queue.append(request)
         self._admit(now)
