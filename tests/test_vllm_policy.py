@@ -153,7 +153,7 @@ def test_a_request_beyond_max_context_is_refused_and_the_rest_served(tmp_path: P
     run = _run(problem, "heavy")
     finished = sum(1 for t in run.times.finish_t if t == t)
     assert run.batching.scheduler.refused > 0
-    assert finished == run.n - run.batching.scheduler.refused
+    assert finished == run.requests.n - run.batching.scheduler.refused
 
 
 def _llama_with_prompts(tmp_path: Path, prompt_id: str | None) -> Path:

@@ -133,7 +133,7 @@ class ReplayRun:
         service = bound.service
         self.bound, self.workload, self.ledger, self.device = bound, workload, ledger, device
         self.requests = Requests(service, workload, stop_below=None)  # the simulator's, settled alike
-        self.times, self.sizes, self.state = self.requests.times, self.requests.sizes, self.requests.state
+        self.times = self.requests.times  # the policy's host shares them (RelayPolicyHost)
         require_base(bound, ledger.budget)
         ledger.reserve("fixed", service.memory.fixed)  # (they fit: the ledger holds nothing else yet)
         ledger.reserve("workspace", bound.reserved_workspace)
@@ -156,7 +156,7 @@ class ReplayRun:
             if runner is not None:
                 runner.on_kernels = trace.kernels
         host = RelayPolicyHost(bound, ledger.budget - ledger.used, self.times, self)
-        self.policy: BatchingPolicy = batching_policy(service.batching, host, service.executors, workload, self.sizes,
+        self.policy: BatchingPolicy = batching_policy(service.batching, host, service.executors, workload, self.requests.sizes,
                                                       size_fields)
 
     def now(self) -> float:
@@ -233,7 +233,7 @@ class ReplayRun:
             self.trace.sample(now, self.ledger.used, len(self._queue), self._in_service)
 
     def _on_arrival(self, request: int, now: float) -> None:
-        if self.state[request] > headroom(self.ledger.budget, self.bound.service.memory.fixed,
+        if self.requests.state[request] > headroom(self.ledger.budget, self.bound.service.memory.fixed,
                                           self.bound.reserved_workspace):
             self.requests.rejected(now)  # can never fit: rejected, as the simulator rejects it
             return
@@ -242,7 +242,7 @@ class ReplayRun:
         self.policy.dispatch(now)
 
     def _admit(self, now: float) -> None:
-        queue_, state = self._queue, self.state
+        queue_, state = self._queue, self.requests.state
         while queue_ and self.ledger.reserve(queue_[0], state[queue_[0]]):
             request = queue_.popleft()
             self.times.admit_t[request] = now

@@ -145,7 +145,7 @@ class ServiceRun(PolicyHost):
         self.size_fields = size_fields
         self.executors = service.executors
         requests = self.requests = Requests(service, workload, stop_below)
-        self.n, self.sizes, self.state, self.times = requests.n, requests.sizes, requests.state, requests.times
+        self.times = requests.times  # the policy's host shares them (PolicyHost)
         self.admission = Admission(budget, service.memory.fixed, bound.reserved_workspace)
         # Streams: lane l of executor e is stream l·E + e (tuner.sim.lanes); the neighbours come
         # after them. Each stream's kernels run on its partition (an index into the GPU's caps).
@@ -156,7 +156,7 @@ class ServiceRun(PolicyHost):
         self.lanes = ExecutorLanes(service, self.gpu, self.host_thread)
         self.neighbors = NeighborStreams(service, self.lanes.streams)
         self.recording = record if isinstance(record, Recording) else Recording() if record else None
-        self.batching: BatchingPolicy = batching_policy(service.batching, self, self.executors, workload, self.sizes,
+        self.batching: BatchingPolicy = batching_policy(service.batching, self, self.executors, workload, requests.sizes,
                                                         size_fields)
         self.iterations = 0
         self._program_peak = 0.0
@@ -191,7 +191,7 @@ class ServiceRun(PolicyHost):
             self._on_program_done(stream % lanes.executors, now)
 
     def finish(self, request: int, now: float) -> None:
-        self.admission.release(self.state[request])
+        self.admission.release(self.requests.state[request])
         self.requests.finished(request, now)
 
     def hold(self, nbytes: float) -> None:
@@ -208,7 +208,7 @@ class ServiceRun(PolicyHost):
 
     def _admit(self, now: float) -> None:
         admission = self.admission
-        if admission.admit(self.state, self.batching, self.times.admit_t, now):
+        if admission.admit(self.requests.state, self.batching, self.times.admit_t, now):
             self.usage.see_admitted(admission.admitted)
             self.usage.see_memory(admission.base_memory + admission.memory_used)
 
@@ -259,7 +259,7 @@ class ServiceRun(PolicyHost):
             self.regime_switch.observe_arrival(now)
             self._maybe_switch(self.regime_switch, now)
         admission = self.admission
-        if admission.never_fits(self.state[r]):
+        if admission.never_fits(self.requests.state[r]):
             self.requests.rejected(now)
             return
         admission.queue.append(r)
@@ -292,7 +292,8 @@ class ServiceRun(PolicyHost):
             self.gpu.sm_trace = self.recording.sm
         for index in range(len(self.neighbors.specs)):
             self.neighbors.launch(index, self.gpu, 0.0)
-        arrival, n, gpu, timers, requests = self.times.arrival_t, self.n, self.gpu, self._timers, self.requests
+        requests = self.requests
+        arrival, n, gpu, timers = self.times.arrival_t, requests.n, self.gpu, self._timers
         recording, horizon, queue = self.recording, self.horizon, admission.queue
         waiting = self.batching.queue
         run_until = gpu.run_until
