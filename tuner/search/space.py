@@ -5,10 +5,10 @@ this module is its boundary with Optuna: :meth:`JointSpace.key` reads a trial's
 parameters as ``(Assignment, knob values)`` and :meth:`JointSpace.params_of` writes an
 assignment as parameters. The local-search sampler alone works in the space's
 coordinates, a *point*: a tuple of config names in cell order (operators in service
-order, buckets in order), which its moves index by cell. Optuna stores one categorical parameter per *free* cell — a cell with more
-than one choice — named ``op`` for an operator with one bucket and ``op@LABEL``
-otherwise; a cell with one choice is not a parameter (it has nothing to learn, and
-every parameter is a database write per trial).
+order, buckets in order), which its moves index by cell. Optuna stores one categorical
+parameter per *free* cell — a cell with more than one choice — named ``op`` for an
+operator with one bucket and ``op@LABEL`` otherwise; a cell with one choice is not a
+parameter (it has nothing to learn, and every parameter is a database write per trial).
 
 Each cell's choices are its family's legal configs that no other config *dominates*
 (prunes like ``triton.autotune``'s ``prune_configs_by``, before any simulation). Config
